@@ -1,0 +1,217 @@
+// The attention problem: shapes, features and the tensors of one call, for all nine families.
+//
+// Conventions (DESIGN §3):
+//  * Q, K, V, O views are logical [batch, seq, head, dim] (bshd/bhsd helpers set the strides).
+//    Group mode: batch dimension 1, seq = total tokens, sequence b spans
+//    [seqstart[b], seqstart[b+1]).
+//  * Paged problems (page_table != none): K and V are the caches, logical
+//    [num_pages, page_size, nhead_k, dim] whatever the KvLayout (the layout only sets strides).
+//  * Index metadata (seqstarts, cache lengths, page tables) lives in host vectors so that
+//    validation can check it; a GPU plan uploads it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tilefmha/tensor.hpp"
+#include "tilefmha/types.hpp"
+
+namespace tilefmha {
+
+struct MaskSpec {
+  MaskKind kind = MaskKind::none;
+  MaskAlign align = MaskAlign::top_left;
+  // Key j is visible to query i when  d - window_left <= j <= d + window_right,  where
+  // d = i (top_left) or i + seqlen_k - seqlen_q (bottom_right); -1 = unbounded.
+  // causal is window_left = -1, window_right = 0.
+  int64_t window_left = -1;
+  int64_t window_right = -1;
+  // StreamingLLM: keys j < sink_tokens stay visible under a window (never beyond the
+  // causal/right bound).
+  int64_t sink_tokens = 0;
+};
+
+// Keep decision of element (b, h, i, j) (i, j local to sequence b) by Philox4x32-10; see
+// core/dropout.hpp for the exact counter. Kept values are scaled by 1 / (1 - p).
+struct DropoutSpec {
+  double p = 0.0;
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  // Optional uint8 [batch, nhead_q, seqlen_q, seqlen_k]: the top 8 bits of each element's
+  // random word, for tests (group mode: batch index and local i, j; max lengths).
+  TensorView random_values;
+};
+
+// FP8 inputs are dequantized x = stored * scale before any arithmetic.
+struct Fp8Scales {
+  Fp8ScaleKind kind = Fp8ScaleKind::none;
+  // per_tensor
+  double q_descale = 1.0, k_descale = 1.0, v_descale = 1.0;
+  // per_block: fp32 [batch, heads, ceil(seq / kFp8ScaleBlock)] (group mode: local token index)
+  TensorView q_block, k_block, v_block;
+  // per_page (paged caches): fp32 [num_pages, nhead_k]; Q then uses q_descale.
+  TensorView k_page, v_page;
+};
+inline constexpr int64_t kFp8ScaleBlock = 128;
+
+struct PagedKv {
+  PageTableKind table = PageTableKind::none;
+  KvLayout layout = KvLayout::nhd;
+  int64_t page_size = 0;
+  int64_t num_pages = 0;
+  // vllm_block_table: row-major [batch, max_pages_per_seq]; key j of sequence b lives in page
+  // block_table[b * max_pages_per_seq + j / page_size], slot j % page_size.
+  std::vector<int32_t> block_table;
+  int64_t max_pages_per_seq = 0;
+  // sglang_page_list: key j of sequence b lives in page
+  // page_indices[page_indptr[b] + j / page_size], slot j % page_size.
+  std::vector<int64_t> page_indptr;
+  std::vector<int32_t> page_indices;
+};
+
+// Append-KV writes seqlen_knew new tokens per sequence into the cache (K, V views, contiguous
+// or paged) at positions key_length(b) + t, rotating new K (and Q when rotate_q) by RoPE at the
+// same absolute positions. Q row i of sequence b has position key_length(b) + i.
+struct AppendKv {
+  int64_t seqlen_knew = 0;
+  TensorView k_new, v_new;  // [batch, seqlen_knew, nhead_k, dim]
+  RopeKind rope = RopeKind::none;
+  int64_t rotary_dim = 0;  // even, <= hdim_q
+  // fp32 [max_position, rotary_dim / 2]
+  TensorView rope_cos, rope_sin;
+  bool rotate_q = false;  // rotates Q in place
+};
+
+// Split-KV: split s covers keys [s * chunk, min((s + 1) * chunk, key_length(b))) where
+// chunk = splitkv_chunk(key_length(b), num_splits). Partials exclude the sink logit; the
+// combine adds it once.
+struct SplitKv {
+  int64_t num_splits = 1;
+  TensorView o_acc;    // fp32 [num_splits, batch, nhead_q, seqlen_q, hdim_v]
+  TensorView lse_acc;  // fp32 [num_splits, batch, nhead_q, seqlen_q]
+};
+
+struct Backward {
+  TensorView d_o;     // like O
+  TensorView dq, dk, dv;  // like Q, K, V
+  TensorView dbias;   // like bias (same broadcast: gradients summed over broadcast dims)
+  TensorView d;       // fp32 [batch, nhead_q, seqlen_q]: rowsum(dO * O), written by bwd_dot_do_o
+  TensorView dq_acc;  // fp32 [batch, seqlen_q, nhead_q, hdim_q], written by bwd_dq_dk_dv
+  bool deterministic = false;
+};
+
+struct Problem {
+  Family family = Family::fwd;
+  DType dtype = DType::bf16;      // Q, K, V
+  DType out_dtype = DType::bf16;  // O (and dQ/dK/dV); differs from dtype only for fp8 inputs
+  Mode mode = Mode::batch;
+
+  int64_t batch = 1;
+  int64_t nhead_q = 1;
+  int64_t nhead_k = 1;
+  // Batch mode: the lengths. Group mode: the largest sequence (set by the builder).
+  int64_t seqlen_q = 0;
+  int64_t seqlen_k = 0;
+  int64_t hdim_q = 0;
+  int64_t hdim_v = 0;
+
+  // Group mode prefix sums, batch + 1 entries each.
+  std::vector<int64_t> seqstart_q;
+  std::vector<int64_t> seqstart_k;
+  // Optional valid key count per sequence (KV caches, paged problems, append-KV cache fill).
+  std::vector<int64_t> seqlen_k_per_batch;
+
+  std::optional<double> softmax_scale;  // default 1 / sqrt(hdim_q)
+  double softcap = 0.0;                 // 0: off; else s <- cap * tanh(s / cap)
+  MaskSpec mask;
+  BiasKind bias_kind = BiasKind::none;
+  TensorView bias;          // [batch, nhead_q, seqlen_q, seqlen_k], 0 strides broadcast
+  TensorView alibi_slopes;  // fp32 [nhead_q] or [batch, nhead_q]
+  TensorView sink_logits;   // fp32 [nhead_q]; empty = no sink logit
+  bool return_lse = false;
+
+  TensorView q, k, v, o;
+  TensorView lse;  // fp32 [batch, nhead_q, seqlen_q] (group mode [1, nhead_q, total_q])
+
+  DropoutSpec dropout;
+  Fp8Scales fp8;
+  PagedKv paged;
+  AppendKv append;
+  SplitKv split;
+  Backward bwd;
+
+  // Derived facts, one definition each.
+  double scale() const;
+  bool is_paged() const { return paged.table != PageTableKind::none; }
+  bool has_dropout() const { return dropout.p > 0.0; }
+  bool is_backward() const;
+  // Query / key counts of sequence b (group-mode seqstarts, cache lengths, or batch lengths).
+  int64_t query_length(int64_t b) const;
+  int64_t key_length(int64_t b) const;
+  // Index along the seq dim of the Q/O (K/V) view where sequence b starts (0 in batch mode).
+  int64_t query_start(int64_t b) const;
+  int64_t key_start(int64_t b) const;
+  // Total query tokens (batch * seqlen_q in batch mode).
+  int64_t total_q() const;
+  // Page and slot of key j of sequence b in a paged cache.
+  struct PageSlot {
+    int64_t page;
+    int64_t slot;
+  };
+  PageSlot page_slot(int64_t b, int64_t j) const;
+  // A short human-readable description, e.g. for the CLI summary line.
+  std::string describe() const;
+};
+
+// Keys per split of split-KV, rounded to kSplitKvGranule so that GPU tiles never straddle
+// two splits.
+inline constexpr int64_t kSplitKvGranule = 128;
+int64_t splitkv_chunk(int64_t key_length, int64_t num_splits);
+
+// Fluent construction; build() validates and throws tilefmha::Error on the first problem.
+class ProblemBuilder {
+ public:
+  explicit ProblemBuilder(Family family);
+
+  ProblemBuilder& dtype(DType dtype);  // sets out_dtype too unless fp8 (then bf16)
+  ProblemBuilder& out_dtype(DType dtype);
+  ProblemBuilder& shape(int64_t batch, int64_t nhead_q, int64_t nhead_k, int64_t seqlen_q,
+                        int64_t seqlen_k, int64_t hdim_q, int64_t hdim_v);
+  // Group mode; batch, seqlen_q and seqlen_k are derived from the prefix sums.
+  ProblemBuilder& group(std::vector<int64_t> seqstart_q, std::vector<int64_t> seqstart_k);
+  ProblemBuilder& key_lengths(std::vector<int64_t> seqlen_k_per_batch);
+
+  ProblemBuilder& scale(double softmax_scale);
+  ProblemBuilder& softcap(double cap);
+  ProblemBuilder& causal(MaskAlign align = MaskAlign::top_left);
+  ProblemBuilder& window(int64_t left, int64_t right, MaskAlign align = MaskAlign::top_left);
+  ProblemBuilder& sink_tokens(int64_t count);
+  ProblemBuilder& bias(TensorView bias);
+  ProblemBuilder& alibi(TensorView slopes);
+  ProblemBuilder& sink_logits(TensorView logits);
+  ProblemBuilder& dropout(double p, uint64_t seed, uint64_t offset = 0,
+                          TensorView random_values = {});
+  ProblemBuilder& fp8_scales(Fp8Scales scales);
+
+  ProblemBuilder& q(TensorView view);
+  ProblemBuilder& k(TensorView view);
+  ProblemBuilder& v(TensorView view);
+  ProblemBuilder& o(TensorView view);
+  ProblemBuilder& lse(TensorView view);  // also sets return_lse
+
+  ProblemBuilder& paged(PagedKv paged);
+  ProblemBuilder& append(AppendKv append);
+  ProblemBuilder& splits(int64_t num_splits, TensorView o_acc = {}, TensorView lse_acc = {});
+  ProblemBuilder& backward(Backward backward);
+
+  // The problem as built so far, unvalidated (for tests that probe validation).
+  const Problem& peek() const { return problem_; }
+  Problem build() const;
+
+ private:
+  Problem problem_;
+};
+
+}  // namespace tilefmha

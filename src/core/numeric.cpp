@@ -1,0 +1,139 @@
+#include "core/numeric.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace tilefmha::numeric {
+namespace {
+
+// A binary float format with `exp_bits` exponent and `man_bits` mantissa bits.
+struct MiniFloat {
+  int exp_bits;
+  int man_bits;
+  bool has_inf;      // IEEE-like (fp16, e5m2) vs e4m3 (no inf, only S.1111.111 is NaN)
+  double max_finite;
+
+  int bias() const { return (1 << (exp_bits - 1)) - 1; }
+
+  double decode(uint32_t bits) const {
+    const uint32_t sign = bits >> (exp_bits + man_bits);
+    const uint32_t exp = (bits >> man_bits) & ((1u << exp_bits) - 1);
+    const uint32_t man = bits & ((1u << man_bits) - 1);
+    const uint32_t exp_max = (1u << exp_bits) - 1;
+    double value;
+    if (has_inf && exp == exp_max) {
+      value = man == 0 ? std::numeric_limits<double>::infinity()
+                       : std::numeric_limits<double>::quiet_NaN();
+    } else if (!has_inf && exp == exp_max && man == (1u << man_bits) - 1) {
+      value = std::numeric_limits<double>::quiet_NaN();
+    } else if (exp == 0) {
+      value = std::ldexp(static_cast<double>(man), 1 - bias() - man_bits);
+    } else {
+      value = std::ldexp(static_cast<double>(man + (1u << man_bits)),
+                         static_cast<int>(exp) - bias() - man_bits);
+    }
+    return sign ? -value : value;
+  }
+
+  // saturate: overflow clamps to max_finite instead of becoming inf.
+  uint32_t encode(double value, bool saturate) const {
+    const uint32_t sign_bit = 1u << (exp_bits + man_bits);
+    const uint32_t exp_max = (1u << exp_bits) - 1;
+    if (std::isnan(value)) return has_inf ? (exp_max << man_bits) | 1u : sign_bit - 1;
+    const uint32_t sign = std::signbit(value) ? sign_bit : 0;
+    double a = std::fabs(value);
+    if (a == 0) return sign;
+    const int min_exp = 1 - bias();
+    int exponent = std::ilogb(a);
+    if (exponent < min_exp) exponent = min_exp;
+    const double quantum = std::ldexp(1.0, exponent - man_bits);
+    double rounded = std::nearbyint(a / quantum) * quantum;  // default mode: ties to even
+    if (rounded > max_finite || std::isinf(a)) {
+      if (saturate || !has_inf) rounded = max_finite;
+      else return sign | (exp_max << man_bits);
+    }
+    if (rounded == 0) return sign;
+    int e = std::ilogb(rounded);
+    if (e < min_exp) {  // subnormal
+      const auto man = static_cast<uint32_t>(std::ldexp(rounded, -(min_exp - man_bits)));
+      return sign | man;
+    }
+    const auto man = static_cast<uint32_t>(std::ldexp(rounded, man_bits - e)) - (1u << man_bits);
+    return sign | (static_cast<uint32_t>(e + bias()) << man_bits) | man;
+  }
+};
+
+constexpr MiniFloat kHalf{5, 10, true, 65504.0};
+constexpr MiniFloat kE4M3{4, 3, false, 448.0};
+constexpr MiniFloat kE5M2{5, 2, true, 57344.0};
+
+}  // namespace
+
+float half_to_float(uint16_t bits) { return static_cast<float>(kHalf.decode(bits)); }
+uint16_t float_to_half(double value) { return static_cast<uint16_t>(kHalf.encode(value, false)); }
+float fp8_e4m3_to_float(uint8_t bits) { return static_cast<float>(kE4M3.decode(bits)); }
+uint8_t float_to_fp8_e4m3(double value) { return static_cast<uint8_t>(kE4M3.encode(value, true)); }
+float fp8_e5m2_to_float(uint8_t bits) { return static_cast<float>(kE5M2.decode(bits)); }
+uint8_t float_to_fp8_e5m2(double value) { return static_cast<uint8_t>(kE5M2.encode(value, true)); }
+
+float bf16_to_float(uint16_t bits) {
+  const uint32_t word = static_cast<uint32_t>(bits) << 16;
+  float out;
+  std::memcpy(&out, &word, sizeof(out));
+  return out;
+}
+
+uint16_t float_to_bf16(double value) {
+  // Double -> float first is exact enough: bf16 has 8 mantissa bits, float 24, and the
+  // double rounding cannot create a tie that was not one (the float keeps 16 extra bits).
+  const float f = static_cast<float>(value);
+  uint32_t word;
+  std::memcpy(&word, &f, sizeof(word));
+  if (std::isnan(f)) return 0x7fc0;
+  const uint32_t rounding = 0x7fff + ((word >> 16) & 1);
+  return static_cast<uint16_t>((word + rounding) >> 16);
+}
+
+double round_to(DType dtype, double value) {
+  switch (dtype) {
+    case DType::fp32: return static_cast<float>(value);
+    case DType::fp16: return half_to_float(float_to_half(value));
+    case DType::bf16: return bf16_to_float(float_to_bf16(value));
+    case DType::fp8_e4m3: return fp8_e4m3_to_float(float_to_fp8_e4m3(value));
+    case DType::fp8_e5m2: return fp8_e5m2_to_float(float_to_fp8_e5m2(value));
+    case DType::int32: return static_cast<double>(static_cast<int32_t>(value));
+    case DType::int64: return static_cast<double>(static_cast<int64_t>(value));
+    case DType::uint8: return static_cast<double>(static_cast<uint8_t>(value));
+  }
+  return value;
+}
+
+double load(const void* data, DType dtype, int64_t offset) {
+  switch (dtype) {
+    case DType::fp32: return static_cast<const float*>(data)[offset];
+    case DType::fp16: return half_to_float(static_cast<const uint16_t*>(data)[offset]);
+    case DType::bf16: return bf16_to_float(static_cast<const uint16_t*>(data)[offset]);
+    case DType::fp8_e4m3: return fp8_e4m3_to_float(static_cast<const uint8_t*>(data)[offset]);
+    case DType::fp8_e5m2: return fp8_e5m2_to_float(static_cast<const uint8_t*>(data)[offset]);
+    case DType::int32: return static_cast<const int32_t*>(data)[offset];
+    case DType::int64: return static_cast<double>(static_cast<const int64_t*>(data)[offset]);
+    case DType::uint8: return static_cast<const uint8_t*>(data)[offset];
+  }
+  return 0;
+}
+
+void store(void* data, DType dtype, int64_t offset, double value) {
+  switch (dtype) {
+    case DType::fp32: static_cast<float*>(data)[offset] = static_cast<float>(value); return;
+    case DType::fp16: static_cast<uint16_t*>(data)[offset] = float_to_half(value); return;
+    case DType::bf16: static_cast<uint16_t*>(data)[offset] = float_to_bf16(value); return;
+    case DType::fp8_e4m3: static_cast<uint8_t*>(data)[offset] = float_to_fp8_e4m3(value); return;
+    case DType::fp8_e5m2: static_cast<uint8_t*>(data)[offset] = float_to_fp8_e5m2(value); return;
+    case DType::int32: static_cast<int32_t*>(data)[offset] = static_cast<int32_t>(value); return;
+    case DType::int64: static_cast<int64_t*>(data)[offset] = static_cast<int64_t>(value); return;
+    case DType::uint8: static_cast<uint8_t*>(data)[offset] = static_cast<uint8_t>(value); return;
+  }
+}
+
+}  // namespace tilefmha::numeric
