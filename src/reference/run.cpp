@@ -1,0 +1,19 @@
+#include "tilefmha/reference.hpp"
+
+namespace tilefmha::reference {
+
+void run(const Problem& problem) {
+  switch (problem.family) {
+    case Family::fwd:
+    case Family::fwd_pagedkv:
+    case Family::batch_prefill: return forward(problem);
+    case Family::fwd_splitkv: return forward_splitkv(problem);
+    case Family::fwd_splitkv_combine: return splitkv_combine(problem);
+    case Family::fwd_appendkv: return append_kv(problem);
+    case Family::bwd_dot_do_o: return backward_dot_do_o(problem);
+    case Family::bwd_dq_dk_dv: return backward_dq_dk_dv(problem);
+    case Family::bwd_convert_dq: return backward_convert_dq(problem);
+  }
+}
+
+}  // namespace tilefmha::reference
