@@ -38,13 +38,19 @@ TEST(Numeric, Fp8KnownValues) {
 TEST(Numeric, EveryEncodingRoundTrips) {
   for (uint32_t bits = 0; bits < 0x10000; ++bits) {
     const float h = numeric::half_to_float(static_cast<uint16_t>(bits));
-    if (!std::isnan(h)) ASSERT_EQ(numeric::float_to_half(h), bits) << bits;
+    if (!std::isnan(h)) {
+      ASSERT_EQ(numeric::float_to_half(h), bits) << bits;
+    }
     const float b = numeric::bf16_to_float(static_cast<uint16_t>(bits));
-    if (!std::isnan(b)) ASSERT_EQ(numeric::float_to_bf16(b), bits) << bits;
+    if (!std::isnan(b)) {
+      ASSERT_EQ(numeric::float_to_bf16(b), bits) << bits;
+    }
   }
   for (uint32_t bits = 0; bits < 0x100; ++bits) {
     const float e4 = numeric::fp8_e4m3_to_float(static_cast<uint8_t>(bits));
-    if (!std::isnan(e4)) ASSERT_EQ(numeric::float_to_fp8_e4m3(e4), bits) << bits;
+    if (!std::isnan(e4)) {
+      ASSERT_EQ(numeric::float_to_fp8_e4m3(e4), bits) << bits;
+    }
     const float e5 = numeric::fp8_e5m2_to_float(static_cast<uint8_t>(bits));
     if (!std::isnan(e5) && !std::isinf(e5)) {
       ASSERT_EQ(numeric::float_to_fp8_e5m2(e5), bits);
