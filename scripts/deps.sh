@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tilefmha builds with, skipping those already present.
+# The CUDA toolkit is expected at /usr/local/cuda (or $CUDA_HOME); it is not installed here.
+set -euo pipefail
+
+packages=(cmake ninja-build g++ libgtest-dev nlohmann-json3-dev libcli11-dev python3)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$package")
+done
+
+if ((${#missing[@]})); then
+  echo "tilefmha: installing ${missing[*]}" >&2
+  sudo_cmd=()
+  [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
+fi
