@@ -1,9 +1,10 @@
+#include "core/numeric.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "common/philox.h"
-#include "core/numeric.hpp"
 
 using namespace tilefmha;
 
@@ -11,8 +12,8 @@ TEST(Numeric, HalfKnownValues) {
   EXPECT_EQ(numeric::float_to_half(1.0), 0x3c00);
   EXPECT_EQ(numeric::float_to_half(-2.0), 0xc000);
   EXPECT_EQ(numeric::float_to_half(65504.0), 0x7bff);
-  EXPECT_EQ(numeric::float_to_half(1e6), 0x7c00);          // overflow -> inf
-  EXPECT_EQ(numeric::float_to_half(std::ldexp(1.0, -24)), 0x0001);  // smallest subnormal
+  EXPECT_EQ(numeric::float_to_half(1e6), 0x7c00);                         // overflow -> inf
+  EXPECT_EQ(numeric::float_to_half(std::ldexp(1.0, -24)), 0x0001);        // smallest subnormal
   EXPECT_EQ(numeric::float_to_half(1.0 + std::ldexp(1.0, -11)), 0x3c00);  // tie -> even
   EXPECT_EQ(numeric::float_to_half(1.0 + 3 * std::ldexp(1.0, -11)), 0x3c02);
   EXPECT_FLOAT_EQ(numeric::half_to_float(0x3555), 0.333251953125f);

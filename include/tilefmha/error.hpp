@@ -6,7 +6,15 @@
 
 namespace tilefmha {
 
-enum class ErrorKind { invalid_problem, invalid_argument, io, not_supported, no_kernel, compile, runtime };
+enum class ErrorKind {
+  invalid_problem,
+  invalid_argument,
+  io,
+  not_supported,
+  no_kernel,
+  compile,
+  runtime
+};
 
 class Error : public std::runtime_error {
  public:

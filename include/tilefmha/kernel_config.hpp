@@ -4,12 +4,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <variant>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "tilefmha/types.hpp"
 

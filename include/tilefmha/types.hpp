@@ -60,10 +60,10 @@ enum class Pipeline : uint8_t {
 template <class E>
 struct EnumNames;
 
-#define TILEFMHA_ENUM_NAMES(E, ...)                                  \
-  template <>                                                        \
-  struct EnumNames<E> {                                              \
-    static constexpr std::string_view type_name = #E;                \
+#define TILEFMHA_ENUM_NAMES(E, ...)                                               \
+  template <>                                                                     \
+  struct EnumNames<E> {                                                           \
+    static constexpr std::string_view type_name = #E;                             \
     static constexpr auto names = std::to_array<std::string_view>({__VA_ARGS__}); \
   }
 

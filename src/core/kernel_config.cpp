@@ -18,9 +18,12 @@ namespace {
 
 template <class T>
 std::string value_text(T value) {
-  if constexpr (std::is_same_v<T, bool>) return value ? "1" : "0";
-  else if constexpr (std::is_enum_v<T>) return std::string(to_string(value));
-  else return std::to_string(value);
+  if constexpr (std::is_same_v<T, bool>)
+    return value ? "1" : "0";
+  else if constexpr (std::is_enum_v<T>)
+    return std::string(to_string(value));
+  else
+    return std::to_string(value);
 }
 
 // Parses a field value from text; nullopt when the text is not a value of T.
@@ -42,16 +45,22 @@ std::optional<T> parse_value(std::string_view text) {
 
 template <class T>
 std::string_view expected_text() {
-  if constexpr (std::is_same_v<T, bool>) return "expected 0/1 or true/false";
-  else if constexpr (std::is_enum_v<T>) return "not a known name";
-  else return "expected an integer";
+  if constexpr (std::is_same_v<T, bool>)
+    return "expected 0/1 or true/false";
+  else if constexpr (std::is_enum_v<T>)
+    return "not a known name";
+  else
+    return "expected an integer";
 }
 
 template <class T>
 FieldValue to_field_value(T value) {
-  if constexpr (std::is_same_v<T, bool>) return value;
-  else if constexpr (std::is_enum_v<T>) return std::string(to_string(value));
-  else return static_cast<int64_t>(value);
+  if constexpr (std::is_same_v<T, bool>)
+    return value;
+  else if constexpr (std::is_enum_v<T>)
+    return std::string(to_string(value));
+  else
+    return static_cast<int64_t>(value);
 }
 
 // Optional segments are omitted from names when they equal these defaults; out_dtype's default
@@ -61,13 +70,17 @@ bool at_name_default(const KernelConfig& config, std::string_view field_name) {
   bool equal = false;
   for_each_kernel_config_field([&](const auto& field) {
     if (field.name != field_name) return;
-    if (field.name == "out_dtype") equal = config.out_dtype == config.dtype;
-    else equal = config.*field.member == defaults.*field.member;
+    if (field.name == "out_dtype")
+      equal = config.out_dtype == config.dtype;
+    else
+      equal = config.*field.member == defaults.*field.member;
   });
   return equal;
 }
 
-bool is_tile_tag(std::string_view tag) { return !tag.empty() && tag.back() != '-'; }
+bool is_tile_tag(std::string_view tag) {
+  return !tag.empty() && tag.back() != '-';
+}
 
 }  // namespace
 
@@ -119,9 +132,8 @@ KernelConfig KernelConfig::parse_name(std::string_view name) {
       if (!value) return;
       for (auto earlier : seen)
         if (earlier == field.name)
-          throw Error(ErrorKind::invalid_argument, "kernel name '" + std::string(name) +
-                                                       "' sets " + std::string(field.name) +
-                                                       " twice");
+          throw Error(ErrorKind::invalid_argument, "kernel name '" + std::string(name) + "' sets " +
+                                                       std::string(field.name) + " twice");
       config.*field.member = *value;
       best_tag = field.tag.size();
       matched = true;
@@ -168,8 +180,8 @@ FieldValue get_field(const KernelConfig& config, std::string_view name) {
     if (field.name == name) out = to_field_value(config.*field.member);
   });
   if (!out)
-    throw Error(ErrorKind::invalid_argument, "unknown kernel config field '" + std::string(name) +
-                                                 "'");
+    throw Error(ErrorKind::invalid_argument,
+                "unknown kernel config field '" + std::string(name) + "'");
   return *out;
 }
 
@@ -184,8 +196,8 @@ void set_field(KernelConfig& config, std::string_view name, std::string_view tex
     config.*field.member = *value;
   });
   if (!found)
-    throw Error(ErrorKind::invalid_argument, "unknown kernel config field '" + std::string(name) +
-                                                 "'");
+    throw Error(ErrorKind::invalid_argument,
+                "unknown kernel config field '" + std::string(name) + "'");
 }
 
 std::string field_to_string(const FieldValue& value) {
@@ -199,8 +211,10 @@ void to_json(nlohmann::json& out, const KernelConfig& config) {
   for_each_kernel_config_field([&](const auto& field) {
     using T = std::remove_reference_t<decltype(config.*field.member)>;
     const T value = config.*field.member;
-    if constexpr (std::is_enum_v<T>) out[std::string(field.name)] = std::string(to_string(value));
-    else out[std::string(field.name)] = value;
+    if constexpr (std::is_enum_v<T>)
+      out[std::string(field.name)] = std::string(to_string(value));
+    else
+      out[std::string(field.name)] = value;
   });
 }
 
@@ -216,10 +230,14 @@ void from_json(const nlohmann::json& in, KernelConfig& config) {
     const auto it = in.find(std::string(field.name));
     if (it == in.end()) return;
     std::string text;
-    if (it->is_string()) text = it->template get<std::string>();
-    else if (it->is_boolean()) text = it->template get<bool>() ? "true" : "false";
-    else if (it->is_number_integer()) text = std::to_string(it->template get<int64_t>());
-    else bad_field(field.name, it->dump(), "wrong JSON type");
+    if (it->is_string())
+      text = it->template get<std::string>();
+    else if (it->is_boolean())
+      text = it->template get<bool>() ? "true" : "false";
+    else if (it->is_number_integer())
+      text = std::to_string(it->template get<int64_t>());
+    else
+      bad_field(field.name, it->dump(), "wrong JSON type");
     auto value = parse_value<T>(text);
     if (!value) bad_field(field.name, text, expected_text<T>());
     config.*field.member = *value;

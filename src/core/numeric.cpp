@@ -11,7 +11,7 @@ namespace {
 struct MiniFloat {
   int exp_bits;
   int man_bits;
-  bool has_inf;      // IEEE-like (fp16, e5m2) vs e4m3 (no inf, only S.1111.111 is NaN)
+  bool has_inf;  // IEEE-like (fp16, e5m2) vs e4m3 (no inf, only S.1111.111 is NaN)
   double max_finite;
 
   int bias() const { return (1 << (exp_bits - 1)) - 1; }
@@ -50,8 +50,10 @@ struct MiniFloat {
     const double quantum = std::ldexp(1.0, exponent - man_bits);
     double rounded = std::nearbyint(a / quantum) * quantum;  // default mode: ties to even
     if (rounded > max_finite || std::isinf(a)) {
-      if (saturate || !has_inf) rounded = max_finite;
-      else return sign | (exp_max << man_bits);
+      if (saturate || !has_inf)
+        rounded = max_finite;
+      else
+        return sign | (exp_max << man_bits);
     }
     if (rounded == 0) return sign;
     int e = std::ilogb(rounded);
@@ -70,12 +72,24 @@ constexpr MiniFloat kE5M2{5, 2, true, 57344.0};
 
 }  // namespace
 
-float half_to_float(uint16_t bits) { return static_cast<float>(kHalf.decode(bits)); }
-uint16_t float_to_half(double value) { return static_cast<uint16_t>(kHalf.encode(value, false)); }
-float fp8_e4m3_to_float(uint8_t bits) { return static_cast<float>(kE4M3.decode(bits)); }
-uint8_t float_to_fp8_e4m3(double value) { return static_cast<uint8_t>(kE4M3.encode(value, true)); }
-float fp8_e5m2_to_float(uint8_t bits) { return static_cast<float>(kE5M2.decode(bits)); }
-uint8_t float_to_fp8_e5m2(double value) { return static_cast<uint8_t>(kE5M2.encode(value, true)); }
+float half_to_float(uint16_t bits) {
+  return static_cast<float>(kHalf.decode(bits));
+}
+uint16_t float_to_half(double value) {
+  return static_cast<uint16_t>(kHalf.encode(value, false));
+}
+float fp8_e4m3_to_float(uint8_t bits) {
+  return static_cast<float>(kE4M3.decode(bits));
+}
+uint8_t float_to_fp8_e4m3(double value) {
+  return static_cast<uint8_t>(kE4M3.encode(value, true));
+}
+float fp8_e5m2_to_float(uint8_t bits) {
+  return static_cast<float>(kE5M2.decode(bits));
+}
+uint8_t float_to_fp8_e5m2(double value) {
+  return static_cast<uint8_t>(kE5M2.encode(value, true));
+}
 
 float bf16_to_float(uint16_t bits) {
   const uint32_t word = static_cast<uint32_t>(bits) << 16;

@@ -29,7 +29,9 @@ int64_t Problem::key_length(int64_t b) const {
   return seqlen_k;
 }
 
-int64_t Problem::query_start(int64_t b) const { return mode == Mode::group ? seqstart_q[b] : 0; }
+int64_t Problem::query_start(int64_t b) const {
+  return mode == Mode::group ? seqstart_q[b] : 0;
+}
 
 int64_t Problem::key_start(int64_t b) const {
   return mode == Mode::group && !seqstart_k.empty() ? seqstart_k[b] : 0;
@@ -77,7 +79,9 @@ int64_t splitkv_chunk(int64_t key_length, int64_t num_splits) {
   return (per_split + kSplitKvGranule - 1) / kSplitKvGranule * kSplitKvGranule;
 }
 
-ProblemBuilder::ProblemBuilder(Family family) { problem_.family = family; }
+ProblemBuilder::ProblemBuilder(Family family) {
+  problem_.family = family;
+}
 
 ProblemBuilder& ProblemBuilder::dtype(DType dtype) {
   problem_.dtype = dtype;

@@ -13,8 +13,8 @@ E parse_enum(std::string_view text) {
     accepted += name;
   }
   throw Error(ErrorKind::invalid_argument, "unknown " + std::string(EnumNames<E>::type_name) +
-                                               " '" + std::string(text) + "' (accepted: " +
-                                               accepted + ")");
+                                               " '" + std::string(text) +
+                                               "' (accepted: " + accepted + ")");
 }
 
 template Family parse_enum<Family>(std::string_view);
@@ -44,7 +44,9 @@ int64_t dtype_size(DType dtype) {
   return 0;
 }
 
-bool is_fp8(DType dtype) { return dtype == DType::fp8_e4m3 || dtype == DType::fp8_e5m2; }
+bool is_fp8(DType dtype) {
+  return dtype == DType::fp8_e4m3 || dtype == DType::fp8_e5m2;
+}
 
 bool is_attention_dtype(DType dtype) {
   return dtype == DType::fp32 || dtype == DType::fp16 || dtype == DType::bf16 || is_fp8(dtype);

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "core/numeric.hpp"
 #include "common/philox.h"
+#include "core/numeric.hpp"
 
 namespace tilefmha::reference::detail {
 namespace {
@@ -45,8 +45,8 @@ Rows gather_kv(const Problem& p, const TensorView& view, int64_t dim, int64_t b,
     if (p.fp8.kind == Fp8ScaleKind::per_block)
       scale = block_scale(is_k ? p.fp8.k_block : p.fp8.v_block, b, hk, j);
     for (int64_t d = 0; d < dim; ++d)
-      rows.values[j * dim + d] = numeric::load(view.data, view.dtype, base + d * view.stride[3]) *
-                                 scale;
+      rows.values[j * dim + d] =
+          numeric::load(view.data, view.dtype, base + d * view.stride[3]) * scale;
   }
   return rows;
 }
@@ -124,9 +124,13 @@ Logit logit(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j, double
   return out;
 }
 
-bool has_sink_logit(const Problem& p) { return !p.sink_logits.empty(); }
+bool has_sink_logit(const Problem& p) {
+  return !p.sink_logits.empty();
+}
 
-double sink_logit(const Problem& p, int64_t h) { return numeric::load(p.sink_logits, {h}); }
+double sink_logit(const Problem& p, int64_t h) {
+  return numeric::load(p.sink_logits, {h});
+}
 
 double dropout_factor(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
   if (!p.has_dropout()) return 1.0;

@@ -60,7 +60,6 @@ RowIndex query_row(const Problem& problem, int64_t b, int64_t i);
 // Same for a contiguous K/V view (not paged).
 RowIndex key_row(const Problem& problem, int64_t b, int64_t j);
 // LSE-like [batch, head, seq] views: group mode uses batch 0 and the global token index.
-int64_t lse_offset(const Problem& problem, const TensorView& view, int64_t b, int64_t h,
-                   int64_t i);
+int64_t lse_offset(const Problem& problem, const TensorView& view, int64_t b, int64_t h, int64_t i);
 
 }  // namespace tilefmha::reference::detail
