@@ -94,9 +94,9 @@ struct SplitKv {
 };
 
 struct Backward {
-  TensorView d_o;     // like O
+  TensorView d_o;         // like O
   TensorView dq, dk, dv;  // like Q, K, V
-  TensorView dbias;   // like bias (same broadcast: gradients summed over broadcast dims)
+  TensorView dbias;       // like bias (same broadcast: gradients summed over broadcast dims)
   TensorView d;       // fp32 [batch, nhead_q, seqlen_q]: rowsum(dO * O), written by bwd_dot_do_o
   TensorView dq_acc;  // fp32 [batch, seqlen_q, nhead_q, hdim_q], written by bwd_dq_dk_dv
   bool deterministic = false;
