@@ -1,0 +1,118 @@
+#include "reference/forward_rows.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "common/philox.h"
+#include "core/numeric.hpp"
+#include "tilefmha/error.hpp"
+
+namespace tilefmha::reference::detail {
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// Four independent partial sums: a single running sum is one long dependency chain, which
+// makes the reference several times slower on long sequences.
+double dot(const double* a, const double* b, int64_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t d = 0;
+  for (; d + 4 <= n; d += 4) {
+    s0 += a[d] * b[d];
+    s1 += a[d + 1] * b[d + 1];
+    s2 += a[d + 2] * b[d + 2];
+    s3 += a[d + 3] * b[d + 3];
+  }
+  for (; d < n; ++d) s0 += a[d] * b[d];
+  return (s0 + s1) + (s2 + s3);
+}
+
+}  // namespace
+
+HeadRows gather_head(const Problem& problem, int64_t b, int64_t h) {
+  const int64_t hk = kv_head(problem, h);
+  return {gather_q(problem, b, h), gather_k(problem, b, hk), gather_v(problem, b, hk)};
+}
+
+RowAttention::RowAttention(const Problem& problem, int64_t b, int64_t h, const HeadRows& rows)
+    : problem_(problem),
+      b_(b),
+      h_(h),
+      rows_(rows),
+      has_sink_(has_sink_logit(problem)),
+      sink_(has_sink_ ? sink_logit(problem, h) : kNegInf) {
+  keys_.reserve(rows.k.length);
+  weights_.reserve(rows.k.length);
+}
+
+double RowAttention::attend(int64_t i, int64_t key_begin, int64_t key_end, bool with_sink,
+                            double* out) {
+  const int64_t dim_v = rows_.v.dim;
+  std::fill(out, out + dim_v, 0.0);
+  keys_.clear();
+  weights_.clear();
+  const bool sink = with_sink && has_sink_;
+  double max_logit = sink ? sink_ : kNegInf;
+  const double* q = rows_.q.row(i);
+  for (int64_t j = key_begin; j < key_end; ++j) {
+    if (!visible(problem_, b_, i, j)) continue;
+    const double s = logit(problem_, b_, h_, i, j, dot(q, rows_.k.row(j), rows_.k.dim)).value;
+    keys_.push_back(j);
+    weights_.push_back(s);
+    max_logit = std::max(max_logit, s);
+  }
+  // No key and no sink (or only -inf logits): exp(-inf - -inf) would be NaN.
+  if (max_logit == kNegInf) return kNegInf;
+
+  double denominator = sink ? std::exp(sink_ - max_logit) : 0.0;
+  for (double& w : weights_) {
+    w = std::exp(w - max_logit);
+    denominator += w;
+  }
+  for (size_t n = 0; n < keys_.size(); ++n) {
+    const double weight = weights_[n] / denominator * dropout_factor(problem_, b_, h_, i, keys_[n]);
+    if (weight == 0.0) continue;
+    const double* v = rows_.v.row(keys_[n]);
+    for (int64_t d = 0; d < dim_v; ++d) out[d] += weight * v[d];
+  }
+  return max_logit + std::log(denominator);
+}
+
+void store_output_row(const Problem& problem, int64_t b, int64_t h, int64_t i, const double* out,
+                      double lse) {
+  const RowIndex row = query_row(problem, b, i);
+  const TensorView& o = problem.o;
+  const int64_t base = o.offset({row.batch, row.seq, h, 0});
+  for (int64_t d = 0; d < problem.hdim_v; ++d)
+    numeric::store(o.data, o.dtype, base + d * o.stride[3], out[d]);
+  if (problem.return_lse)
+    numeric::store(problem.lse.data, problem.lse.dtype, lse_offset(problem, problem.lse, b, h, i),
+                   lse);
+}
+
+void store_dropout_random_values(const Problem& problem, int64_t b, int64_t h) {
+  const TensorView& store = problem.dropout.random_values;
+  if (store.empty()) return;
+  const DropoutSpec& spec = problem.dropout;
+  const int64_t keys = problem.key_length(b);
+  for (int64_t i = 0; i < problem.query_length(b); ++i) {
+    for (int64_t j = 0; j < keys; ++j) {
+      const unsigned int word =
+          philox::dropout_word(spec.seed, spec.offset, b, h, problem.nhead_q, i, j);
+      numeric::store(store, {b, h, i, j}, static_cast<double>(word >> 24));
+    }
+  }
+}
+
+void require_host_view(const TensorView& view, const char* field) {
+  if (view.empty())
+    throw Error(ErrorKind::invalid_problem,
+                std::string("the CPU reference needs ") + field + " but it is not set");
+  if (view.space != MemorySpace::host)
+    throw Error(ErrorKind::invalid_problem, std::string("the CPU reference needs ") + field +
+                                                " in host memory, but it is device memory");
+}
+
+}  // namespace tilefmha::reference::detail

@@ -1,0 +1,54 @@
+// The per-row softmax engine shared by forward and split-KV: the logits of one query row over a
+// range of keys, their log-sum-exp and the normalized, dropout-weighted sum of V rows. Both
+// families go through attend(), so a split-KV plan combined is the forward by construction.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "reference/access.hpp"
+
+namespace tilefmha::reference::detail {
+
+// Q rows of sequence b and query head h, K and V rows of its KV head; gathered once per task.
+struct HeadRows {
+  Rows q, k, v;
+};
+HeadRows gather_head(const Problem& problem, int64_t b, int64_t h);
+
+// Attention of the query rows of one (sequence, query head) over any range of keys. Owns the
+// scratch of a row so that a task allocates once, not once per row.
+class RowAttention {
+ public:
+  RowAttention(const Problem& problem, int64_t b, int64_t h, const HeadRows& rows);
+
+  // Writes into out (hdim_v values) the output of query i over the visible keys of
+  // [key_begin, key_end), softmax-normalized within that range (the sink logit joins the
+  // denominator when with_sink and the problem has one) and dropout-weighted; returns the
+  // natural log-sum-exp of the same logits. Nothing contributing: out = 0 and -inf.
+  double attend(int64_t i, int64_t key_begin, int64_t key_end, bool with_sink, double* out);
+
+ private:
+  const Problem& problem_;
+  int64_t b_, h_;
+  const HeadRows& rows_;
+  bool has_sink_;
+  double sink_;
+  std::vector<int64_t> keys_;    // visible keys of the current row
+  std::vector<double> weights_;  // their logits, then exp(logit - max)
+};
+
+// Writes output row i of (b, h) through problem.o (rounded to its dtype) and, when
+// problem.return_lse, its LSE.
+void store_output_row(const Problem& problem, int64_t b, int64_t h, int64_t i, const double* out,
+                      double lse);
+
+// Stores the top byte of the dropout word of every (i, j) of sequence b, head h into
+// problem.dropout.random_values (when set), masked or not.
+void store_dropout_random_values(const Problem& problem, int64_t b, int64_t h);
+
+// Throws invalid_problem naming `field` unless the view is set and in host memory: the
+// reference dereferences every view it is given.
+void require_host_view(const TensorView& view, const char* field);
+
+}  // namespace tilefmha::reference::detail
