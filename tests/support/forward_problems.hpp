@@ -1,0 +1,78 @@
+// Test support: well-formed forward problems (every tensor the family needs, of the right shape)
+// with random inputs, for the forward, split-KV, paged and dropout tests.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "support/tensor_pool.hpp"
+#include "tilefmha/problem.hpp"
+
+namespace tilefmha::testing {
+
+struct Dims {
+  int64_t batch = 2, nhead_q = 2, nhead_k = 2, seqlen_q = 8, seqlen_k = 8, hdim_q = 32, hdim_v = 32;
+};
+
+inline constexpr double kUnwritten = std::numeric_limits<double>::quiet_NaN();
+
+// Every logical element of a view set to `value` (padding untouched).
+inline void fill_logical(const TensorView& view, double value) {
+  std::array<int64_t, kMaxRank> index{};
+  const int64_t count = view.numel();
+  for (int64_t n = 0; n < count; ++n) {
+    int64_t rest = n, offset = 0;
+    for (int d = view.rank - 1; d >= 0; --d) {
+      index[d] = rest % view.shape[d];
+      rest /= view.shape[d];
+      offset += index[d] * view.stride[d];
+    }
+    numeric::store(view.data, view.dtype, offset, value);
+  }
+}
+
+inline DType default_out_dtype(DType dtype) {
+  return is_fp8(dtype) ? DType::bf16 : dtype;
+}
+
+// Batch mode: random Q, K, V in `layout`; O (same layout) and LSE preset to NaN so that an
+// element the reference forgets to write shows up.
+inline ProblemBuilder batch_problem(TensorPool& pool, Family family, DType dtype, const Dims& d,
+                                    QkvLayout layout = QkvLayout::bshd) {
+  const DType out = default_out_dtype(dtype);
+  TensorView o = pool.qkv(out, layout, d.batch, d.seqlen_q, d.nhead_q, d.hdim_v);
+  fill_logical(o, kUnwritten);
+  ProblemBuilder builder(family);
+  builder.dtype(dtype)
+      .shape(d.batch, d.nhead_q, d.nhead_k, d.seqlen_q, d.seqlen_k, d.hdim_q, d.hdim_v)
+      .q(pool.qkv(dtype, layout, d.batch, d.seqlen_q, d.nhead_q, d.hdim_q))
+      .k(pool.qkv(dtype, layout, d.batch, d.seqlen_k, d.nhead_k, d.hdim_q))
+      .v(pool.qkv(dtype, layout, d.batch, d.seqlen_k, d.nhead_k, d.hdim_v))
+      .o(o)
+      .lse(pool.filled(DType::fp32, {d.batch, d.nhead_q, d.seqlen_q}, kUnwritten));
+  return builder;
+}
+
+// Group mode over contiguous K/V: sequences from the prefix sums.
+inline ProblemBuilder group_problem(TensorPool& pool, Family family, DType dtype,
+                                    std::vector<int64_t> seqstart_q,
+                                    std::vector<int64_t> seqstart_k, int64_t nhead_q,
+                                    int64_t nhead_k, int64_t hdim_q, int64_t hdim_v) {
+  const int64_t total_q = seqstart_q.back(), total_k = seqstart_k.back();
+  const DType out = default_out_dtype(dtype);
+  ProblemBuilder builder(family);
+  builder.dtype(dtype)
+      .shape(1, nhead_q, nhead_k, 0, 0, hdim_q, hdim_v)
+      .group(std::move(seqstart_q), std::move(seqstart_k))
+      .q(pool.uniform(dtype, {1, total_q, nhead_q, hdim_q}, -1, 1))
+      .k(pool.uniform(dtype, {1, total_k, nhead_k, hdim_q}, -1, 1))
+      .v(pool.uniform(dtype, {1, total_k, nhead_k, hdim_v}, -1, 1))
+      .o(pool.filled(out, {1, total_q, nhead_q, hdim_v}, kUnwritten))
+      .lse(pool.filled(DType::fp32, {1, nhead_q, total_q}, kUnwritten));
+  return builder;
+}
+
+}  // namespace tilefmha::testing
