@@ -357,8 +357,7 @@ INSTANTIATE_TEST_SUITE_P(
     ReferenceAppendKv, AppendKvTest,
     ::testing::Values(
         make("contiguous_no_rope", kNone, kNhd, RopeKind::none, 0, false, DType::fp16),
-        make("contiguous_no_rope_rotate_q_ignored", kNone, kNhd, RopeKind::none, 0, true,
-             DType::fp32),
+        make("contiguous_no_rope_fp32", kNone, kNhd, RopeKind::none, 0, false, DType::fp32),
         make("contiguous_interleaved_q", kNone, kNhd, kInterleaved, kDimQ, true, DType::fp16),
         make("contiguous_half_partial_q", kNone, kNhd, kHalf, 8, true, DType::bf16),
         make("contiguous_group_half_q", kNone, kNhd, kHalf, kDimQ, true, DType::fp32, true),
