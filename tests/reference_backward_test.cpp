@@ -213,6 +213,14 @@ TEST(ReferenceBackward, GradientsMultiHeadAsymmetricHeadDims) {
   check_gradients(s);
 }
 
+TEST(ReferenceBackward, GradientsKeysSpanSeveralTasks) {
+  Case s;  // dK/dV are computed per block of keys; 45 keys cross block boundaries
+  s.seqlen_q = 3;
+  s.seqlen_k = 45;
+  s.features = [](ProblemBuilder& b) { b.window(20, 0, MaskAlign::bottom_right); };
+  check_gradients(s);
+}
+
 TEST(ReferenceBackward, GradientsCausalTopLeft) {
   Case s;
   s.features = [](ProblemBuilder& b) { b.causal(MaskAlign::top_left); };
