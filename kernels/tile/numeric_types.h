@@ -1,0 +1,106 @@
+// 16-bit storage types and their conversions. NVRTC 13 ships no cuda_fp16.h / cuda_bf16.h, so
+// values are plain bit patterns converted with PTX cvt (round to nearest even).
+#pragma once
+
+#include "tile/device.h"
+
+namespace tilefmha::tile {
+
+struct half_t {
+  u16 bits;
+};
+
+struct bfloat16_t {
+  u16 bits;
+};
+
+// Two 16-bit values in one 32-bit register, the operand unit of ldmatrix and mma: `lo` sits in
+// bits 0..15, i.e. at the lower shared-memory address.
+TILEFMHA_DEVICE u32 pack_half2(float lo, float hi) {
+  u32 packed;
+  // cvt.*x2 puts its first source in the upper half.
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));
+  return packed;
+}
+
+TILEFMHA_DEVICE u32 pack_bfloat162(float lo, float hi) {
+  u32 packed;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));
+  return packed;
+}
+
+TILEFMHA_DEVICE half_t to_half(float value) {
+  u16 bits;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
+  return {bits};
+}
+
+TILEFMHA_DEVICE bfloat16_t to_bfloat16(float value) {
+  u16 bits;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(bits) : "f"(value));
+  return {bits};
+}
+
+TILEFMHA_DEVICE float to_float(half_t value) {
+  float widened;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(widened) : "h"(value.bits));
+  return widened;
+}
+
+// bf16 is the upper half of an fp32, so widening is exact as a shift.
+TILEFMHA_DEVICE float to_float(bfloat16_t value) {
+  return bits_as_float(u32(value.bits) << 16);
+}
+
+TILEFMHA_DEVICE void unpack_half2(u32 packed, float& lo, float& hi) {
+  lo = to_float(half_t{u16(packed & 0xFFFFu)});
+  hi = to_float(half_t{u16(packed >> 16)});
+}
+
+TILEFMHA_DEVICE void unpack_bfloat162(u32 packed, float& lo, float& hi) {
+  lo = bits_as_float(packed << 16);
+  hi = bits_as_float(packed & 0xFFFF0000u);
+}
+
+// Type-directed forms for kernels templated on the element type.
+template <class T>
+TILEFMHA_DEVICE u32 pack2(float lo, float hi) {
+  static_assert(same_type<T, half_t>::value || same_type<T, bfloat16_t>::value,
+                "pack2 takes half_t or bfloat16_t");
+  if constexpr (same_type<T, half_t>::value) {
+    return pack_half2(lo, hi);
+  } else {
+    return pack_bfloat162(lo, hi);
+  }
+}
+
+template <class T>
+TILEFMHA_DEVICE void unpack2(u32 packed, float& lo, float& hi) {
+  static_assert(same_type<T, half_t>::value || same_type<T, bfloat16_t>::value,
+                "unpack2 takes half_t or bfloat16_t");
+  if constexpr (same_type<T, half_t>::value) {
+    unpack_half2(packed, lo, hi);
+  } else {
+    unpack_bfloat162(packed, lo, hi);
+  }
+}
+
+template <class T>
+TILEFMHA_DEVICE T from_float(float value) {
+  static_assert(
+      same_type<T, half_t>::value || same_type<T, bfloat16_t>::value || same_type<T, float>::value,
+      "from_float takes half_t, bfloat16_t or float");
+  if constexpr (same_type<T, half_t>::value) {
+    return to_half(value);
+  } else if constexpr (same_type<T, bfloat16_t>::value) {
+    return to_bfloat16(value);
+  } else {
+    return value;
+  }
+}
+
+TILEFMHA_DEVICE float to_float(float value) {
+  return value;
+}
+
+}  // namespace tilefmha::tile

@@ -1,0 +1,38 @@
+// One NVRTC compile: CUDA source -> cubin for one target, with the embedded kernel headers as
+// in-memory includes. Stateless and thread-safe (each call owns its NVRTC program).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tilefmha::jit {
+
+struct CompileOptions {
+  std::string arch = "sm_90a";              // see target_arch.hpp
+  std::string language_standard = "c++20";  // -std=
+  bool line_info = false;                   // -lineinfo, for profilers
+  bool fast_math = false;            // --use_fast_math (kernels call approximations explicitly)
+  bool keep_ptx = false;             // also return the PTX (inspection; never cached)
+  std::vector<std::string> defines;  // "NAME" or "NAME=VALUE" -> -D
+  std::vector<std::string> extra_arguments;  // passed verbatim, after the others
+};
+
+// The exact NVRTC argument list (also hashed into the cache key). -default-device makes
+// unannotated functions device functions, as suits device-only kernel sources.
+std::vector<std::string> nvrtc_arguments(const CompileOptions& options);
+
+struct CompiledKernel {
+  std::vector<char> cubin;
+  std::string log;  // warnings of a successful compile; empty when clean
+  std::string ptx;  // only with keep_ptx
+};
+
+// Compiles `source` (kernels must be extern "C" so their names survive). `name` names the
+// kernel in errors and becomes the program name. Throws Error(compile) with the kernel name,
+// the target, the arguments and the full compiler log when NVRTC rejects the source;
+// Error(runtime) when NVRTC is missing or fails outside compilation.
+CompiledKernel compile_kernel(std::string_view name, std::string_view source,
+                              const CompileOptions& options);
+
+}  // namespace tilefmha::jit

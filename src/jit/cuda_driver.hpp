@@ -1,0 +1,89 @@
+// The CUDA driver API, loaded at run time from libcuda.so.1. Machines without a GPU have no
+// libcuda, and a binary linked with -lcuda would not even start there; loading it lazily keeps
+// the CPU backend and compile-only builds working, and GPU calls fail with a clear error.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace tilefmha::jit {
+
+// Driver types, ABI-identical to cuda.h.
+using CUresult = int;  // 0 is CUDA_SUCCESS
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUstream = struct CUstream_st*;
+
+// cuDeviceGetAttribute / cuFuncSetAttribute codes used here (values from cuda.h).
+constexpr int cu_device_attribute_compute_capability_major = 75;
+constexpr int cu_device_attribute_compute_capability_minor = 76;
+constexpr int cu_device_attribute_multiprocessor_count = 16;
+constexpr int cu_func_attribute_max_dynamic_shared_size_bytes = 8;
+
+// The 128-byte CUtensorMap (64-byte aligned), filled by cuTensorMapEncodeTiled.
+struct alignas(64) CuTensorMap {
+  unsigned long long opaque[16];
+};
+
+struct CudaDriverApi {
+  CUresult (*init)(unsigned int flags);
+  CUresult (*driver_get_version)(int* version);
+  CUresult (*get_error_name)(CUresult error, const char** name);
+  CUresult (*get_error_string)(CUresult error, const char** text);
+  CUresult (*device_get_count)(int* count);
+  CUresult (*device_get)(CUdevice* device, int ordinal);
+  CUresult (*device_get_name)(char* name, int length, CUdevice device);
+  CUresult (*device_get_attribute)(int* value, int attribute, CUdevice device);
+  CUresult (*primary_ctx_retain)(CUcontext* context, CUdevice device);
+  CUresult (*primary_ctx_release)(CUdevice device);
+  CUresult (*ctx_set_current)(CUcontext context);
+  CUresult (*ctx_synchronize)();
+  CUresult (*module_load_data)(CUmodule* module, const void* image);
+  CUresult (*module_unload)(CUmodule module);
+  CUresult (*module_get_function)(CUfunction* function, CUmodule module, const char* name);
+  CUresult (*func_set_attribute)(CUfunction function, int attribute, int value);
+  CUresult (*launch_kernel)(CUfunction function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
+                            unsigned block_x, unsigned block_y, unsigned block_z,
+                            unsigned shared_bytes, CUstream stream, void** parameters,
+                            void** extra);
+  CUresult (*mem_alloc)(CUdeviceptr* pointer, size_t bytes);
+  CUresult (*mem_free)(CUdeviceptr pointer);
+  CUresult (*memcpy_htod)(CUdeviceptr destination, const void* source, size_t bytes);
+  CUresult (*memcpy_dtoh)(void* destination, CUdeviceptr source, size_t bytes);
+  CUresult (*memset_d8)(CUdeviceptr destination, unsigned char value, size_t bytes);
+  // Null on drivers older than CUDA 12 (no TMA).
+  CUresult (*tensor_map_encode_tiled)(CuTensorMap* map, int data_type, unsigned rank,
+                                      void* global_address, const uint64_t* global_dims,
+                                      const uint64_t* global_strides, const uint32_t* box_dims,
+                                      const uint32_t* element_strides, int interleave, int swizzle,
+                                      int l2_promotion, int oob_fill);
+
+  std::string library_path;
+  int driver_version = 0;  // e.g. 13000
+};
+
+// Loads `library`, binds the API and runs cuInit(0). Never throws: on failure the returned
+// text says why and `api` is unusable. Exposed for tests; use cuda_driver().
+struct CudaDriverLoad {
+  CudaDriverApi api{};
+  std::string failure;  // empty on success
+};
+CudaDriverLoad load_cuda_driver(const std::string& library);
+
+// The process-wide driver, loaded once (thread-safe). Throws Error(runtime) "no CUDA driver
+// found (libcuda.so.1): GPU backend unavailable (...)" when libcuda is absent, or naming the
+// failing call when cuInit fails.
+const CudaDriverApi& cuda_driver();
+
+// Empty when a driver and at least one GPU are usable, else the reason (for skipping GPU work).
+std::string gpu_unavailable_reason();
+
+// Throws Error(runtime) "<call> failed: CUDA_ERROR_X (description)" unless result is success.
+void check_cuda(CUresult result, std::string_view call);
+
+}  // namespace tilefmha::jit

@@ -1,0 +1,157 @@
+#include "jit/module.hpp"
+
+#include <utility>
+
+#include "tilefmha/error.hpp"
+
+namespace tilefmha::jit {
+namespace {
+
+// Kernels may use 48 KiB of dynamic shared memory without opting in.
+constexpr unsigned default_dynamic_shared_limit = 48 * 1024;
+
+}  // namespace
+
+GpuContext::GpuContext(int device_ordinal) {
+  const CudaDriverApi& api = cuda_driver();
+  int count = 0;
+  check_cuda(api.device_get_count(&count), "cuDeviceGetCount");
+  if (device_ordinal < 0 || device_ordinal >= count) {
+    throw Error(ErrorKind::invalid_argument, "device ordinal " + std::to_string(device_ordinal) +
+                                                 " out of range: " + std::to_string(count) +
+                                                 " GPU(s) present");
+  }
+  check_cuda(api.device_get(&device_, device_ordinal), "cuDeviceGet");
+  check_cuda(api.primary_ctx_retain(&context_, device_), "cuDevicePrimaryCtxRetain");
+  make_current();
+}
+
+GpuContext::~GpuContext() {
+  if (context_ != nullptr) cuda_driver().primary_ctx_release(device_);
+}
+
+void GpuContext::make_current() const {
+  check_cuda(cuda_driver().ctx_set_current(context_), "cuCtxSetCurrent");
+}
+
+void GpuContext::synchronize() const {
+  check_cuda(cuda_driver().ctx_synchronize(), "cuCtxSynchronize");
+}
+
+int GpuContext::compute_capability() const {
+  const CudaDriverApi& api = cuda_driver();
+  int major = 0, minor = 0;
+  check_cuda(
+      api.device_get_attribute(&major, cu_device_attribute_compute_capability_major, device_),
+      "cuDeviceGetAttribute(compute capability major)");
+  check_cuda(
+      api.device_get_attribute(&minor, cu_device_attribute_compute_capability_minor, device_),
+      "cuDeviceGetAttribute(compute capability minor)");
+  return 10 * major + minor;
+}
+
+int GpuContext::multiprocessor_count() const {
+  int count = 0;
+  check_cuda(
+      cuda_driver().device_get_attribute(&count, cu_device_attribute_multiprocessor_count, device_),
+      "cuDeviceGetAttribute(multiprocessor count)");
+  return count;
+}
+
+std::string GpuContext::device_name() const {
+  char name[256] = {};
+  check_cuda(cuda_driver().device_get_name(name, sizeof(name), device_), "cuDeviceGetName");
+  return name;
+}
+
+LoadedModule::LoadedModule(std::span<const char> cubin) {
+  if (cubin.empty()) throw Error(ErrorKind::invalid_argument, "cubin is empty: nothing to load");
+  check_cuda(cuda_driver().module_load_data(&module_, cubin.data()), "cuModuleLoadData");
+}
+
+LoadedModule::~LoadedModule() {
+  if (module_ != nullptr) cuda_driver().module_unload(module_);
+}
+
+LoadedModule::LoadedModule(LoadedModule&& other) noexcept
+    : module_(std::exchange(other.module_, nullptr)) {}
+
+LoadedModule& LoadedModule::operator=(LoadedModule&& other) noexcept {
+  if (this != &other) {
+    if (module_ != nullptr) cuda_driver().module_unload(module_);
+    module_ = std::exchange(other.module_, nullptr);
+  }
+  return *this;
+}
+
+CUfunction LoadedModule::function(const std::string& kernel_name) const {
+  CUfunction function = nullptr;
+  check_cuda(cuda_driver().module_get_function(&function, module_, kernel_name.c_str()),
+             "cuModuleGetFunction('" + kernel_name + "')");
+  return function;
+}
+
+void launch_kernel(CUfunction function, const LaunchShape& shape, void** arguments,
+                   CUstream stream) {
+  const CudaDriverApi& api = cuda_driver();
+  if (shape.dynamic_shared_bytes > default_dynamic_shared_limit) {
+    check_cuda(api.func_set_attribute(function, cu_func_attribute_max_dynamic_shared_size_bytes,
+                                      static_cast<int>(shape.dynamic_shared_bytes)),
+               "cuFuncSetAttribute(max dynamic shared memory " +
+                   std::to_string(shape.dynamic_shared_bytes) + ")");
+  }
+  check_cuda(api.launch_kernel(function, shape.grid[0], shape.grid[1], shape.grid[2],
+                               shape.block[0], shape.block[1], shape.block[2],
+                               shape.dynamic_shared_bytes, stream, arguments, nullptr),
+             "cuLaunchKernel");
+}
+
+DeviceBuffer::DeviceBuffer(int64_t bytes) : bytes_(bytes) {
+  if (bytes <= 0) {
+    throw Error(ErrorKind::invalid_argument,
+                "device buffer bytes " + std::to_string(bytes) + " must be positive");
+  }
+  check_cuda(cuda_driver().mem_alloc(&address_, static_cast<size_t>(bytes)),
+             "cuMemAlloc(" + std::to_string(bytes) + " bytes)");
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (address_ != 0) cuda_driver().mem_free(address_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : address_(std::exchange(other.address_, 0)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (address_ != 0) cuda_driver().mem_free(address_);
+    address_ = std::exchange(other.address_, 0);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void DeviceBuffer::copy_from_host(std::span<const std::byte> source) {
+  if (static_cast<int64_t>(source.size()) > bytes_) {
+    throw Error(ErrorKind::invalid_argument, "copy of " + std::to_string(source.size()) +
+                                                 " bytes into a device buffer of " +
+                                                 std::to_string(bytes_));
+  }
+  check_cuda(cuda_driver().memcpy_htod(address_, source.data(), source.size()), "cuMemcpyHtoD");
+}
+
+void DeviceBuffer::copy_to_host(std::span<std::byte> destination) const {
+  if (static_cast<int64_t>(destination.size()) > bytes_) {
+    throw Error(ErrorKind::invalid_argument, "copy of " + std::to_string(destination.size()) +
+                                                 " bytes out of a device buffer of " +
+                                                 std::to_string(bytes_));
+  }
+  check_cuda(cuda_driver().memcpy_dtoh(destination.data(), address_, destination.size()),
+             "cuMemcpyDtoH");
+}
+
+void DeviceBuffer::fill_bytes(unsigned char value) {
+  check_cuda(cuda_driver().memset_d8(address_, value, static_cast<size_t>(bytes_)), "cuMemsetD8");
+}
+
+}  // namespace tilefmha::jit
