@@ -168,4 +168,21 @@ TEST(ReferenceDropout, GroupModeStoresLocalIndicesOnly) {
   EXPECT_EQ(written, 2 * (3 * 8 + 7 * 3));
 }
 
+TEST(ReferenceDropout, SingleLongHeadSplitAcrossThreads) {
+  // One (sequence, head) pair: its query rows are spread over several tasks, each of which must
+  // store its own rows' random values and outputs.
+  TensorPool pool(340);
+  const TensorView random_values = pool.filled(DType::uint8, {1, 1, 90, 70}, 0);
+  const Problem problem = batch_problem(pool, Family::fwd, DType::fp32, {1, 1, 1, 90, 70, 32, 32})
+                              .causal(MaskAlign::bottom_right)
+                              .dropout(0.3, 11, 12, random_values)
+                              .build();
+  reference::forward(problem);
+  EXPECT_GT(expect_matches_naive(problem, NaiveForward(problem)), 0);
+  for (int64_t i = 0; i < 90; ++i)
+    for (int64_t j = 0; j < 70; ++j)
+      ASSERT_EQ(numeric::load(random_values, {0, 0, i, j}),
+                philox::dropout_word(11, 12, 0, 0, 1, i, j) >> 24);
+}
+
 }  // namespace

@@ -225,6 +225,16 @@ TEST(ReferenceForward, Fp8PerBlockScales) {
                              .build());
 }
 
+TEST(ReferenceForward, SingleHeadRowsSpreadOverThreads) {
+  // One (sequence, head) pair is split into row ranges when threads outnumber pairs; every
+  // range must be written exactly as the whole.
+  TensorPool pool(22);
+  expect_forward_matches(
+      batch_problem(pool, Family::fwd, DType::fp32, dims(1, 1, 1, 70, 50, 32, 32))
+          .causal()
+          .build());
+}
+
 TEST(ReferenceForward, FeatureCombination) {
   // GQA + bhsd + window with sink tokens + ALiBi + soft cap + sink logit + group mode.
   TensorPool pool(17);

@@ -2,7 +2,6 @@
 // K/V rows are gathered, which access.hpp hides.
 #include <vector>
 
-#include "core/parallel.hpp"
 #include "reference/forward_rows.hpp"
 #include "tilefmha/reference.hpp"
 #include "tilefmha/validate.hpp"
@@ -17,14 +16,12 @@ void forward(const Problem& problem) {
   detail::require_host_view(problem.o, "o");
   if (problem.return_lse) detail::require_host_view(problem.lse, "lse");
 
-  parallel_for(problem.batch * problem.nhead_q, [&](int64_t task) {
-    const int64_t b = task / problem.nhead_q;
-    const int64_t h = task % problem.nhead_q;
-    detail::store_dropout_random_values(problem, b, h);
+  detail::parallel_over_heads(problem, [&](int64_t b, int64_t h, int64_t begin, int64_t end) {
+    detail::store_dropout_random_values(problem, b, h, begin, end);
     const detail::HeadRows rows = detail::gather_head(problem, b, h);
     detail::RowAttention attention(problem, b, h, rows);
     std::vector<double> out(problem.hdim_v);
-    for (int64_t i = 0; i < rows.q.length; ++i) {
+    for (int64_t i = begin; i < end; ++i) {
       const double lse = attention.attend(i, 0, rows.k.length, /*with_sink=*/true, out.data());
       detail::store_output_row(problem, b, h, i, out.data(), lse);
     }

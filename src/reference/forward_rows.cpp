@@ -7,6 +7,7 @@
 
 #include "common/philox.h"
 #include "core/numeric.hpp"
+#include "core/parallel.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::reference::detail {
@@ -92,12 +93,31 @@ void store_output_row(const Problem& problem, int64_t b, int64_t h, int64_t i, c
                    lse);
 }
 
-void store_dropout_random_values(const Problem& problem, int64_t b, int64_t h) {
+void parallel_over_heads(const Problem& problem, const HeadRowsTask& body) {
+  const int64_t pairs = problem.batch * problem.nhead_q;
+  if (pairs <= 0) return;
+  // Twice the threads in tasks evens out causal rows of unequal cost; parts of fewer than
+  // kMinRows rows would spend more on gathers than on attention.
+  constexpr int64_t kMinRows = 16;
+  const int64_t wanted = (2 * static_cast<int64_t>(worker_count()) + pairs - 1) / pairs;
+  const int64_t parts =
+      std::max<int64_t>(1, std::min(wanted, (problem.seqlen_q + kMinRows - 1) / kMinRows));
+  parallel_for(pairs * parts, [&](int64_t task) {
+    const int64_t pair = task / parts, part = task % parts;
+    const int64_t b = pair / problem.nhead_q, h = pair % problem.nhead_q;
+    const int64_t rows = problem.query_length(b);
+    const int64_t begin = rows * part / parts, end = rows * (part + 1) / parts;
+    if (begin < end) body(b, h, begin, end);
+  });
+}
+
+void store_dropout_random_values(const Problem& problem, int64_t b, int64_t h, int64_t row_begin,
+                                 int64_t row_end) {
   const TensorView& store = problem.dropout.random_values;
   if (store.empty()) return;
   const DropoutSpec& spec = problem.dropout;
   const int64_t keys = problem.key_length(b);
-  for (int64_t i = 0; i < problem.query_length(b); ++i) {
+  for (int64_t i = row_begin; i < row_end; ++i) {
     for (int64_t j = 0; j < keys; ++j) {
       const unsigned int word =
           philox::dropout_word(spec.seed, spec.offset, b, h, problem.nhead_q, i, j);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "reference/access.hpp"
@@ -38,14 +39,22 @@ class RowAttention {
   std::vector<double> weights_;  // their logits, then exp(logit - max)
 };
 
+// Calls body(b, h, row_begin, row_end) in parallel for every sequence b and query head h,
+// covering query rows [0, query_length(b)). A pair's rows are split into several calls only
+// when there are too few pairs to keep every thread busy (one long sequence, few heads); each
+// call then gathers K/V again, which costs little next to the rows it serves.
+using HeadRowsTask = std::function<void(int64_t b, int64_t h, int64_t row_begin, int64_t row_end)>;
+void parallel_over_heads(const Problem& problem, const HeadRowsTask& body);
+
 // Writes output row i of (b, h) through problem.o (rounded to its dtype) and, when
 // problem.return_lse, its LSE.
 void store_output_row(const Problem& problem, int64_t b, int64_t h, int64_t i, const double* out,
                       double lse);
 
-// Stores the top byte of the dropout word of every (i, j) of sequence b, head h into
-// problem.dropout.random_values (when set), masked or not.
-void store_dropout_random_values(const Problem& problem, int64_t b, int64_t h);
+// Stores the top byte of the dropout word of every (i, j), i in [row_begin, row_end), of
+// sequence b, head h into problem.dropout.random_values (when set), masked or not.
+void store_dropout_random_values(const Problem& problem, int64_t b, int64_t h, int64_t row_begin,
+                                 int64_t row_end);
 
 // Throws invalid_problem naming `field` unless the view is set and in host memory: the
 // reference dereferences every view it is given.

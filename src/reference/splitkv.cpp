@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "core/numeric.hpp"
-#include "core/parallel.hpp"
 #include "reference/forward_rows.hpp"
 #include "tilefmha/reference.hpp"
 #include "tilefmha/validate.hpp"
@@ -33,20 +32,19 @@ void forward_splitkv(const Problem& problem) {
   const TensorView& lse_acc = problem.split.lse_acc;
   const int64_t num_splits = problem.split.num_splits;
 
-  parallel_for(problem.batch * problem.nhead_q, [&](int64_t task) {
-    const int64_t b = task / problem.nhead_q;
-    const int64_t h = task % problem.nhead_q;
-    detail::store_dropout_random_values(problem, b, h);
+  detail::parallel_over_heads(problem, [&](int64_t b, int64_t h, int64_t row_begin,
+                                           int64_t row_end) {
+    detail::store_dropout_random_values(problem, b, h, row_begin, row_end);
     const detail::HeadRows rows = detail::gather_head(problem, b, h);
     detail::RowAttention attention(problem, b, h, rows);
     const int64_t keys = rows.k.length;
     const int64_t chunk = splitkv_chunk(keys, num_splits);
     std::vector<double> out(problem.hdim_v);
     for (int64_t s = 0; s < num_splits; ++s) {
-      const int64_t begin = std::min(s * chunk, keys);
-      const int64_t end = std::min(begin + chunk, keys);
-      for (int64_t i = 0; i < rows.q.length; ++i) {
-        const double lse = attention.attend(i, begin, end, /*with_sink=*/false, out.data());
+      const int64_t key_begin = std::min(s * chunk, keys);
+      const int64_t key_end = std::min(key_begin + chunk, keys);
+      for (int64_t i = row_begin; i < row_end; ++i) {
+        const double lse = attention.attend(i, key_begin, key_end, /*with_sink=*/false, out.data());
         const detail::RowIndex row = detail::query_row(problem, b, i);
         const int64_t base = o_acc.offset({s, row.batch, h, row.seq, 0});
         for (int64_t d = 0; d < problem.hdim_v; ++d)
@@ -67,39 +65,38 @@ void splitkv_combine(const Problem& problem) {
   const int64_t num_splits = problem.split.num_splits;
   const bool has_sink = detail::has_sink_logit(problem);
 
-  parallel_for(problem.batch * problem.nhead_q, [&](int64_t task) {
-    const int64_t b = task / problem.nhead_q;
-    const int64_t h = task % problem.nhead_q;
-    const double sink = has_sink ? detail::sink_logit(problem, h) : kNegInf;
-    std::vector<double> split_lse(num_splits);
-    std::vector<double> out(problem.hdim_v);
-    for (int64_t i = 0; i < problem.query_length(b); ++i) {
-      const detail::RowIndex row = detail::query_row(problem, b, i);
-      double max_lse = sink;
-      for (int64_t s = 0; s < num_splits; ++s) {
-        split_lse[s] = numeric::load(lse_acc, {s, row.batch, h, row.seq});
-        max_lse = std::max(max_lse, split_lse[s]);
-      }
-      std::fill(out.begin(), out.end(), 0.0);
-      if (max_lse == kNegInf) {
-        detail::store_output_row(problem, b, h, i, out.data(), kNegInf);
-        continue;
-      }
-      double total = has_sink ? std::exp(sink - max_lse) : 0.0;
-      for (double l : split_lse) total += std::exp(l - max_lse);
-      const double lse = max_lse + std::log(total);
-      for (int64_t s = 0; s < num_splits; ++s) {
-        // An empty split's partial carries no weight; skipping it also keeps an unwritten
-        // (garbage) partial from turning 0 * NaN into NaN.
-        if (split_lse[s] == kNegInf) continue;
-        const double weight = std::exp(split_lse[s] - lse);
-        const int64_t base = o_acc.offset({s, row.batch, h, row.seq, 0});
-        for (int64_t d = 0; d < problem.hdim_v; ++d)
-          out[d] += weight * numeric::load(o_acc.data, o_acc.dtype, base + d * o_acc.stride[4]);
-      }
-      detail::store_output_row(problem, b, h, i, out.data(), lse);
-    }
-  });
+  detail::parallel_over_heads(
+      problem, [&](int64_t b, int64_t h, int64_t row_begin, int64_t row_end) {
+        const double sink = has_sink ? detail::sink_logit(problem, h) : kNegInf;
+        std::vector<double> split_lse(num_splits);
+        std::vector<double> out(problem.hdim_v);
+        for (int64_t i = row_begin; i < row_end; ++i) {
+          const detail::RowIndex row = detail::query_row(problem, b, i);
+          double max_lse = sink;
+          for (int64_t s = 0; s < num_splits; ++s) {
+            split_lse[s] = numeric::load(lse_acc, {s, row.batch, h, row.seq});
+            max_lse = std::max(max_lse, split_lse[s]);
+          }
+          std::fill(out.begin(), out.end(), 0.0);
+          if (max_lse == kNegInf) {
+            detail::store_output_row(problem, b, h, i, out.data(), kNegInf);
+            continue;
+          }
+          double total = has_sink ? std::exp(sink - max_lse) : 0.0;
+          for (double l : split_lse) total += std::exp(l - max_lse);
+          const double lse = max_lse + std::log(total);
+          for (int64_t s = 0; s < num_splits; ++s) {
+            // An empty split's partial carries no weight; skipping it also keeps an unwritten
+            // (garbage) partial from turning 0 * NaN into NaN.
+            if (split_lse[s] == kNegInf) continue;
+            const double weight = std::exp(split_lse[s] - lse);
+            const int64_t base = o_acc.offset({s, row.batch, h, row.seq, 0});
+            for (int64_t d = 0; d < problem.hdim_v; ++d)
+              out[d] += weight * numeric::load(o_acc.data, o_acc.dtype, base + d * o_acc.stride[4]);
+          }
+          detail::store_output_row(problem, b, h, i, out.data(), lse);
+        }
+      });
 }
 
 }  // namespace tilefmha::reference
