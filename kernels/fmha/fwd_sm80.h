@@ -1,0 +1,360 @@
+// The portable forward kernel (FlashAttention-2 class, sm_80+), one CTA per (query block, query
+// head, sequence):
+//   * the Q tile is loaded once (cp.async -> swizzled shared memory -> ldmatrix fragments);
+//   * K and V blocks stream through a `stages`-deep cp.async ring; only the key blocks the mask
+//     leaves visible are visited, and only boundary blocks are masked per element;
+//   * S = Q K^T and O += P V run on mma.sync m16n8k16; P never leaves registers (the S
+//     accumulators are re-packed as the A operand) and V is read with ldmatrix.trans;
+//   * online softmax in base 2, then the epilogue normalizes, stores O through shared memory
+//     and writes LSE.
+// Features enter as the hooks of Traits (fmha/fwd_traits.h).
+#pragma once
+
+#include "fmha/dropout.h"
+#include "fmha/fwd_params.h"
+#include "fmha/fwd_traits.h"
+#include "fmha/logits.h"
+#include "fmha/mask.h"
+#include "fmha/seq_info.h"
+#include "fmha/smem_tile.h"
+#include "tile/cp_async.h"
+#include "tile/fast_math.h"
+#include "tile/ldmatrix.h"
+#include "tile/mma.h"
+#include "tile/numeric_types.h"
+#include "tile/warp_reduce.h"
+
+namespace tilefmha::fmha {
+
+TILEFMHA_DEVICE float negative_infinity() {
+  return tile::bits_as_float(0xFF800000u);
+}
+
+template <class Traits>
+TILEFMHA_DEVICE void fwd_sm80(const FwdParams& p) {
+  using T = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kThreads = Traits::kThreads;
+  constexpr int kStages = Traits::kStages;
+  constexpr int kMTiles = Traits::kMTiles;
+  constexpr int kNTiles = kBlockN / 8;       // 8-key accumulator tiles of S
+  constexpr int kDvTiles = Traits::kDv / 8;  // 8-column accumulator tiles of O
+  constexpr int kQSteps = Traits::kDq / 16;  // k16 steps of Q K^T
+  constexpr int kKeySteps = kBlockN / 16;    // k16 steps of P V
+  using QTile = SwizzledTile<kBlockM, Traits::kDq>;
+  using KTile = SwizzledTile<kBlockN, Traits::kDq>;
+  using VTile = SwizzledTile<kBlockN, Traits::kDv>;
+  using OTile = SwizzledTile<kBlockM, Traits::kDv>;
+
+  extern __shared__ __align__(128) unsigned char shared[];
+  const u32 smem_q = tile::shared_address(shared);
+  const u32 smem_k = smem_q + QTile::kBytes;
+  const u32 smem_v = smem_k + kStages * KTile::kBytes;
+
+  // Later query blocks see more keys under causal masks: schedule them first.
+  const int m_begin = (gridDim.x - 1 - blockIdx.x) * kBlockM;
+  const int h = blockIdx.y;
+  const int b = blockIdx.z;
+  const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, b);
+  if (m_begin >= seq.len_q) return;
+
+  const int thread = threadIdx.x;
+  const int warp = thread >> 5;
+  const int lane = thread & 31;
+  const int group = lane >> 2;  // accumulator row within an 8-row half
+  const int pair = lane & 3;    // accumulator column pair
+  const int warp_row = warp * kMTiles * 16;
+  // ldmatrix x4 row-address lanes: matrix (lane / 8) of a 16x16 operand.
+  const int ld_row = ((lane >> 3) & 1) * 8 + (lane & 7);
+  const int ld_col = (lane >> 4) * 8;
+
+  const long long kv_head = h / p.head_group;
+  const T* q = static_cast<const T*>(p.q) + seq.view_batch * p.q_strides.batch +
+               (seq.q_start + m_begin) * p.q_strides.seq + h * p.q_strides.head;
+  const T* k = static_cast<const T*>(p.k) + seq.view_batch * p.k_strides.batch +
+               seq.k_start * p.k_strides.seq + kv_head * p.k_strides.head;
+  const T* v = static_cast<const T*>(p.v) + seq.view_batch * p.v_strides.batch +
+               seq.k_start * p.v_strides.seq + kv_head * p.v_strides.head;
+
+  const typename Traits::Mask mask(p, seq, m_begin, kBlockM);
+  const KeyBlocks blocks = mask.key_blocks(kBlockN);
+  const int steps = blocks.count();
+  const typename Traits::Logits logits(p, seq, b, h);
+  const typename Traits::Dropout dropout(p, b, h);
+
+  auto load_kv = [&](int step, int slot) {
+    const int key_begin = blocks.block(step) * kBlockN;
+    load_tile_async<KTile, kThreads, Traits::kPadSeqlenK, Traits::kPadHdimQ>(
+        smem_k + slot * KTile::kBytes, k + key_begin * p.k_strides.seq, p.k_strides.seq,
+        seq.len_k - key_begin, int(p.hdim_q), thread);
+    load_tile_async<VTile, kThreads, Traits::kPadSeqlenK, Traits::kPadHdimV>(
+        smem_v + slot * VTile::kBytes, v + key_begin * p.v_strides.seq, p.v_strides.seq,
+        seq.len_k - key_begin, int(p.hdim_v), thread);
+  };
+
+  // Prologue: Q joins the first group; kStages - 1 key blocks in flight.
+  load_tile_async<QTile, kThreads, Traits::kPadSeqlenQ, Traits::kPadHdimQ>(
+      smem_q, q, p.q_strides.seq, seq.len_q - m_begin, int(p.hdim_q), thread);
+#pragma unroll
+  for (int stage = 0; stage < kStages - 1; ++stage) {
+    if (stage < steps) load_kv(stage, stage);
+    tile::cp_async_commit_group();
+  }
+
+  float o[kMTiles][kDvTiles][4];
+  float row_max[kMTiles][2];  // base-2 running max of rows group and group + 8
+  float row_sum[kMTiles][2];  // this thread's partial sums; quad-reduced in the epilogue
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int dt = 0; dt < kDvTiles; ++dt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][dt][e] = 0.0f;
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      row_max[mt][r] = negative_infinity();
+      row_sum[mt][r] = 0.0f;
+    }
+  }
+
+  constexpr int kQRegTiles = Traits::kQInRegisters ? kMTiles : 1;
+  constexpr int kQRegSteps = Traits::kQInRegisters ? kQSteps : 1;
+  u32 q_frag[kQRegTiles][kQRegSteps][4];
+  auto load_q_fragment = [&](int mt, int kq, u32(&a)[4]) {
+    tile::ldmatrix_x4(smem_q + QTile::offset(warp_row + mt * 16 + ld_row, kq * 16 + ld_col), a);
+  };
+
+  for (int step = 0; step < steps; ++step) {
+    tile::cp_async_wait_group<kStages - 2>();
+    __syncthreads();  // block `step` visible to all; slot of block step - 1 free again
+    if constexpr (Traits::kQInRegisters) {
+      if (step == 0) {
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+          for (int kq = 0; kq < kQSteps; ++kq) load_q_fragment(mt, kq, q_frag[mt][kq]);
+        }
+      }
+    }
+    {
+      const int next = step + kStages - 1;
+      if (next < steps) load_kv(next, next % kStages);
+      tile::cp_async_commit_group();
+    }
+    const int slot = step % kStages;
+    const u32 k_slot = smem_k + slot * KTile::kBytes;
+    const u32 v_slot = smem_v + slot * VTile::kBytes;
+
+    // S = Q K^T
+    float s[kMTiles][kNTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int kq = 0; kq < kQSteps; ++kq) {
+      u32 a[kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        if constexpr (Traits::kQInRegisters) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) a[mt][e] = q_frag[mt][kq][e];
+        } else {
+          load_q_fragment(mt, kq, a[mt]);
+        }
+      }
+#pragma unroll
+      for (int np = 0; np < kNTiles / 2; ++np) {
+        u32 kb[4];
+        // Matrices: keys +0..7 dims +0..7 | keys +0..7 dims +8..15 | keys +8..15 ...
+        tile::ldmatrix_x4(k_slot + KTile::offset(np * 16 + (lane >> 4) * 8 + (lane & 7),
+                                                 kq * 16 + ((lane >> 3) & 1) * 8),
+                          kb);
+        const u32 b0[2] = {kb[0], kb[1]};
+        const u32 b1[2] = {kb[2], kb[3]};
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          tile::mma_m16n8k16<T>(s[mt][2 * np], a[mt], b0);
+          tile::mma_m16n8k16<T>(s[mt][2 * np + 1], a[mt], b1);
+        }
+      }
+    }
+
+    // Logits (base 2), then the mask on boundary blocks.
+    const int key_begin = blocks.block(step) * kBlockN;
+    const bool boundary = mask.block_needs_mask(key_begin, kBlockN);
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = m_begin + warp_row + mt * 16 + group + (e >> 1) * 8;
+          const int j = key_begin + nt * 8 + pair * 2 + (e & 1);
+          s[mt][nt][e] = logits(s[mt][nt][e], i, j);
+        }
+      }
+    }
+    if (boundary) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int i = m_begin + warp_row + mt * 16 + group + (e >> 1) * 8;
+            const int j = key_begin + nt * 8 + pair * 2 + (e & 1);
+            if (!mask.visible(i, j)) s[mt][nt][e] = negative_infinity();
+          }
+        }
+      }
+    }
+
+    // Online softmax: new running max, rescale what was accumulated, numerators in place.
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float block_max = row_max[mt][r];
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+          block_max =
+              tile::max_f32(block_max, tile::max_f32(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+        }
+        block_max = tile::quad_max(block_max);
+        // A row with nothing visible yet keeps max -inf; subtracting 0 keeps exp2 at 0, not NaN.
+        const float base = block_max == negative_infinity() ? 0.0f : block_max;
+        const float correction = tile::exp2_approx(row_max[mt][r] - base);
+        row_max[mt][r] = block_max;
+        float sum = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+          for (int e = 2 * r; e < 2 * r + 2; ++e) {
+            s[mt][nt][e] = tile::exp2_approx(s[mt][nt][e] - base);
+            sum += s[mt][nt][e];
+          }
+        }
+        row_sum[mt][r] = row_sum[mt][r] * correction + sum;
+#pragma unroll
+        for (int dt = 0; dt < kDvTiles; ++dt) {
+          o[mt][dt][2 * r] *= correction;
+          o[mt][dt][2 * r + 1] *= correction;
+        }
+      }
+    }
+
+    if constexpr (Traits::Dropout::kEnabled) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int i = m_begin + warp_row + mt * 16 + group + r * 8;
+            const int j = key_begin + nt * 8 + pair * 2;
+            dropout.apply_pair(s[mt][nt][2 * r], s[mt][nt][2 * r + 1], i, j);
+          }
+        }
+      }
+    }
+
+    // O += P V: the S accumulators of two key tiles form one A operand.
+#pragma unroll
+    for (int kk = 0; kk < kKeySteps; ++kk) {
+      u32 a[kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        a[mt][0] = tile::pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        a[mt][1] = tile::pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        a[mt][2] = tile::pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        a[mt][3] = tile::pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int np = 0; np < kDvTiles / 2; ++np) {
+        u32 vb[4];
+        tile::ldmatrix_x4_trans(v_slot + VTile::offset(kk * 16 + ld_row, np * 16 + ld_col), vb);
+        const u32 b0[2] = {vb[0], vb[1]};
+        const u32 b1[2] = {vb[2], vb[3]};
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          tile::mma_m16n8k16<T>(o[mt][2 * np], a[mt], b0);
+          tile::mma_m16n8k16<T>(o[mt][2 * np + 1], a[mt], b1);
+        }
+      }
+    }
+  }
+
+  // Epilogue. Every copy (Q's too, when no key block was visited) must land before the O tile
+  // reuses shared memory.
+  tile::cp_async_wait_group<0>();
+  __syncthreads();
+
+  float lse[kMTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float total = tile::quad_sum(row_sum[mt][r]);
+      float max2 = row_max[mt][r];
+      float weight = 1.0f;  // share of the keys once the sink logit joins the denominator
+      if constexpr (Traits::kSinkLogit) {
+        const float sink2 = p.sink_logits[h * p.sink_stride] * kLog2e;
+        const float joint = tile::max_f32(max2, sink2);
+        weight = tile::exp2_approx(max2 - joint);
+        total = total * weight + tile::exp2_approx(sink2 - joint);
+        max2 = joint;
+      }
+      const bool any = total > 0.0f;
+      const float factor = any ? dropout.keep_scale() * weight / total : 0.0f;
+      lse[mt][r] = any ? (max2 + tile::log2_approx(total)) * kLn2 : negative_infinity();
+#pragma unroll
+      for (int dt = 0; dt < kDvTiles; ++dt) {
+        o[mt][dt][2 * r] *= factor;
+        o[mt][dt][2 * r + 1] *= factor;
+      }
+    }
+  }
+
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int dt = 0; dt < kDvTiles; ++dt) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = warp_row + mt * 16 + group + r * 8;
+        *reinterpret_cast<u32*>(shared + OTile::offset(row, dt * 8 + pair * 2)) =
+            tile::pack2<T>(o[mt][dt][2 * r], o[mt][dt][2 * r + 1]);
+      }
+    }
+  }
+  __syncthreads();
+  T* out = static_cast<T*>(p.o) + seq.view_batch * p.o_strides.batch +
+           (seq.q_start + m_begin) * p.o_strides.seq + h * p.o_strides.head;
+  store_tile<OTile, kThreads>(shared, out, p.o_strides.seq, seq.len_q - m_begin, int(p.hdim_v),
+                              thread);
+
+  if constexpr (Traits::kStoreLse) {
+    if (pair == 0) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int i = m_begin + warp_row + mt * 16 + group + r * 8;
+          if (i < seq.len_q) {
+            p.lse[seq.view_batch * p.lse_batch_stride + h * p.lse_head_stride +
+                  (seq.q_start + i) * p.lse_seq_stride] = lse[mt][r];
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace tilefmha::fmha

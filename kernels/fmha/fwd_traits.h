@@ -1,0 +1,55 @@
+// The compile-time identity of one sm80_mma forward kernel, generated from a KernelConfig:
+// element type, head dims, tile, padding, and the feature hooks (mask, logits transform,
+// dropout) that the main loop calls. Features are types here, never flags in the main loop.
+#pragma once
+
+#include "fmha/fwd_shape.h"
+#include "tile/numeric_types.h"
+
+namespace tilefmha::fmha {
+
+template <class Element_, int HdimQ, int HdimV, int BlockM, int BlockN, int Warps, int Stages,
+          bool GroupMode, bool PadSeqlenQ, bool PadSeqlenK, bool PadHdimQ, bool PadHdimV,
+          class Mask_, class Logits_, class Dropout_, bool StoreLse, bool SinkLogit>
+struct FwdTraits {
+  using Element = Element_;
+  using Mask = Mask_;
+  using Logits = Logits_;
+  using Dropout = Dropout_;
+
+  static constexpr int kDq = padded_head_dim(HdimQ);
+  static constexpr int kDv = padded_head_dim(HdimV);
+  static constexpr int kBlockM = BlockM;
+  static constexpr int kBlockN = BlockN;
+  static constexpr int kWarps = Warps;
+  static constexpr int kThreads = Warps * 32;
+  static constexpr int kStages = Stages;
+  // Each warp owns kMTiles consecutive 16-row slices of the query block.
+  static constexpr int kMTiles = BlockM / (16 * Warps);
+
+  static constexpr bool kGroupMode = GroupMode;
+  static constexpr bool kPadSeqlenQ = PadSeqlenQ;
+  static constexpr bool kPadSeqlenK = PadSeqlenK;
+  // A padded tile dim always needs the predicate, whatever the flag says.
+  static constexpr bool kPadHdimQ = PadHdimQ || kDq != HdimQ;
+  static constexpr bool kPadHdimV = PadHdimV || kDv != HdimV;
+  static constexpr bool kStoreLse = StoreLse;
+  static constexpr bool kSinkLogit = SinkLogit;
+
+  // Q fragments stay in registers when they fit beside the O accumulators; otherwise they are
+  // re-read from shared memory at every key block.
+  static constexpr bool kQInRegisters = kMTiles * kDq <= 128;
+
+  static constexpr int kSharedBytes =
+      fwd_sm80_shared_bytes(HdimQ, HdimV, BlockM, BlockN, Stages, int(sizeof(Element)));
+
+  static_assert(tile::same_type<Element, tile::half_t>::value ||
+                    tile::same_type<Element, tile::bfloat16_t>::value,
+                "sm80_mma computes on fp16 or bf16");
+  static_assert(kMTiles >= 1 && kMTiles * 16 * Warps == BlockM,
+                "block_m must be a multiple of 16 * warps");
+  static_assert(BlockN % 16 == 0, "block_n must be a multiple of 16");
+  static_assert(Stages >= 2 && Stages <= 4, "stages must be 2..4");
+};
+
+}  // namespace tilefmha::fmha

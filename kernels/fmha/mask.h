@@ -1,0 +1,100 @@
+// Mask hooks: which key blocks a query block visits, which of them need per-element masking,
+// and the per-element visibility rule. Every hook also hides keys past the sequence end, so a
+// ragged last block is masked like any boundary block.
+//
+//   NoMask      every key of the sequence
+//   WindowMask  d - window_left <= j <= d + window_right, d = i (+ len_k - len_q bottom-right),
+//               -1 = unbounded (causal is (-1, 0)); keys j < sink_tokens pass the left bound
+#pragma once
+
+#include "fmha/fwd_params.h"
+#include "fmha/seq_info.h"
+#include "tile/device.h"
+
+namespace tilefmha::fmha {
+
+// The key blocks of one query block: `sink_blocks` blocks from 0, then the window blocks
+// [window_begin, window_end). Sink blocks never overlap the window ones.
+struct KeyBlocks {
+  int sink_blocks;
+  int window_begin;
+  int window_end;
+
+  TILEFMHA_DEVICE int count() const { return sink_blocks + (window_end - window_begin); }
+  TILEFMHA_DEVICE int block(int step) const {
+    return step < sink_blocks ? step : window_begin + (step - sink_blocks);
+  }
+};
+
+TILEFMHA_DEVICE int ceil_div(int a, int b) {
+  return (a + b - 1) / b;
+}
+
+struct NoMask {
+  int len_k;
+
+  TILEFMHA_DEVICE NoMask(const FwdParams&, const SeqInfo& seq, int, int) : len_k(seq.len_k) {}
+
+  TILEFMHA_DEVICE KeyBlocks key_blocks(int block_n) const {
+    return {0, 0, ceil_div(len_k, block_n)};
+  }
+  TILEFMHA_DEVICE bool block_needs_mask(int key_begin, int block_n) const {
+    return key_begin + block_n > len_k;
+  }
+  TILEFMHA_DEVICE bool visible(int, int j) const { return j < len_k; }
+};
+
+struct WindowMask {
+  int len_k;
+  long long diagonal_shift;  // d - i
+  long long left, right;     // -1 = unbounded
+  long long sink;
+  int first_row, last_row;  // the query block's rows inside the sequence
+
+  TILEFMHA_DEVICE WindowMask(const FwdParams& p, const SeqInfo& seq, int m_begin, int block_m)
+      : len_k(seq.len_k),
+        diagonal_shift(p.bottom_right ? seq.len_k - seq.len_q : 0),
+        left(p.window_left),
+        right(p.window_right),
+        sink(p.sink_tokens),
+        first_row(m_begin),
+        last_row((m_begin + block_m < seq.len_q ? m_begin + block_m : seq.len_q) - 1) {}
+
+  TILEFMHA_DEVICE KeyBlocks key_blocks(int block_n) const {
+    // Highest key any row sees (right bound of the last row) and lowest key of the window
+    // (left bound of the first row).
+    long long high = len_k - 1;
+    if (right >= 0 && last_row + diagonal_shift + right < high)
+      high = last_row + diagonal_shift + right;
+    long long low = 0;
+    if (left >= 0 && first_row + diagonal_shift - left > low)
+      low = first_row + diagonal_shift - left;
+    if (high < 0) return {0, 0, 0};
+    // Sinks obey the right bound too.
+    const long long sink_end = sink < high + 1 ? sink : high + 1;
+    const int sink_blocks = int((sink_end + block_n - 1) / block_n);
+    if (low > high) return {sink_blocks, 0, 0};
+    const int window_begin = int(low / block_n);
+    const int window_end = int(high / block_n) + 1;
+    return {sink_blocks < window_begin ? sink_blocks : window_begin, window_begin, window_end};
+  }
+
+  // A block needs per-element masking unless every row of the query block sees every key.
+  TILEFMHA_DEVICE bool block_needs_mask(int key_begin, int block_n) const {
+    const long long key_last = key_begin + block_n - 1;
+    if (key_last >= len_k) return true;
+    if (right >= 0 && key_last > first_row + diagonal_shift + right) return true;
+    const bool all_sinks = key_last < sink;
+    if (left >= 0 && !all_sinks && key_begin < last_row + diagonal_shift - left) return true;
+    return false;
+  }
+
+  TILEFMHA_DEVICE bool visible(int i, int j) const {
+    if (j >= len_k) return false;
+    const long long d = i + diagonal_shift;
+    if (right >= 0 && j > d + right) return false;
+    return left < 0 || j >= d - left || j < sink;
+  }
+};
+
+}  // namespace tilefmha::fmha

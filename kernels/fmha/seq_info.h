@@ -1,0 +1,39 @@
+// Where the sequence of one CTA lives: its lengths and its first token in the Q/O and K/V views,
+// for batch mode (every sequence alike, optional per-sequence key counts) and group mode
+// (prefix sums of varlen sequences packed along the seq dim of batch entry 0).
+#pragma once
+
+#include "fmha/fwd_params.h"
+#include "tile/device.h"
+
+namespace tilefmha::fmha {
+
+struct SeqInfo {
+  int len_q;
+  int len_k;
+  long long q_start;     // seq index of query 0 in the Q/O views
+  long long k_start;     // seq index of key 0 in the K/V views
+  long long view_batch;  // batch index in the views (0 in group mode)
+
+  template <bool GroupMode>
+  TILEFMHA_DEVICE static SeqInfo make(const FwdParams& p, int b) {
+    SeqInfo info;
+    if constexpr (GroupMode) {
+      info.q_start = p.seqstart_q[b];
+      info.k_start = p.seqstart_k[b];
+      info.len_q = int(p.seqstart_q[b + 1] - info.q_start);
+      info.len_k = int(p.seqstart_k[b + 1] - info.k_start);
+      info.view_batch = 0;
+    } else {
+      info.q_start = 0;
+      info.k_start = 0;
+      info.len_q = int(p.seqlen_q);
+      info.len_k = int(p.seqlen_k);
+      info.view_batch = b;
+    }
+    if (p.seqlen_k_per_batch != nullptr) info.len_k = int(p.seqlen_k_per_batch[b]);
+    return info;
+  }
+};
+
+}  // namespace tilefmha::fmha

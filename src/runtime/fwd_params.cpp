@@ -1,0 +1,160 @@
+#include "runtime/fwd_params.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "common/philox.h"
+#include "tilefmha/error.hpp"
+#include "tilefmha/validate.hpp"
+
+namespace tilefmha::runtime {
+namespace {
+
+// 16 bytes: the kernel's cp.async and store granule.
+constexpr int64_t kChunkBytes = 16;
+
+[[noreturn]] void fail(ErrorKind kind, const std::string& message) {
+  throw Error(kind, message);
+}
+
+void require_device(const TensorView& view, const char* field) {
+  if (view.empty()) fail(ErrorKind::invalid_problem, std::string(field) + " is not set");
+  if (view.space != MemorySpace::device)
+    fail(ErrorKind::invalid_problem,
+         std::string(field) + " is in host memory; the GPU kernel needs a device view");
+}
+
+// A Q/K/V/O view the kernel reads in 16-byte chunks.
+fmha::TokenStrides token_strides(const TensorView& view, const char* field) {
+  require_device(view, field);
+  const int64_t element = dtype_size(view.dtype);
+  const int64_t granule = kChunkBytes / element;
+  if (view.stride[3] != 1)
+    fail(ErrorKind::not_supported, std::string(field) +
+                                       ".stride[3] = " + std::to_string(view.stride[3]) +
+                                       ": the GPU kernel needs a contiguous head dim");
+  const char* names[] = {"batch", "seq", "head"};
+  for (int d = 0; d < 3; ++d) {
+    if (view.stride[d] % granule != 0)
+      fail(ErrorKind::not_supported, std::string(field) + ".stride[" + std::to_string(d) + "] (" +
+                                         names[d] + ") = " + std::to_string(view.stride[d]) +
+                                         ": the GPU kernel needs a multiple of " +
+                                         std::to_string(granule) + " elements (16 bytes)");
+  }
+  if (reinterpret_cast<uintptr_t>(view.data) % kChunkBytes != 0)
+    fail(ErrorKind::not_supported,
+         std::string(field) + ".data is not 16-byte aligned, which the GPU kernel needs");
+  return {view.stride[0], view.stride[1], view.stride[2]};
+}
+
+fmha::ScalarKind scalar_kind(DType dtype) {
+  switch (dtype) {
+    case DType::fp32: return fmha::ScalarKind::fp32;
+    case DType::fp16: return fmha::ScalarKind::fp16;
+    case DType::bf16: return fmha::ScalarKind::bf16;
+    default:
+      fail(ErrorKind::not_supported, "bias.dtype = " + std::string(to_string(dtype)) +
+                                         ": the GPU kernel reads fp32/fp16/bf16");
+  }
+}
+
+const long long* device_index(const int64_t* pointer, bool needed, const char* field) {
+  if (needed && pointer == nullptr)
+    fail(ErrorKind::invalid_argument,
+         std::string(field) + " has entries but no device copy was given");
+  return needed ? reinterpret_cast<const long long*>(pointer) : nullptr;
+}
+
+}  // namespace
+
+fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indices) {
+  validate(p);
+  if (p.family != Family::fwd)
+    fail(ErrorKind::not_supported,
+         "family = " + std::string(to_string(p.family)) + ": FwdParams serve the fwd family");
+  if (p.dtype != DType::fp16 && p.dtype != DType::bf16)
+    fail(ErrorKind::not_supported, "dtype = " + std::string(to_string(p.dtype)) +
+                                       ": the sm80_mma kernel computes on fp16 or bf16");
+  for (const auto& [name, dim] : {std::pair{"hdim_q", p.hdim_q}, std::pair{"hdim_v", p.hdim_v}}) {
+    if (dim % (kChunkBytes / dtype_size(p.dtype)) != 0)
+      fail(ErrorKind::not_supported, std::string(name) + " = " + std::to_string(dim) +
+                                         ": the GPU kernel needs a multiple of 8 (16-byte rows)");
+  }
+
+  fmha::FwdParams params{};
+  params.q = p.q.data;
+  params.k = p.k.data;
+  params.v = p.v.data;
+  params.o = p.o.data;
+  params.q_strides = token_strides(p.q, "q");
+  params.k_strides = token_strides(p.k, "k");
+  params.v_strides = token_strides(p.v, "v");
+  params.o_strides = token_strides(p.o, "o");
+  if (p.return_lse) {
+    require_device(p.lse, "lse");
+    params.lse = static_cast<float*>(p.lse.data);
+    params.lse_batch_stride = p.lse.stride[0];
+    params.lse_head_stride = p.lse.stride[1];
+    params.lse_seq_stride = p.lse.stride[2];
+  }
+
+  params.batch = p.batch;
+  params.nhead_q = p.nhead_q;
+  params.nhead_k = p.nhead_k;
+  params.head_group = p.nhead_q / p.nhead_k;
+  params.seqlen_q = p.seqlen_q;
+  params.seqlen_k = p.seqlen_k;
+  params.hdim_q = p.hdim_q;
+  params.hdim_v = p.hdim_v;
+
+  const bool group = p.mode == Mode::group;
+  params.seqstart_q = device_index(indices.seqstart_q, group, "seqstart_q");
+  params.seqstart_k = device_index(indices.seqstart_k, group, "seqstart_k");
+  params.seqlen_k_per_batch =
+      device_index(indices.seqlen_k_per_batch, !p.seqlen_k_per_batch.empty(), "seqlen_k_per_batch");
+
+  const double scale = p.scale();
+  params.scale = static_cast<float>(scale);
+  params.scale_log2 = static_cast<float>(scale * M_LOG2E);
+  params.softcap = static_cast<float>(p.softcap);
+  params.softcap_inverse = p.softcap > 0 ? static_cast<float>(1.0 / p.softcap) : 0.0f;
+
+  if (p.bias_kind == BiasKind::elementwise) {
+    require_device(p.bias, "bias");
+    params.bias = p.bias.data;
+    params.bias_kind = scalar_kind(p.bias.dtype);
+    params.bias_batch_stride = p.bias.stride[0];
+    params.bias_head_stride = p.bias.stride[1];
+    params.bias_row_stride = p.bias.stride[2];
+    params.bias_col_stride = p.bias.stride[3];
+  } else if (p.bias_kind == BiasKind::alibi) {
+    require_device(p.alibi_slopes, "alibi_slopes");
+    params.alibi_slopes = static_cast<const float*>(p.alibi_slopes.data);
+    const bool per_sequence = p.alibi_slopes.rank == 2;
+    params.alibi_batch_stride = per_sequence ? p.alibi_slopes.stride[0] : 0;
+    params.alibi_head_stride = p.alibi_slopes.stride[per_sequence ? 1 : 0];
+  }
+  if (!p.sink_logits.empty()) {
+    require_device(p.sink_logits, "sink_logits");
+    params.sink_logits = static_cast<const float*>(p.sink_logits.data);
+    params.sink_stride = p.sink_logits.stride[0];
+  }
+
+  params.window_left = p.mask.kind == MaskKind::none ? -1 : p.mask.window_left;
+  params.window_right = p.mask.kind == MaskKind::none ? -1 : p.mask.window_right;
+  params.sink_tokens = p.mask.kind == MaskKind::none ? 0 : p.mask.sink_tokens;
+  params.bottom_right = p.mask.align == MaskAlign::bottom_right ? 1 : 0;
+
+  if (p.has_dropout()) {
+    params.dropout_seed = p.dropout.seed;
+    params.dropout_offset = p.dropout.offset;
+    params.dropout_threshold = philox::dropout_threshold(p.dropout.p);
+    params.dropout_keep_scale = static_cast<float>(1.0 / (1.0 - p.dropout.p));
+  } else {
+    params.dropout_keep_scale = 1.0f;
+  }
+  return params;
+}
+
+}  // namespace tilefmha::runtime
