@@ -871,7 +871,7 @@ const std::vector<InvalidCase>& invalid_cases() {
       {"BlockTableWrongSize",
        paged_vllm,
        [](Fixture& f) { f.problem.paged.block_table.pop_back(); },
-       {"paged.block_table has 3 entries", "= 4"}},
+       {"paged.block_table has 3 entries", "2 * 2"}},
       {"PageSizeNotPowerOfTwo",
        paged_vllm,
        [](Fixture& f) { f.problem.paged.page_size = 24; },

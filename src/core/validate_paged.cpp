@@ -36,10 +36,14 @@ void check_vllm_table(const Problem& p) {
              t.page_indices.size(), " entries) but paged.table = vllm_block_table"));
   if (t.max_pages_per_seq < 0)
     fail(cat("paged.max_pages_per_seq = ", t.max_pages_per_seq, " is negative"));
-  const int64_t expected = p.batch * t.max_pages_per_seq;
-  if (static_cast<int64_t>(t.block_table.size()) != expected)
-    fail(cat("paged.block_table has ", t.block_table.size(), " entries but batch * ",
-             "paged.max_pages_per_seq = ", p.batch, " * ", t.max_pages_per_seq, " = ", expected));
+  const auto entries = static_cast<int64_t>(t.block_table.size());
+  // entries == batch * max_pages_per_seq, by division so that no product can overflow.
+  const int64_t rows = t.max_pages_per_seq;
+  const bool size_matches =
+      rows == 0 ? entries == 0 : entries % rows == 0 && entries / rows == p.batch;
+  if (!size_matches)
+    fail(cat("paged.block_table has ", entries, " entries but batch * paged.max_pages_per_seq = ",
+             p.batch, " * ", rows, " are needed"));
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t needed = pages_for(keys_to_hold(p, b), t.page_size);
     if (needed > t.max_pages_per_seq)

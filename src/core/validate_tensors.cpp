@@ -76,11 +76,6 @@ ViewRule split_rule(const Problem& p, std::string field, bool with_dim) {
   return {std::move(field), {DType::fp32}, std::move(dims)};
 }
 
-bool is_forward(Family family) {
-  return family != Family::bwd_dot_do_o && family != Family::bwd_dq_dk_dv &&
-         family != Family::bwd_convert_dq;
-}
-
 }  // namespace
 
 void check_main_views(const Problem& p) {
@@ -91,7 +86,7 @@ void check_main_views(const Problem& p) {
   check_used(p.o, output_rule(p, "o"), p, use.o);
 
   const ViewRule lse = lse_rule(p, "lse");
-  if (is_forward(p.family)) {
+  if (!p.is_backward()) {
     // Forward families write LSE exactly when asked to.
     if (p.return_lse)
       require_view(p.lse, {lse.field, lse.dtypes, lse.shape, true}, "return_lse = true");
