@@ -1,7 +1,50 @@
+// `tilefmha run`: flags -> problem -> inputs (random or --load) -> validation -> the reference
+// -> --save and a one-line summary. Every check happens before the computation and every file
+// is written after it, so a failure writes nothing.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+
 #include "commands.hpp"
+#include "run_execute.hpp"
+#include "run_options.hpp"
+#include "run_save.hpp"
+#include "run_spec.hpp"
+#include "run_summary.hpp"
+#include "run_tensors.hpp"
 
 namespace tilefmha::cli {
+namespace {
 
-void add_run_command(CLI::App& app) { app.add_subcommand("run", "Run one attention problem"); }
+void run(const RunOptions& options) {
+  // parallel_for reads the worker count from the environment.
+  if (options.threads) setenv("TILEFMHA_THREADS", std::to_string(*options.threads).c_str(), 1);
+  std::optional<InputDir> input;
+  if (options.load_dir) input.emplace(*options.load_dir);
+  if (options.save_dir) check_save_target(*options.save_dir);
+
+  RunSpec spec = resolve_run_spec(options, input ? &*input : nullptr);
+  const RunTensors tensors = prepare_tensors(spec, input ? &*input : nullptr);
+  const std::vector<Problem> stages = stage_problems(spec);
+  validate_stages(stages);
+
+  const double seconds = run_on_cpu(stages);
+  if (options.save_dir) save_files(*options.save_dir, saved_files(spec, tensors));
+  std::printf("%s\n", summary_line(spec, seconds, checksum_views(spec, tensors)).c_str());
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  CLI::App* command = app.add_subcommand(
+      "run",
+      "Run one attention problem described by flags (or --load files) and print a "
+      "one-line summary; --save writes its inputs and outputs as .npy files");
+  auto options = std::make_shared<RunOptions>();
+  add_run_options(*command, *options);
+  command->callback([options] { run(*options); });
+}
 
 }  // namespace tilefmha::cli

@@ -1,0 +1,183 @@
+#include "run_options.hpp"
+
+#include <sstream>
+#include <string_view>
+
+#include "tilefmha/types.hpp"
+
+namespace tilefmha::cli {
+namespace {
+
+template <class E>
+std::vector<std::string> names_of() {
+  std::vector<std::string> names;
+  for (std::string_view name : EnumNames<E>::names) names.emplace_back(name);
+  return names;
+}
+
+std::vector<std::string> attention_dtype_names() {
+  std::vector<std::string> names;
+  for (std::string_view name : EnumNames<DType>::names)
+    if (is_attention_dtype(parse_enum<DType>(name))) names.emplace_back(name);
+  return names;
+}
+
+template <class T>
+CLI::Option* add_optional(CLI::App& command, const std::string& name, std::optional<T>& slot,
+                          const std::string& help) {
+  return command.add_option_function<T>(
+      name, [&slot](const T& value) { slot = value; }, help);
+}
+
+// A comma-separated list of integers ("3,5,0"), checked for `count` entries when count > 0.
+std::vector<int64_t> parse_list(const std::string& text, const std::string& flag, size_t count) {
+  std::vector<int64_t> values;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    size_t used = 0;
+    int64_t value = 0;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size())
+      throw CLI::ValidationError(flag, "'" + item + "' in '" + text + "' is not an integer");
+    values.push_back(value);
+  }
+  if (values.empty()) throw CLI::ValidationError(flag, "needs at least one value");
+  if (count > 0 && values.size() != count)
+    throw CLI::ValidationError(
+        flag, "'" + text + "' needs exactly " + std::to_string(count) + " comma-separated values");
+  return values;
+}
+
+CLI::Option* add_list(CLI::App& command, const std::string& flag, std::vector<int64_t>& slot,
+                      const std::string& type_name, const std::string& help, size_t count = 0) {
+  return command
+      .add_option_function<std::string>(
+          flag,
+          [&slot, flag, count](const std::string& text) { slot = parse_list(text, flag, count); },
+          help)
+      ->type_name(type_name);
+}
+
+// The file contract: outside tools and tests rely on it (docs/cli.md says the same).
+constexpr std::string_view kFileContract = R"(
+Files (--load DIR reads them, --save DIR writes them):
+  NumPy .npy, little-endian, C order. Data tensors are float32 ('<f4'); on load they are
+  rounded to the problem's dtype (--dtype), so saved inputs reload bit for bit.
+  q.npy, k.npy, v.npy    [batch, seq, head, dim]; group mode [total_tokens, head, dim]
+                         (logical order whatever --layout says)
+  seqstart_q.npy, seqstart_k.npy
+                         int32/int64 [batch + 1] prefix sums; when present they define
+                         group mode (and override --seqlens-q/--seqlens-k)
+  bias.npy               [batch, nhead_q, seqlen_q, seqlen_k]; present => --bias elementwise
+  alibi_slopes.npy       [nhead_q]; present => --bias alibi
+  sink_logits.npy        [nhead_q]; present => per-head sink logits
+  block_table.npy        int32 [batch, max_pages]; present => vLLM paged KV: k.npy/v.npy then
+                         hold the page pool [num_pages, page_size, nhead_k, dim] (NHD order)
+  page_indptr.npy, page_indices.npy
+                         int32/int64 [batch + 1] and [pages]: the SGLang form of the same
+  q_descale.npy, k_descale.npy, v_descale.npy
+                         fp8 only: [] for per_tensor, [batch, head, ceil(seq / 128)] for
+                         per_block (absent: 1); q/k/v.npy then hold the fp8 code values
+  do.npy                 backward: dO, like o.npy (absent: random)
+  outputs: o.npy (like q.npy, hdim_v), lse.npy [batch, nhead_q, seqlen_q] (group mode
+  [nhead_q, total_tokens]; with --lse), dq.npy, dk.npy, dv.npy (backward, like
+  q/k/v), dbias.npy (backward with an elementwise bias)
+  --save also writes every input, so a saved DIR reloads (--load DIR, same flags) to the same
+  outputs; the DIR is filled only after the run succeeded.
+Without --load, inputs are uniform random in [-1, 1) from --input-seed; paged problems
+scatter K/V into a shuffled page pool.
+Exit codes: 0 success; 2 bad flag, missing or mismatching file, invalid problem (nothing is
+written); 1 other failures.)";
+
+}  // namespace
+
+void add_run_options(CLI::App& command, RunOptions& o) {
+  auto families = names_of<Family>();
+  families.emplace_back("bwd");
+  command
+      .add_option("--family", o.family,
+                  "Kernel family (bwd = the three backward stages after a forward)")
+      ->check(CLI::IsMember(families))
+      ->capture_default_str();
+  command.add_option("--dtype", o.dtype, "Q/K/V element type")
+      ->check(CLI::IsMember(attention_dtype_names()))
+      ->capture_default_str();
+  add_optional(command, "--out-dtype", o.out_dtype,
+               "O (and dQ/dK/dV) element type [default: --dtype; bf16 for fp8]")
+      ->check(CLI::IsMember(attention_dtype_names()));
+  add_optional(command, "-b,--batch", o.batch, "Batch size [default: 1]");
+  command.add_option("--nhead-q", o.nhead_q, "Query heads")->capture_default_str();
+  add_optional(command, "--nhead-k", o.nhead_k, "Key/value heads (GQA/MQA) [default: nhead-q]");
+  add_optional(command, "--seqlen-q", o.seqlen_q,
+               "Query length (batch mode) [default: " + std::to_string(kDefaultSeqlen) + "]");
+  add_optional(command, "--seqlen-k", o.seqlen_k, "Key length (batch mode) [default: seqlen-q]");
+  command.add_option("--hdim-q", o.hdim_q, "Head dim of Q and K")->capture_default_str();
+  add_optional(command, "--hdim-v", o.hdim_v, "Head dim of V and O [default: hdim-q]");
+  command.add_option("--layout", o.layout, "Memory order of Q/K/V/O")
+      ->check(CLI::IsMember({"bshd", "bhsd"}))
+      ->capture_default_str();
+  add_optional(command, "--mode", o.mode,
+               "batch, or group (varlen; needs --seqlens-q or seqstart files) [default: batch]")
+      ->check(CLI::IsMember(names_of<Mode>()));
+  add_list(command, "--seqlens-q", o.seqlens_q, "N,N,...",
+           "Group mode: query length of each sequence");
+  add_list(command, "--seqlens-k", o.seqlens_k, "N,N,...",
+           "Key length of each sequence (group mode; in batch mode: valid keys per sequence of "
+           "a KV cache) [default: seqlens-q]");
+
+  add_optional(command, "--causal", o.causal, "Causal mask aligned top_left or bottom_right")
+      ->check(CLI::IsMember(names_of<MaskAlign>()));
+  add_list(command, "--window", o.window, "L,R", "Sliding window (-1 = unbounded)", 2);
+  command.add_option("--window-align", o.window_align, "Alignment of --window")
+      ->check(CLI::IsMember(names_of<MaskAlign>()))
+      ->capture_default_str();
+  command.add_option("--sink-tokens", o.sink_tokens, "Keys kept visible under a window")
+      ->capture_default_str();
+  add_optional(command, "--scale", o.scale, "Softmax scale [default: 1/sqrt(hdim-q)]");
+  command.add_option("--softcap", o.softcap, "Logit soft cap (0 = off)")->capture_default_str();
+  add_optional(command, "--bias", o.bias, "Additive bias: elementwise or alibi")
+      ->check(CLI::IsMember({"elementwise", "alibi"}));
+  add_optional(command, "--sink-logit", o.sink_logit,
+               "Learnable sink logit of every head (sink_logits.npy overrides)");
+  command.add_flag("--lse", o.lse, "Also return and save the log-sum-exp");
+
+  command.add_option("--dropout", o.dropout, "Dropout probability")->capture_default_str();
+  command.add_option("--seed", o.seed, "Dropout seed")->capture_default_str();
+  command.add_option("--offset", o.offset, "Dropout Philox offset")->capture_default_str();
+
+  command
+      .add_option("--splits", o.splits,
+                  "Split-KV: partials over N key chunks, then the combine (forward only)")
+      ->capture_default_str();
+  add_optional(command, "--page-table", o.page_table,
+               "Paged KV form: vllm (block table) or sglang (page list) [default: vllm for "
+               "fwd_pagedkv and batch_prefill]")
+      ->check(CLI::IsMember({"vllm", "sglang"}));
+  add_optional(command, "--page-size", o.page_size,
+               "Tokens per KV page [default: " + std::to_string(kDefaultPageSize) + "]");
+  add_optional(command, "--kv-layout", o.kv_layout, "Paged cache memory order [default: nhd]")
+      ->check(CLI::IsMember(names_of<KvLayout>()));
+  add_optional(command, "--fp8-scale", o.fp8_scale,
+               "FP8 descale granularity (fp8 dtypes) [default: per_tensor]")
+      ->check(CLI::IsMember({"per_tensor", "per_block"}));
+
+  command.add_option("--backend", o.backend, "cpu (the reference) or gpu")
+      ->check(CLI::IsMember({"cpu", "gpu"}))
+      ->capture_default_str();
+  command.add_option("--input-seed", o.input_seed, "Seed of the random inputs")
+      ->capture_default_str();
+  add_optional(command, "--load", o.load_dir, "Read inputs from DIR (see Files below)")
+      ->type_name("DIR");
+  add_optional(command, "--save", o.save_dir, "Write inputs and outputs to DIR")->type_name("DIR");
+  add_optional(command, "--threads", o.threads,
+               "CPU worker threads [default: $TILEFMHA_THREADS, else every core]")
+      ->check(CLI::PositiveNumber);
+  command.footer(std::string(kFileContract));
+}
+
+}  // namespace tilefmha::cli

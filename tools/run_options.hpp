@@ -1,0 +1,64 @@
+// The flags of `tilefmha run`, as typed: names are parsed into enums later (run_spec), so that
+// this file only says what the command line accepts.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tilefmha::cli {
+
+// Defaults that size the quick start: a few seconds on two cores with the CPU reference.
+inline constexpr int64_t kDefaultSeqlen = 1024;
+inline constexpr int64_t kDefaultPageSize = 16;
+
+struct RunOptions {
+  std::string family = "fwd";
+  std::string dtype = "bf16";
+  std::optional<std::string> out_dtype;
+  std::optional<int64_t> batch;
+  int64_t nhead_q = 8;
+  std::optional<int64_t> nhead_k;   // default nhead_q
+  std::optional<int64_t> seqlen_q;  // default kDefaultSeqlen
+  std::optional<int64_t> seqlen_k;  // default seqlen_q
+  int64_t hdim_q = 128;
+  std::optional<int64_t> hdim_v;  // default hdim_q
+  std::string layout = "bshd";
+  std::optional<std::string> mode;
+  std::vector<int64_t> seqlens_q;
+  std::vector<int64_t> seqlens_k;
+
+  std::optional<std::string> causal;
+  std::vector<int64_t> window;  // {left, right} when given
+  std::string window_align = "top_left";
+  int64_t sink_tokens = 0;
+  std::optional<double> scale;
+  double softcap = 0.0;
+  std::optional<std::string> bias;
+  std::optional<double> sink_logit;
+  bool lse = false;
+
+  double dropout = 0.0;
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+
+  int64_t splits = 1;
+  std::optional<std::string> page_table;
+  std::optional<int64_t> page_size;      // default kDefaultPageSize
+  std::optional<std::string> kv_layout;  // default nhd
+  std::optional<std::string> fp8_scale;  // default per_tensor
+
+  std::string backend = "cpu";
+  uint64_t input_seed = 0;
+  std::optional<std::string> load_dir;
+  std::optional<std::string> save_dir;
+  std::optional<int> threads;
+};
+
+// Registers every flag of `run` on `command`, writing parsed values into `options`, and the
+// file contract as the help footer.
+void add_run_options(CLI::App& command, RunOptions& options);
+
+}  // namespace tilefmha::cli

@@ -1,0 +1,37 @@
+#include "run_summary.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/numeric.hpp"
+#include "core/parallel.hpp"
+
+namespace tilefmha::cli {
+
+Checksum checksum(const TensorView& view) {
+  Checksum total;
+  for_each_element(view, [&](int64_t, int64_t offset) {
+    const double value = numeric::load(view.data, view.dtype, offset);
+    total.sum += value;
+    total.abs_sum += std::fabs(value);
+  });
+  return total;
+}
+
+std::string summary_line(const RunSpec& spec, double seconds,
+                         const std::vector<NamedView>& outputs) {
+  char timing[96];
+  std::snprintf(timing, sizeof(timing), " | backend cpu, %d threads | %.1f ms", worker_count(),
+                seconds * 1e3);
+  std::string line = spec.problem.describe() + timing;
+  for (const NamedView& output : outputs) {
+    const Checksum sums = checksum(output.view);
+    char text[128];
+    std::snprintf(text, sizeof(text), " | %.*s sum=%.9g abs=%.9g",
+                  static_cast<int>(output.name.size()), output.name.data(), sums.sum, sums.abs_sum);
+    line += text;
+  }
+  return line;
+}
+
+}  // namespace tilefmha::cli
