@@ -98,6 +98,11 @@ TEST(KernelMatch, HopperPipelineNeedsSm90) {
   KernelConfig newer = causal_kernel();
   newer.arch = Arch::sm90;
   EXPECT_EQ(reason(newer, causal_problem(), Arch::sm80).rfind("arch", 0), 0u);
+  // sm80 cubins run on sm86/sm89 but not on Hopper.
+  KernelConfig ampere = causal_kernel();
+  ampere.arch = Arch::sm80;
+  EXPECT_EQ(reason(ampere, causal_problem(), Arch::sm86), "");
+  EXPECT_EQ(reason(ampere, causal_problem(), Arch::sm90).rfind("arch", 0), 0u);
 }
 
 TEST(KernelMatch, StagesPerFamily) {

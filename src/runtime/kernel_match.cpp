@@ -53,7 +53,9 @@ std::vector<Family> stage_families(const Problem& problem) {
 std::optional<std::string> rejection_reason(const KernelConfig& config, const Problem& problem,
                                             Family stage, Arch arch) {
   if (config.family != stage) return mismatch("family", config.family, stage);
-  if (config.arch > arch) return mismatch("arch", config.arch, arch);
+  // A cubin runs only on its own major architecture, at its minor version or newer.
+  if (config.arch > arch || (config.arch == Arch::sm90) != (arch == Arch::sm90))
+    return mismatch("arch", config.arch, arch);
   if (config.pipeline == Pipeline::sm90_ws && arch != Arch::sm90)
     return "pipeline: sm90_ws needs sm90, device is " + std::string(to_string(arch));
   if (config.dtype != problem.dtype) return mismatch("dtype", config.dtype, problem.dtype);

@@ -1,0 +1,96 @@
+#include "runtime/dispatcher.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tilefmha/error.hpp"
+
+using namespace tilefmha;
+using namespace tilefmha::runtime;
+
+namespace {
+
+// Planning reads shapes and traits only, so the problem's views point nowhere (device space).
+Problem problem(int64_t seqlen, MaskKind mask = MaskKind::none) {
+  ProblemBuilder builder(Family::fwd);
+  builder.dtype(DType::bf16).shape(2, 8, 8, seqlen, seqlen, 128, 128);
+  if (mask == MaskKind::causal) builder.causal();
+  auto fake = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  const auto view = bshd(fake, DType::bf16, 2, seqlen, 8, 128, MemorySpace::device);
+  return builder.q(view).k(view).v(view).o(view).build();
+}
+
+KernelConfig sm80_kernel(MaskKind mask, bool pad, int32_t block_m = 128) {
+  KernelConfig c;
+  c.arch = Arch::sm90;
+  c.pipeline = Pipeline::sm80_mma;
+  c.mask = mask;
+  c.block_m = block_m;
+  c.block_n = 64;
+  c.warps = 4;
+  c.pad_seqlen_q = c.pad_seqlen_k = pad;
+  return c;
+}
+
+std::shared_ptr<const jit::KernelCache> temporary_cache() {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "tilefmha_dispatcher_cache";
+  return std::make_shared<jit::KernelCache>(dir);
+}
+
+}  // namespace
+
+TEST(Dispatcher, ExplainRanksFittingKernelsFirst) {
+  Registry registry;
+  DispatcherOptions options;
+  options.candidates = {sm80_kernel(MaskKind::none, false), sm80_kernel(MaskKind::causal, false),
+                        sm80_kernel(MaskKind::causal, true),
+                        sm80_kernel(MaskKind::causal, false, 64)};
+  Dispatcher dispatcher(registry, {Arch::sm90, 132, "test"}, options);
+  const auto verdicts = dispatcher.explain(problem(1024, MaskKind::causal));
+  ASSERT_EQ(verdicts.size(), 4u);
+  EXPECT_TRUE(verdicts[0].rejection.empty());
+  // Unneeded padding costs predication: the unpadded causal kernel ranks first.
+  EXPECT_FALSE(verdicts[0].kernel.pad_seqlen_q);
+  EXPECT_EQ(verdicts[0].kernel.mask, MaskKind::causal);
+  EXPECT_EQ(verdicts.back().rejection.rfind("mask", 0), 0u);
+}
+
+TEST(Dispatcher, NoFittingKernelNamesTheClosestCandidates) {
+  Registry registry;
+  DispatcherOptions options;
+  options.candidates = {sm80_kernel(MaskKind::none, false)};
+  Dispatcher dispatcher(registry, {Arch::sm90, 132, "test"}, options);
+  try {
+    dispatcher.plan(problem(1000, MaskKind::causal));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::no_kernel);
+    const std::string message = e.what();
+    EXPECT_NE(message.find(sm80_kernel(MaskKind::none, false).name()), std::string::npos);
+    EXPECT_NE(message.find("pad_seqlen_q"), std::string::npos) << message;
+  }
+}
+
+TEST(Dispatcher, PlanCompilesOnFirstUseAndIsCachedBySignature) {
+  Registry registry;
+  DispatcherOptions options;
+  options.candidates = {sm80_kernel(MaskKind::causal, true)};
+  options.cache = temporary_cache();
+  Dispatcher dispatcher(registry, {Arch::sm90, 132, "test"}, options);
+  const auto first = dispatcher.plan(problem(1000, MaskKind::causal));
+  ASSERT_EQ(first->stages.size(), 1u);
+  EXPECT_TRUE(registry.is_built(first->stages[0].kernel));
+  EXPECT_GT(first->stages[0].shape.grid[0], 0u);
+  EXPECT_EQ(dispatcher.plan(problem(1000, MaskKind::causal)).get(), first.get());
+  EXPECT_NE(dispatcher.plan(problem(999, MaskKind::causal)).get(), first.get());
+}
+
+TEST(Dispatcher, SignatureSeparatesTraitsButNotPointers) {
+  const Problem a = problem(512);
+  Problem b = a;
+  b.q.data = reinterpret_cast<void*>(uintptr_t{1} << 24);
+  EXPECT_EQ(problem_signature(a), problem_signature(b));
+  b.softcap = 30;
+  EXPECT_NE(problem_signature(a), problem_signature(b));
+}
