@@ -136,6 +136,7 @@ extern "C" __global__ void all_tma(const __grid_constant__ TensorMap map, float*
     tma_store_4d(&map, tile_base, 0, 1, 2, 3);
     tma_store_commit_group();
     tma_store_wait_group_read<0>();
+    tma_store_wait_group<0>();
   }
 }
 #endif
@@ -197,6 +198,7 @@ const std::vector<std::string> sm90_instructions = {
     "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group",
     "cp.async.bulk.commit_group",
     "cp.async.bulk.wait_group.read",
+    "cp.async.bulk.wait_group 0",
 };
 
 // Only on the arch-specific sm_90a target.

@@ -88,6 +88,14 @@ TILEFMHA_DEVICE void tma_store_wait_group_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(PendingGroups) : "memory");
 }
 
+// Waits until at most `PendingGroups` store groups are still writing global memory: needed
+// before another block or a later kernel phase reads what was stored.
+template <int PendingGroups>
+TILEFMHA_DEVICE void tma_store_wait_group() {
+  static_assert(PendingGroups >= 0 && PendingGroups <= 7, "bulk wait_group takes 0..7");
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(PendingGroups) : "memory");
+}
+
 }  // namespace tilefmha::tile
 
 #endif  // TILEFMHA_HAS_SM90

@@ -14,6 +14,14 @@ std::vector<std::string> nvrtc_candidates() {
     return {chosen};
   }
   std::vector<std::string> candidates = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+  // Toolkits installed off the loader path: $CUDA_HOME, $CUDA_PATH, the conventional prefix,
+  // and the toolkit this library was built against.
+  for (const char* variable : {"CUDA_HOME", "CUDA_PATH"}) {
+    if (const char* root = std::getenv(variable); root != nullptr && *root) {
+      candidates.push_back(std::string(root) + "/lib64/libnvrtc.so");
+    }
+  }
+  candidates.push_back("/usr/local/cuda/lib64/libnvrtc.so");
 #ifdef TILEFMHA_CUDA_TOOLKIT_LIBRARY_DIR
   candidates.push_back(std::string(TILEFMHA_CUDA_TOOLKIT_LIBRARY_DIR) + "/libnvrtc.so");
 #endif

@@ -33,7 +33,8 @@ struct NvrtcApi {
 };
 
 // Loaded once per process. Candidates: $TILEFMHA_NVRTC_LIBRARY alone when set, else
-// libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so, then the build machine's toolkit directory.
+// libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so on the loader path, then under $CUDA_HOME,
+// $CUDA_PATH, /usr/local/cuda and the build machine's toolkit directory.
 // Throws Error(runtime) listing every candidate tried when none loads.
 const NvrtcApi& nvrtc_api();
 
