@@ -1,6 +1,8 @@
 # Script mode (cmake -P): writes a C++ source holding every file under KERNELS_DIR as a
 # {relative path, contents} table for NVRTC's in-memory headers.
-#   cmake -DKERNELS_DIR=<dir> -DOUTPUT=<file.cpp> -P EmbedKernelHeaders.cmake
+#   cmake -DKERNELS_DIR=<dir> -DOUTPUT=<file.cpp> [-DLIST_STAMP=<hash>] -P EmbedKernelHeaders.cmake
+# LIST_STAMP is unused here: the build passes a hash of the file list so that adding or removing
+# a file changes the command line, which makes Ninja rerun the step.
 # Contents are written as \xNN escapes, so any byte sequence embeds without quoting rules, in
 # literals of 32 bytes per line to stay within every compiler's literal-length limits.
 if(NOT KERNELS_DIR OR NOT OUTPUT)

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "jit/compiler.hpp"
@@ -144,6 +146,25 @@ extern "C" __global__ void flagged(int* out) { out[0] = REQUIRED_FLAG; }
   EXPECT_THROW(compile_kernel("flagged", source, options), Error);
   options.defines = {"REQUIRED_FLAG=7"};
   EXPECT_FALSE(compile_kernel("flagged", source, options).cubin.empty());
+}
+
+// NVRTC is loaded once per process, so the missing-library case runs in a fresh child process
+// (threadsafe death tests re-execute the binary) with the library pointed at nothing.
+TEST(JitCompile, MissingNvrtcIsAClearRuntimeError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ::setenv("TILEFMHA_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so.13", 1);
+        try {
+          compile_kernel("scale", scale_kernel, CompileOptions{});
+        } catch (const Error& error) {
+          std::fprintf(stderr, "kind=%d %s\n", static_cast<int>(error.kind()), error.what());
+          std::exit(error.kind() == ErrorKind::runtime ? 0 : 2);
+        }
+        std::exit(3);
+      },
+      ::testing::ExitedWithCode(0),
+      "NVRTC not found: JIT compilation unavailable.*/nonexistent/libnvrtc.so.13");
 }
 
 }  // namespace
