@@ -337,6 +337,42 @@ TEST(CliRun, SplitKvWritesTheSameOutputAsOneForward) {
   for (size_t n = 0; n < one.size(); ++n) EXPECT_NEAR(one[n], parts[n], 1e-6) << n;
 }
 
+// Append-KV writes k_new/v_new behind each sequence's cached keys; the attention that follows
+// equals a plain forward over the appended caches.
+TEST(CliRun, AppendKvFillsTheCachesThenAttendsOverThem) {
+  const fs::path dir = fresh_dir();
+  const std::string shape = "-b 2 --seqlen-q 3 --seqlen-k 12 --nhead-q 2 --hdim-q 8 --dtype fp32 ";
+  const CliResult append = run_cli("run --family fwd_appendkv --seqlens-k 5,9 " + shape +
+                                   "--causal bottom_right --save " + (dir / "a").string());
+  ASSERT_EQ(append.exit_code, 0) << append.output;
+  const auto k = floats(io::read_npy(dir / "a" / "k.npy"));
+  const auto k_new = floats(io::read_npy(dir / "a" / "k_new.npy"));
+  const auto k_appended = floats(io::read_npy(dir / "a" / "k_appended.npy"));
+  EXPECT_EQ(io::read_npy(dir / "a" / "k_new.npy").shape, (Shape{2, 3, 2, 8}));
+  ASSERT_EQ(k_appended.size(), 2u * 12 * 2 * 8);
+  const int cached[2] = {5, 9};
+  for (int b = 0; b < 2; ++b) {
+    for (int j = 0; j < 12; ++j) {
+      for (int e = 0; e < 16; ++e) {  // both heads, all dims of key j
+        const size_t at = (b * 12 + j) * 16 + e;
+        const bool appended = j >= cached[b] && j < cached[b] + 3;
+        const float expected = appended ? k_new[(b * 3 + j - cached[b]) * 16 + e] : k[at];
+        EXPECT_EQ(k_appended[at], expected) << "b " << b << " key " << j;
+      }
+    }
+  }
+
+  fs::create_directories(dir / "b");
+  fs::copy_file(dir / "a" / "q.npy", dir / "b" / "q.npy");
+  fs::copy_file(dir / "a" / "k_appended.npy", dir / "b" / "k.npy");
+  fs::copy_file(dir / "a" / "v_appended.npy", dir / "b" / "v.npy");
+  const CliResult attend =
+      run_cli("run --seqlens-k 8,12 " + shape + "--causal bottom_right " + "--load " +
+              (dir / "b").string() + " --save " + (dir / "c").string());
+  ASSERT_EQ(attend.exit_code, 0) << attend.output;
+  EXPECT_EQ(file_bytes(dir / "a" / "o.npy"), file_bytes(dir / "c" / "o.npy"));
+}
+
 TEST(CliRun, SavingOverAnEarlierRunReplacesItsContractFilesOnly) {
   const fs::path dir = fresh_dir();
   ASSERT_EQ(run_cli("run --mode group --seqlens-q 4,4 --hdim-q 32 --lse --save " + dir.string())

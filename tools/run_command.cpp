@@ -30,8 +30,13 @@ void run(const RunOptions& options) {
   const std::vector<Problem> stages = stage_problems(spec);
   validate_stages(stages);
 
+  NamedArrays files;
+  if (options.save_dir) files = saved_inputs(spec, tensors);
   const double seconds = run_on_cpu(stages);
-  if (options.save_dir) save_files(*options.save_dir, saved_files(spec, tensors));
+  if (options.save_dir) {
+    for (auto& output : saved_outputs(spec, tensors)) files.push_back(std::move(output));
+    save_files(*options.save_dir, files);
+  }
   std::printf("%s\n", summary_line(spec, seconds, checksum_views(spec, tensors)).c_str());
 }
 

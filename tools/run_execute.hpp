@@ -9,7 +9,8 @@ namespace tilefmha::cli {
 
 // The problem of each stage in order: one for a forward, fwd_splitkv then
 // fwd_splitkv_combine for split-KV, a forward then the three backward stages (one problem,
-// reference::backward runs them) for backward. Each differs from spec.problem only in family.
+// reference::backward runs them) for backward, the append then a forward over the updated
+// caches for append-KV.
 std::vector<Problem> stage_problems(const RunSpec& spec);
 
 // Validates every stage (Error invalid_problem, exit 2) before anything is computed.

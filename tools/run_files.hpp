@@ -17,28 +17,17 @@ namespace tilefmha::cli {
 
 // Every file name `tilefmha run` reads or writes (docs/cli.md). A --save replaces all of them
 // in its directory, so files of an earlier, different run cannot leak into a later --load.
-inline constexpr std::array<std::string_view, 22> kContractFiles = {"q.npy",
-                                                                    "k.npy",
-                                                                    "v.npy",
-                                                                    "o.npy",
-                                                                    "lse.npy",
-                                                                    "bias.npy",
-                                                                    "alibi_slopes.npy",
-                                                                    "sink_logits.npy",
-                                                                    "seqstart_q.npy",
-                                                                    "seqstart_k.npy",
-                                                                    "block_table.npy",
-                                                                    "page_indptr.npy",
-                                                                    "page_indices.npy",
-                                                                    "q_descale.npy",
-                                                                    "k_descale.npy",
-                                                                    "v_descale.npy",
-                                                                    "do.npy",
-                                                                    "dq.npy",
-                                                                    "dk.npy",
-                                                                    "dv.npy",
-                                                                    "dbias.npy",
-                                                                    "seqlen_k.npy"};
+// clang-format off
+inline constexpr auto kContractFiles = std::to_array<std::string_view>({
+    // inputs
+    "q.npy", "k.npy", "v.npy", "seqstart_q.npy", "seqstart_k.npy", "seqlen_k.npy", "bias.npy",
+    "alibi_slopes.npy", "sink_logits.npy", "block_table.npy", "page_indptr.npy",
+    "page_indices.npy", "q_descale.npy", "k_descale.npy", "v_descale.npy", "do.npy",
+    "k_new.npy", "v_new.npy", "rope_cos.npy", "rope_sin.npy",
+    // outputs
+    "o.npy", "lse.npy", "dq.npy", "dk.npy", "dv.npy", "dbias.npy", "k_appended.npy",
+    "v_appended.npy", "q_rotated.npy"});
+// clang-format on
 
 // A file's expected shape with the meaning of each dimension, for messages.
 struct FileShape {

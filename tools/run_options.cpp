@@ -84,9 +84,15 @@ Files (--load DIR reads them, --save DIR writes them):
                          fp8 only: [] for per_tensor, [batch, head, ceil(seq / 128)] for
                          per_block (absent: 1); q/k/v.npy then hold the fp8 code values
   do.npy                 backward: dO, like o.npy (absent: random)
+  k_new.npy, v_new.npy   fwd_appendkv: [batch, seqlen_knew, nhead_k, dim] new tokens; k.npy and
+                         v.npy are the caches before the append ([batch, seqlen_k, ...] with
+                         seqlen_k.npy / --seqlens-k cached lengths, default seqlen_k - knew)
+  rope_cos.npy, rope_sin.npy
+                         fwd_appendkv: [positions, rotary_dim / 2] (absent: base 10000)
   outputs: o.npy (like q.npy, hdim_v), lse.npy [batch, nhead_q, seqlen_q] (group mode
   [nhead_q, total_tokens]; with --lse), dq.npy, dk.npy, dv.npy (backward, like
-  q/k/v), dbias.npy (backward with an elementwise bias)
+  q/k/v), dbias.npy (backward with an elementwise bias), k_appended.npy, v_appended.npy
+  (fwd_appendkv: the caches after the append, like k/v.npy) and q_rotated.npy (--rotate-q)
   --save also writes every input, so a saved DIR reloads (--load DIR, same flags) to the same
   outputs; the DIR is filled only after the run succeeded.
 Without --load, inputs are uniform random in [-1, 1) from --input-seed; paged problems
@@ -165,6 +171,14 @@ void add_run_options(CLI::App& command, RunOptions& o) {
   add_optional(command, "--fp8-scale", o.fp8_scale,
                "FP8 descale granularity (fp8 dtypes) [default: per_tensor]")
       ->check(CLI::IsMember({"per_tensor", "per_block"}));
+
+  add_optional(command, "--seqlen-knew", o.seqlen_knew,
+               "fwd_appendkv: new K/V tokens per sequence [default: seqlen-q]");
+  add_optional(command, "--rope", o.rope, "fwd_appendkv: RoPE on new K [default: none]")
+      ->check(CLI::IsMember(names_of<RopeKind>()));
+  add_optional(command, "--rotary-dim", o.rotary_dim,
+               "fwd_appendkv: rotated leading dims [default: hdim-q]");
+  command.add_flag("--rotate-q", o.rotate_q, "fwd_appendkv: also rotate Q (in place)");
 
   command.add_option("--backend", o.backend, "cpu (the reference) or gpu")
       ->check(CLI::IsMember({"cpu", "gpu"}))

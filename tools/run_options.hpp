@@ -50,6 +50,12 @@ struct RunOptions {
   std::optional<std::string> kv_layout;  // default nhd
   std::optional<std::string> fp8_scale;  // default per_tensor
 
+  // fwd_appendkv
+  std::optional<int64_t> seqlen_knew;  // default seqlen_q
+  std::optional<std::string> rope;     // default none
+  std::optional<int64_t> rotary_dim;   // default hdim_q
+  bool rotate_q = false;
+
   std::string backend = "cpu";
   uint64_t input_seed = 0;
   std::optional<std::string> load_dir;

@@ -30,7 +30,8 @@ Family parse_family(const std::string& name) {
 
 bool pages_allowed(Family family) {
   return family == Family::fwd_pagedkv || family == Family::batch_prefill ||
-         family == Family::fwd_splitkv || family == Family::fwd_splitkv_combine;
+         family == Family::fwd_splitkv || family == Family::fwd_splitkv_combine ||
+         family == Family::fwd_appendkv;
 }
 
 RunStages stages_of(Family family, int64_t splits) {
@@ -43,9 +44,9 @@ RunStages stages_of(Family family, int64_t splits) {
     case Family::fwd_splitkv:
     case Family::fwd_splitkv_combine: return RunStages::splitkv;
     case Family::fwd_appendkv:
-      bad_flags(
-          "--family fwd_appendkv: `tilefmha run` cannot drive append-KV yet (it needs new K/V "
-          "tokens and RoPE tables); use reference::append_kv from C++");
+      if (splits != 1)
+        bad_flags("--splits " + std::to_string(splits) + " does not apply to fwd_appendkv");
+      return RunStages::append;
     case Family::fwd:
     case Family::fwd_pagedkv:
     case Family::batch_prefill: return splits > 1 ? RunStages::splitkv : RunStages::forward;
@@ -212,7 +213,9 @@ void shuffle_page_table(PagedKv& paged, const Problem& problem, uint64_t seed) {
   std::vector<int64_t> pages_of(problem.batch);
   int64_t total = 0, widest = 0;
   for (int64_t b = 0; b < problem.batch; ++b) {
-    pages_of[b] = (problem.key_length(b) + paged.page_size - 1) / paged.page_size;
+    // Append-KV writes its new tokens behind the cached ones, so their pages must exist too.
+    const int64_t keys = problem.key_length(b) + problem.append.seqlen_knew;
+    pages_of[b] = (keys + paged.page_size - 1) / paged.page_size;
     total += pages_of[b];
     widest = std::max(widest, pages_of[b]);
   }
@@ -291,6 +294,30 @@ void resolve_paging(const RunOptions& o, InputDir* input, RunSpec& spec) {
   shuffle_page_table(paged, problem, spec.input_seed);
 }
 
+// fwd_appendkv: new tokens, RoPE, and the cached key counts (default: the cache minus room
+// for the new tokens). The append flags are rejected for every other family.
+void resolve_append(const RunOptions& o, ProblemBuilder& builder) {
+  const Problem& partial = builder.peek();
+  if (partial.family != Family::fwd_appendkv) {
+    if (o.seqlen_knew || o.rope || o.rotary_dim || o.rotate_q)
+      bad_flags("--seqlen-knew/--rope/--rotary-dim/--rotate-q need --family fwd_appendkv");
+    return;
+  }
+  if (partial.mode != Mode::batch)
+    bad_flags("--family fwd_appendkv runs in batch mode (caches of capacity --seqlen-k)");
+  AppendKv append;
+  append.seqlen_knew = o.seqlen_knew.value_or(partial.seqlen_q);
+  require_non_negative(append.seqlen_knew, "--seqlen-knew");
+  append.rope = parse_enum<RopeKind>(o.rope.value_or("none"));
+  append.rotary_dim = o.rotary_dim.value_or(append.rope == RopeKind::none ? 0 : partial.hdim_q);
+  require_non_negative(append.rotary_dim, "--rotary-dim");
+  append.rotate_q = o.rotate_q;
+  if (partial.seqlen_k_per_batch.empty())
+    builder.key_lengths(std::vector<int64_t>(
+        partial.batch, std::max<int64_t>(partial.seqlen_k - append.seqlen_knew, 0)));
+  builder.append(std::move(append));
+}
+
 }  // namespace
 
 int64_t total_keys(const Problem& problem) {
@@ -333,6 +360,7 @@ RunSpec resolve_run_spec(const RunOptions& o, InputDir* input) {
     resolve_batch(o, input, builder, builder.peek());
   }
 
+  resolve_append(o, builder);
   resolve_mask(o, builder);
   if (o.scale) builder.scale(*o.scale);
   if (o.softcap != 0.0) builder.softcap(o.softcap);

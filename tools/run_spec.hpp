@@ -13,9 +13,10 @@ namespace tilefmha::cli {
 
 // The stages one `run` executes on the reference.
 enum class RunStages : uint8_t {
-  forward,  // fwd, fwd_pagedkv, batch_prefill
-  splitkv,  // fwd_splitkv partials, then fwd_splitkv_combine into O
-  backward  // a forward for O and LSE, then bwd_dot_do_o, bwd_dq_dk_dv, bwd_convert_dq
+  forward,   // fwd, fwd_pagedkv, batch_prefill
+  splitkv,   // fwd_splitkv partials, then fwd_splitkv_combine into O
+  backward,  // a forward for O and LSE, then bwd_dot_do_o, bwd_dq_dk_dv, bwd_convert_dq
+  append     // fwd_appendkv into the caches, then a forward (fwd or fwd_pagedkv) over them
 };
 
 struct RunSpec {

@@ -1,5 +1,6 @@
 #include "run_tensors.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -11,7 +12,18 @@ namespace tilefmha::cli {
 namespace {
 
 // Each random input draws from its own stream, so adding a tensor never shifts another's data.
-enum class RandomStream : uint32_t { q = 1, k, v, bias, d_o, q_descale, k_descale, v_descale };
+enum class RandomStream : uint32_t {
+  q = 1,
+  k,
+  v,
+  bias,
+  d_o,
+  q_descale,
+  k_descale,
+  v_descale,
+  k_new,
+  v_new
+};
 
 // Where the rows of a token-major view live: [batch, seq] in batch mode, [1, total] in group
 // mode (the files then drop the leading 1).
@@ -66,6 +78,22 @@ TensorView pool_layout(const Problem& p, DType dtype, int64_t dim) {
 FileShape pool_file(const Problem& p, int64_t dim, std::string_view dim_name) {
   return {{p.paged.num_pages, p.paged.page_size, p.nhead_k, dim},
           "[num_pages, page_size, nhead_k, " + std::string(dim_name) + "]"};
+}
+
+// K or V as stored in its file: the pool of a paged problem, else token-major rows.
+FileShape key_value_file(const Problem& p, int64_t dim, const TokenNames& names) {
+  if (p.is_paged()) return pool_file(p, dim, names.dim);
+  return token_file(p, key_rows(p), p.nhead_k, dim, names);
+}
+
+// Append-KV's new tokens [batch, seqlen_knew, nhead_k, dim].
+FileShape new_token_file(const Problem& p, int64_t dim, std::string_view dim_name) {
+  return {{p.batch, p.append.seqlen_knew, p.nhead_k, dim},
+          "[batch, seqlen_knew, nhead_k, " + std::string(dim_name) + "]"};
+}
+
+FileShape rope_file(int64_t positions, int64_t rotary_dim) {
+  return {{positions, rotary_dim / 2}, "[positions, rotary_dim / 2]"};
 }
 
 // LSE-like fp32 [batch, nhead_q, seqlen_q] (group mode [1, nhead_q, total_q]).
@@ -315,6 +343,61 @@ void prepare_outputs(RunSpec& spec, RunTensors& t, InputDir* input) {
   p.bwd.dbias = t.dbias.view();
 }
 
+// The RoPE positions append-KV rotates: new key t of sequence b sits at key_length(b) + t, and
+// with rotate_q query i at key_length(b) + i.
+int64_t rope_positions(const Problem& p) {
+  int64_t positions = 0;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    int64_t rotated = p.append.seqlen_knew;
+    if (p.append.rotate_q) rotated = std::max(rotated, p.query_length(b));
+    positions = std::max(positions, p.key_length(b) + rotated);
+  }
+  return positions;
+}
+
+// The usual rotary tables: angle = position * 10000^(-2f / rotary_dim).
+void fill_rope_tables(const TensorView& cos, const TensorView& sin, int64_t rotary_dim) {
+  for (int64_t position = 0; position < cos.shape[0]; ++position) {
+    for (int64_t f = 0; f < cos.shape[1]; ++f) {
+      const double angle = static_cast<double>(position) *
+                           std::pow(10000.0, -2.0 * static_cast<double>(f) / rotary_dim);
+      numeric::store(cos, {position, f}, std::cos(angle));
+      numeric::store(sin, {position, f}, std::sin(angle));
+    }
+  }
+}
+
+void prepare_append(RunSpec& spec, RunTensors& t, InputDir* input) {
+  Problem& p = spec.problem;
+  AppendKv& a = p.append;
+  const TokenRows rows{p.batch, a.seqlen_knew};
+  t.k_new = OwnedTensor(token_layout(p.dtype, rows, p.nhead_k, p.hdim_q, spec.bhsd));
+  t.v_new = OwnedTensor(token_layout(p.dtype, rows, p.nhead_k, p.hdim_v, spec.bhsd));
+  fill_input(input, "k_new.npy", true, new_token_file(p, p.hdim_q, "hdim_q"), t.k_new.view(),
+             spec.input_seed, RandomStream::k_new);
+  fill_input(input, "v_new.npy", true, new_token_file(p, p.hdim_v, "hdim_v"), t.v_new.view(),
+             spec.input_seed, RandomStream::v_new);
+  a.k_new = t.k_new.view();
+  a.v_new = t.v_new.view();
+  if (a.rope == RopeKind::none) return;
+  const bool from_files = input && (input->has("rope_cos.npy") || input->has("rope_sin.npy"));
+  // Loaded tables may cover more positions than this run rotates; validation checks they
+  // cover enough.
+  const int64_t positions =
+      from_files ? input->read("rope_cos.npy").shape.at(0) : rope_positions(p);
+  const FileShape table = rope_file(positions, a.rotary_dim);
+  t.rope_cos = OwnedTensor(contiguous_view(nullptr, DType::fp32, {positions, a.rotary_dim / 2}));
+  t.rope_sin = OwnedTensor(contiguous_view(nullptr, DType::fp32, {positions, a.rotary_dim / 2}));
+  if (from_files) {
+    npy_to_view(input->read_data("rope_cos.npy", table), t.rope_cos.view());
+    npy_to_view(input->read_data("rope_sin.npy", table), t.rope_sin.view());
+  } else {
+    fill_rope_tables(t.rope_cos.view(), t.rope_sin.view(), a.rotary_dim);
+  }
+  a.rope_cos = t.rope_cos.view();
+  a.rope_sin = t.rope_sin.view();
+}
+
 io::NpyArray integer_array(const std::vector<int64_t>& values, DType dtype,
                            std::vector<int64_t> shape) {
   io::NpyArray array;
@@ -366,35 +449,30 @@ RunTensors prepare_tensors(RunSpec& spec, InputDir* input) {
   p.v = t.v.view();
   if (is_fp8(p.dtype)) prepare_fp8_scales(spec, t, input);
   prepare_logit_inputs(spec, t, input);
+  if (spec.stages == RunStages::append) prepare_append(spec, t, input);
   prepare_outputs(spec, t, input);
   return t;
 }
 
-std::vector<std::pair<std::string, io::NpyArray>> saved_files(const RunSpec& spec,
-                                                              const RunTensors& t) {
+NamedArrays saved_inputs(const RunSpec& spec, const RunTensors& t) {
   const Problem& p = spec.problem;
-  std::vector<std::pair<std::string, io::NpyArray>> files;
+  NamedArrays files;
   auto save = [&](std::string name, const OwnedTensor& tensor, const FileShape& shape) {
     files.emplace_back(std::move(name), view_to_npy(tensor.view(), DType::fp32, shape.sizes));
   };
-  const TokenRows q_rows = query_rows(p), k_rows = key_rows(p);
+  const TokenRows q_rows = query_rows(p);
   save("q.npy", t.q, token_file(p, q_rows, p.nhead_q, p.hdim_q, kQueryNames));
-  if (p.is_paged()) {
-    save("k.npy", t.k, pool_file(p, p.hdim_q, "hdim_q"));
-    save("v.npy", t.v, pool_file(p, p.hdim_v, "hdim_v"));
-    if (p.paged.table == PageTableKind::vllm_block_table) {
-      files.emplace_back("block_table.npy", integer_array(widen(p.paged.block_table), DType::int32,
-                                                          {p.batch, p.paged.max_pages_per_seq}));
-    } else {
-      const auto pages = static_cast<int64_t>(p.paged.page_indices.size());
-      files.emplace_back("page_indptr.npy",
-                         integer_array(p.paged.page_indptr, DType::int64, {p.batch + 1}));
-      files.emplace_back("page_indices.npy",
-                         integer_array(widen(p.paged.page_indices), DType::int32, {pages}));
-    }
-  } else {
-    save("k.npy", t.k, token_file(p, k_rows, p.nhead_k, p.hdim_q, kKeyNames));
-    save("v.npy", t.v, token_file(p, k_rows, p.nhead_k, p.hdim_v, kValueNames));
+  save("k.npy", t.k, key_value_file(p, p.hdim_q, kKeyNames));
+  save("v.npy", t.v, key_value_file(p, p.hdim_v, kValueNames));
+  if (p.paged.table == PageTableKind::vllm_block_table) {
+    files.emplace_back("block_table.npy", integer_array(widen(p.paged.block_table), DType::int32,
+                                                        {p.batch, p.paged.max_pages_per_seq}));
+  } else if (p.paged.table == PageTableKind::sglang_page_list) {
+    const auto pages = static_cast<int64_t>(p.paged.page_indices.size());
+    files.emplace_back("page_indptr.npy",
+                       integer_array(p.paged.page_indptr, DType::int64, {p.batch + 1}));
+    files.emplace_back("page_indices.npy",
+                       integer_array(widen(p.paged.page_indices), DType::int32, {pages}));
   }
   if (p.mode == Mode::group) {
     files.emplace_back("seqstart_q.npy", integer_array(p.seqstart_q, DType::int64, {p.batch + 1}));
@@ -419,14 +497,40 @@ std::vector<std::pair<std::string, io::NpyArray>> saved_files(const RunSpec& spe
     save("v_descale.npy", t.v_descale, sizes(t.v_descale));
   }
 
+  if (spec.stages == RunStages::backward)
+    save("do.npy", t.d_o, token_file(p, q_rows, p.nhead_q, p.hdim_v, kOutputNames));
+  if (spec.stages == RunStages::append) {
+    save("k_new.npy", t.k_new, new_token_file(p, p.hdim_q, "hdim_q"));
+    save("v_new.npy", t.v_new, new_token_file(p, p.hdim_v, "hdim_v"));
+    if (p.append.rope != RopeKind::none) {
+      const FileShape table = rope_file(t.rope_cos.view().shape[0], p.append.rotary_dim);
+      save("rope_cos.npy", t.rope_cos, table);
+      save("rope_sin.npy", t.rope_sin, table);
+    }
+  }
+  return files;
+}
+
+NamedArrays saved_outputs(const RunSpec& spec, const RunTensors& t) {
+  const Problem& p = spec.problem;
+  NamedArrays files;
+  auto save = [&](std::string name, const OwnedTensor& tensor, const FileShape& shape) {
+    files.emplace_back(std::move(name), view_to_npy(tensor.view(), DType::fp32, shape.sizes));
+  };
+  const TokenRows q_rows = query_rows(p), k_rows = key_rows(p);
   save("o.npy", t.o, token_file(p, q_rows, p.nhead_q, p.hdim_v, kOutputNames));
   if (spec.want_lse) save("lse.npy", t.lse, row_stat_file(p));
   if (spec.stages == RunStages::backward) {
-    save("do.npy", t.d_o, token_file(p, q_rows, p.nhead_q, p.hdim_v, kOutputNames));
     save("dq.npy", t.dq, token_file(p, q_rows, p.nhead_q, p.hdim_q, kQueryNames));
     save("dk.npy", t.dk, token_file(p, k_rows, p.nhead_k, p.hdim_q, kKeyNames));
     save("dv.npy", t.dv, token_file(p, k_rows, p.nhead_k, p.hdim_v, kValueNames));
     if (p.bias_kind == BiasKind::elementwise) save("dbias.npy", t.dbias, score_file(p));
+  }
+  if (spec.stages == RunStages::append) {
+    save("k_appended.npy", t.k, key_value_file(p, p.hdim_q, kKeyNames));
+    save("v_appended.npy", t.v, key_value_file(p, p.hdim_v, kValueNames));
+    if (p.append.rotate_q && p.append.rope != RopeKind::none)
+      save("q_rotated.npy", t.q, token_file(p, q_rows, p.nhead_q, p.hdim_q, kQueryNames));
   }
   return files;
 }

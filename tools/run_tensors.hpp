@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "run_files.hpp"
+#include "run_save.hpp"
 #include "run_spec.hpp"
 
 namespace tilefmha::cli {
@@ -34,6 +35,7 @@ struct RunTensors {
   OwnedTensor q_descale, k_descale, v_descale;    // fp8 per_block scales
   OwnedTensor o_acc, lse_acc;                     // split-KV partials
   OwnedTensor d_o, dq, dk, dv, dbias, d, dq_acc;  // backward
+  OwnedTensor k_new, v_new, rope_cos, rope_sin;   // append-KV
 };
 
 struct NamedView {
@@ -46,10 +48,11 @@ struct NamedView {
 // before returning, so nothing is computed from a bad directory.
 RunTensors prepare_tensors(RunSpec& spec, InputDir* input);
 
-// The files --save writes: the run's inputs (so the directory reloads to the same problem)
-// and its outputs, each as a float32 or integer array of the contract's shape.
-std::vector<std::pair<std::string, io::NpyArray>> saved_files(const RunSpec& spec,
-                                                              const RunTensors& tensors);
+// The files --save writes, each a float32 or integer array of the contract's shape: the run's
+// inputs (so the directory reloads to the same problem), taken before the run because
+// append-KV updates its caches and Q in place, and its outputs.
+NamedArrays saved_inputs(const RunSpec& spec, const RunTensors& tensors);
+NamedArrays saved_outputs(const RunSpec& spec, const RunTensors& tensors);
 
 // Outputs whose checksums the summary reports: o, and dq/dk/dv for backward.
 std::vector<NamedView> checksum_views(const RunSpec& spec, const RunTensors& tensors);
