@@ -326,7 +326,8 @@ std::vector<Case> cases() {
                    }});
   }
   {
-    KernelConfig c = fwd_config(DType::bf16, 96, 96, 64, 64, 4, 2);
+    // block_n 48: the tile copy takes its irregular path (192 chunks a panel, 128 threads).
+    KernelConfig c = fwd_config(DType::bf16, 96, 96, 64, 48, 4, 2);
     c.mask = MaskKind::window;
     c.bias = BiasKind::elementwise;
     c.pad_seqlen_q = c.pad_seqlen_k = true;
@@ -467,7 +468,8 @@ TEST_F(FwdGpu, Throughput) {
   for (MaskKind mask : {MaskKind::none, MaskKind::causal}) {
     for (auto [m, n, w, st] :
          {std::array{128, 64, 8, 2}, std::array{128, 128, 8, 2}, std::array{128, 64, 4, 2},
-          std::array{64, 64, 4, 3}, std::array{128, 32, 8, 3}}) {
+          std::array{128, 32, 4, 2}, std::array{128, 64, 4, 3}, std::array{64, 64, 4, 2},
+          std::array{64, 128, 4, 2}}) {
       KernelConfig c = fwd_config(DType::bf16, d, d, m, n, w, st);
       c.mask = mask;
       configs.push_back(c);

@@ -65,9 +65,13 @@ TILEFMHA_DEVICE void fwd_sm80(const FwdParams& p) {
   const int group = lane >> 2;  // accumulator row within an 8-row half
   const int pair = lane & 3;    // accumulator column pair
   const int warp_row = warp * kMTiles * 16;
-  // ldmatrix x4 row-address lanes: matrix (lane / 8) of a 16x16 operand.
-  const int ld_row = ((lane >> 3) & 1) * 8 + (lane & 7);
-  const int ld_col = (lane >> 4) * 8;
+  // ldmatrix x4 lanes: lane / 8 picks the 8x8 matrix of a 16x16 operand. A operands (Q, and V
+  // read transposed) take matrices in the order rows +0, rows +8, cols +8, both +8; K (the B
+  // operand of two 8-key tiles) in the order cols +0, cols +8, rows +8, both +8.
+  const int lane_row = lane & 7;
+  const auto q_lane = QTile::lane_offsets(((lane >> 3) & 1) * 8 + lane_row, (lane >> 4) * 8);
+  const auto k_lane = KTile::lane_offsets((lane >> 4) * 8 + lane_row, ((lane >> 3) & 1) * 8);
+  const auto v_lane = VTile::lane_offsets(((lane >> 3) & 1) * 8 + lane_row, (lane >> 4) * 8);
 
   const long long kv_head = h / p.head_group;
   const T* q = static_cast<const T*>(p.q) + seq.view_batch * p.q_strides.batch +
@@ -123,7 +127,7 @@ TILEFMHA_DEVICE void fwd_sm80(const FwdParams& p) {
   constexpr int kQRegSteps = Traits::kQInRegisters ? kQSteps : 1;
   u32 q_frag[kQRegTiles][kQRegSteps][4];
   auto load_q_fragment = [&](int mt, int kq, u32(&a)[4]) {
-    tile::ldmatrix_x4(smem_q + QTile::offset(warp_row + mt * 16 + ld_row, kq * 16 + ld_col), a);
+    tile::ldmatrix_x4(QTile::operand(smem_q, q_lane, warp_row + mt * 16, kq * 16), a);
   };
 
   for (int step = 0; step < steps; ++step) {
@@ -172,10 +176,7 @@ TILEFMHA_DEVICE void fwd_sm80(const FwdParams& p) {
 #pragma unroll
       for (int np = 0; np < kNTiles / 2; ++np) {
         u32 kb[4];
-        // Matrices: keys +0..7 dims +0..7 | keys +0..7 dims +8..15 | keys +8..15 ...
-        tile::ldmatrix_x4(k_slot + KTile::offset(np * 16 + (lane >> 4) * 8 + (lane & 7),
-                                                 kq * 16 + ((lane >> 3) & 1) * 8),
-                          kb);
+        tile::ldmatrix_x4(KTile::operand(k_slot, k_lane, np * 16, kq * 16), kb);
         const u32 b0[2] = {kb[0], kb[1]};
         const u32 b1[2] = {kb[2], kb[3]};
 #pragma unroll
@@ -279,7 +280,7 @@ TILEFMHA_DEVICE void fwd_sm80(const FwdParams& p) {
 #pragma unroll
       for (int np = 0; np < kDvTiles / 2; ++np) {
         u32 vb[4];
-        tile::ldmatrix_x4_trans(v_slot + VTile::offset(kk * 16 + ld_row, np * 16 + ld_col), vb);
+        tile::ldmatrix_x4_trans(VTile::operand(v_slot, v_lane, kk * 16, np * 16), vb);
         const u32 b0[2] = {vb[0], vb[1]};
         const u32 b1[2] = {vb[2], vb[3]};
 #pragma unroll

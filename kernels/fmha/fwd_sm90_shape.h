@@ -1,0 +1,67 @@
+// Shape facts of the sm90_ws forward kernel that host and device must agree on: the
+// warpgroup split of a tile, the shared-memory layout and the register split. Plain C++, no
+// includes, so the launcher uses the very formulas the kernel uses.
+//
+// A CTA is one producer warpgroup (TMA) plus block_m / 64 consumer warpgroups, each owning 64
+// query rows. Tiles are stored as 64-element panels of 128-byte rows in 128B-swizzled atoms
+// (8 rows, 1024 bytes), the layout TMA writes and wgmma descriptors read.
+#pragma once
+
+namespace tilefmha::fmha {
+
+constexpr int kSm90WarpgroupThreads = 128;
+constexpr int kSm90WarpgroupRows = 64;     // rows of one wgmma m64 tile
+constexpr int kSm90PanelElements = 64;     // 16-bit elements per 128-byte swizzled row
+constexpr int kSm90RowBytes = 128;         // one panel row
+constexpr int kSm90AtomBytes = 1024;       // 8 rows: the swizzle pattern's period
+constexpr int kSm90MaxConsumerGroups = 3;  // 4 warpgroups: 512 threads, 128 registers each
+
+constexpr int sm90_consumer_groups(int block_m) {
+  return block_m / kSm90WarpgroupRows;
+}
+constexpr int sm90_threads(int block_m) {
+  return (sm90_consumer_groups(block_m) + 1) * kSm90WarpgroupThreads;
+}
+
+// Register budget per thread after setmaxnreg: the producer keeps little, consumers take what
+// it frees. Each pair uses exactly the block's launch allocation (65536 / threads, rounded down
+// to 8): 2 consumers 24 + 2 x 240 = 3 x 168, 3 consumers 32 + 3 x 160 = 4 x 128.
+constexpr int sm90_producer_registers(int consumer_groups) {
+  return consumer_groups == 2 ? 24 : 32;
+}
+constexpr int sm90_consumer_registers(int consumer_groups) {
+  return consumer_groups == 2 ? 240 : 160;
+}
+
+struct Sm90SmemLayout {
+  int q_offset;        // Q tile, reused for the O tile by the epilogue
+  int k_offset;        // `stages` K tiles
+  int v_offset;        // `stages` V tiles
+  int barrier_offset;  // mbarriers: q_full, then k_full, k_empty, v_full, v_empty per stage
+  int k_stage_bytes;
+  int v_stage_bytes;
+  int bytes;  // everything, plus alignment slack for the 1024-byte swizzle atoms
+};
+
+constexpr int sm90_barrier_count(int stages) {
+  return 1 + 4 * stages;
+}
+
+constexpr Sm90SmemLayout sm90_smem_layout(int hdim_q, int hdim_v, int block_m, int block_n,
+                                          int stages) {
+  constexpr int element_bytes = 2;
+  const int widest = hdim_q > hdim_v ? hdim_q : hdim_v;
+  Sm90SmemLayout layout{};
+  layout.q_offset = 0;
+  layout.k_stage_bytes = block_n * hdim_q * element_bytes;
+  layout.v_stage_bytes = block_n * hdim_v * element_bytes;
+  layout.k_offset = block_m * widest * element_bytes;
+  layout.v_offset = layout.k_offset + stages * layout.k_stage_bytes;
+  layout.barrier_offset = layout.v_offset + stages * layout.v_stage_bytes;
+  // The dynamic shared window is not promised 1024-byte alignment: the kernel rounds its base
+  // up, so one atom of slack is requested.
+  layout.bytes = layout.barrier_offset + 8 * sm90_barrier_count(stages) + kSm90AtomBytes;
+  return layout;
+}
+
+}  // namespace tilefmha::fmha
