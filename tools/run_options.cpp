@@ -139,9 +139,9 @@ void add_run_options(CLI::App& command, RunOptions& o) {
   add_optional(command, "--causal", o.causal, "Causal mask aligned top_left or bottom_right")
       ->check(CLI::IsMember(names_of<MaskAlign>()));
   add_list(command, "--window", o.window, "L,R", "Sliding window (-1 = unbounded)", 2);
-  command.add_option("--window-align", o.window_align, "Alignment of --window")
-      ->check(CLI::IsMember(names_of<MaskAlign>()))
-      ->capture_default_str();
+  add_optional(command, "--window-align", o.window_align,
+               "Alignment of --window [default: top_left]")
+      ->check(CLI::IsMember(names_of<MaskAlign>()));
   command.add_option("--sink-tokens", o.sink_tokens, "Keys kept visible under a window")
       ->capture_default_str();
   add_optional(command, "--scale", o.scale, "Softmax scale [default: 1/sqrt(hdim-q)]");
@@ -153,8 +153,8 @@ void add_run_options(CLI::App& command, RunOptions& o) {
   command.add_flag("--lse", o.lse, "Also return and save the log-sum-exp");
 
   command.add_option("--dropout", o.dropout, "Dropout probability")->capture_default_str();
-  command.add_option("--seed", o.seed, "Dropout seed")->capture_default_str();
-  command.add_option("--offset", o.offset, "Dropout Philox offset")->capture_default_str();
+  add_optional(command, "--seed", o.seed, "Dropout seed [default: 0]");
+  add_optional(command, "--offset", o.offset, "Dropout Philox offset [default: 0]");
 
   command
       .add_option("--splits", o.splits,
@@ -190,7 +190,7 @@ void add_run_options(CLI::App& command, RunOptions& o) {
   add_optional(command, "--save", o.save_dir, "Write inputs and outputs to DIR")->type_name("DIR");
   add_optional(command, "--threads", o.threads,
                "CPU worker threads [default: $TILEFMHA_THREADS, else every core]")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 4096));
   command.footer(std::string(kFileContract));
 }
 

@@ -31,8 +31,8 @@ struct RunOptions {
   std::vector<int64_t> seqlens_k;
 
   std::optional<std::string> causal;
-  std::vector<int64_t> window;  // {left, right} when given
-  std::string window_align = "top_left";
+  std::vector<int64_t> window;              // {left, right} when given
+  std::optional<std::string> window_align;  // default top_left
   int64_t sink_tokens = 0;
   std::optional<double> scale;
   double softcap = 0.0;
@@ -41,8 +41,8 @@ struct RunOptions {
   bool lse = false;
 
   double dropout = 0.0;
-  uint64_t seed = 0;
-  uint64_t offset = 0;
+  std::optional<uint64_t> seed;    // default 0
+  std::optional<uint64_t> offset;  // default 0
 
   int64_t splits = 1;
   std::optional<std::string> page_table;

@@ -154,8 +154,10 @@ void resolve_mask(const RunOptions& o, ProblemBuilder& builder) {
   if (o.causal && !o.window.empty())
     bad_flags("--causal and --window exclude each other (causal is --window -1,0)");
   if (o.causal) builder.causal(parse_enum<MaskAlign>(*o.causal));
+  if (o.window_align && o.window.empty()) bad_flags("--window-align needs --window L,R");
   if (!o.window.empty())
-    builder.window(o.window[0], o.window[1], parse_enum<MaskAlign>(o.window_align));
+    builder.window(o.window[0], o.window[1],
+                   parse_enum<MaskAlign>(o.window_align.value_or("top_left")));
   if (o.sink_tokens != 0) builder.sink_tokens(o.sink_tokens);
 }
 
@@ -364,7 +366,11 @@ RunSpec resolve_run_spec(const RunOptions& o, InputDir* input) {
   resolve_mask(o, builder);
   if (o.scale) builder.scale(*o.scale);
   if (o.softcap != 0.0) builder.softcap(o.softcap);
-  if (o.dropout != 0.0) builder.dropout(o.dropout, o.seed, o.offset);
+  if (o.dropout != 0.0) {
+    builder.dropout(o.dropout, o.seed.value_or(0), o.offset.value_or(0));
+  } else if (o.seed || o.offset) {
+    bad_flags("--seed/--offset seed the dropout; they need --dropout P");
+  }
 
   spec.problem = builder.peek();
   Problem& problem = spec.problem;

@@ -21,8 +21,9 @@ Checksum checksum(const TensorView& view) {
 std::string summary_line(const RunSpec& spec, double seconds,
                          const std::vector<NamedView>& outputs) {
   char timing[96];
-  std::snprintf(timing, sizeof(timing), " | backend cpu, %d threads | %.1f ms", worker_count(),
-                seconds * 1e3);
+  const int threads = worker_count();
+  std::snprintf(timing, sizeof(timing), " | backend cpu, %d thread%s | %.1f ms", threads,
+                threads == 1 ? "" : "s", seconds * 1e3);
   std::string line = spec.problem.describe() + timing;
   for (const NamedView& output : outputs) {
     const Checksum sums = checksum(output.view);
