@@ -46,29 +46,34 @@ struct NoMask {
 
 struct WindowMask {
   int len_k;
-  long long diagonal_shift;  // d - i
-  long long left, right;     // -1 = unbounded
-  long long sink;
+  // Key j is visible to row i when i + low_offset <= j <= i + high_offset, or j < sink and the
+  // right bound holds. Unbounded sides and far offsets are clamped to +-2^30, beyond any index,
+  // so the per-element test stays in 32 bits.
+  int low_offset, high_offset;
+  int sink;
   int first_row, last_row;  // the query block's rows inside the sequence
 
+  static constexpr long long kFar = 1ll << 30;
+  TILEFMHA_DEVICE static int clamp_far(long long value) {
+    return int(value < -kFar ? -kFar : (value > kFar ? kFar : value));
+  }
+
   TILEFMHA_DEVICE WindowMask(const FwdParams& p, const SeqInfo& seq, int m_begin, int block_m)
-      : len_k(seq.len_k),
-        diagonal_shift(p.bottom_right ? seq.len_k - seq.len_q : 0),
-        left(p.window_left),
-        right(p.window_right),
-        sink(p.sink_tokens),
-        first_row(m_begin),
-        last_row((m_begin + block_m < seq.len_q ? m_begin + block_m : seq.len_q) - 1) {}
+      : len_k(seq.len_k), first_row(m_begin) {
+    const long long shift = p.bottom_right ? seq.len_k - seq.len_q : 0;
+    low_offset = p.window_left < 0 ? int(-kFar) : clamp_far(shift - p.window_left);
+    high_offset = p.window_right < 0 ? int(kFar) : clamp_far(shift + p.window_right);
+    sink = clamp_far(p.sink_tokens);
+    last_row = (m_begin + block_m < seq.len_q ? m_begin + block_m : seq.len_q) - 1;
+  }
 
   TILEFMHA_DEVICE KeyBlocks key_blocks(int block_n) const {
     // Highest key any row sees (right bound of the last row) and lowest key of the window
     // (left bound of the first row).
-    long long high = len_k - 1;
-    if (right >= 0 && last_row + diagonal_shift + right < high)
-      high = last_row + diagonal_shift + right;
-    long long low = 0;
-    if (left >= 0 && first_row + diagonal_shift - left > low)
-      low = first_row + diagonal_shift - left;
+    const long long high = last_row + (long long)high_offset < len_k - 1
+                               ? last_row + (long long)high_offset
+                               : len_k - 1;
+    const long long low = first_row + (long long)low_offset > 0 ? first_row + low_offset : 0;
     if (high < 0) return {0, 0, 0};
     // Sinks obey the right bound too.
     const long long sink_end = sink < high + 1 ? sink : high + 1;
@@ -81,19 +86,16 @@ struct WindowMask {
 
   // A block needs per-element masking unless every row of the query block sees every key.
   TILEFMHA_DEVICE bool block_needs_mask(int key_begin, int block_n) const {
-    const long long key_last = key_begin + block_n - 1;
+    const int key_last = key_begin + block_n - 1;
     if (key_last >= len_k) return true;
-    if (right >= 0 && key_last > first_row + diagonal_shift + right) return true;
+    if (key_last > first_row + high_offset) return true;
     const bool all_sinks = key_last < sink;
-    if (left >= 0 && !all_sinks && key_begin < last_row + diagonal_shift - left) return true;
-    return false;
+    return !all_sinks && key_begin < last_row + low_offset;
   }
 
   TILEFMHA_DEVICE bool visible(int i, int j) const {
-    if (j >= len_k) return false;
-    const long long d = i + diagonal_shift;
-    if (right >= 0 && j > d + right) return false;
-    return left < 0 || j >= d - left || j < sink;
+    if (j >= len_k || j > i + high_offset) return false;
+    return j >= i + low_offset || j < sink;
   }
 };
 

@@ -82,6 +82,15 @@ fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indice
                                          ": the GPU kernel needs a multiple of 8 (16-byte rows)");
   }
 
+  // The kernel indexes rows and keys in 32 bits with 2^30 of headroom for window offsets.
+  constexpr int64_t kMaxLength = int64_t{1} << 30;
+  for (const auto& [name, length] :
+       {std::pair{"seqlen_q", p.seqlen_q}, std::pair{"seqlen_k", p.seqlen_k}}) {
+    if (length >= kMaxLength)
+      fail(ErrorKind::not_supported, std::string(name) + " = " + std::to_string(length) +
+                                         ": the GPU kernel takes sequences below 2^30");
+  }
+
   fmha::FwdParams params{};
   params.q = p.q.data;
   params.k = p.k.data;
