@@ -51,8 +51,12 @@ FieldAllowList parse_allow_section(const nlohmann::json& section, const std::str
     if (!permitted.test(*field))
       data_error(context, "field '" + key + "' belongs in " + std::string(other_section));
     StrictObject object(entry, where);
-    const nlohmann::json& values = object.required_array("values");
+    // Unknown keys first: {"value": [...]} is a misspelling, not a missing "values".
+    const nlohmann::json* listed = object.optional("values");
     object.finish();
+    if (!listed) data_error(where, "missing key 'values'");
+    if (!listed->is_array()) data_error(where, "'values' must be an array, got " + listed->dump());
+    const nlohmann::json& values = *listed;
     std::vector<int64_t> codes;
     for (const nlohmann::json& value : values) {
       const auto code = parse_code(*field, value);

@@ -137,23 +137,27 @@ void check_tile(const TileEntry& tile, const ArchSpec& spec, const std::string& 
   const std::string where = context + ": tile " + tile.describe();
   if (!spec.supports(tile.pipeline)) data_error(where, "pipeline not in this arch's 'pipelines'");
   if (!spec.supports(tile.dtype)) data_error(where, "dtype not in this arch's 'dtypes'");
-  check_tile_shape(tile, where);
-  check_instruction_granularity(tile, spec, where);
   static const FieldSet tile_fields =
       field_set({"family", "arch", "dtype", "pipeline", "hdim_q", "hdim_v", "block_m", "block_n",
                  "block_k", "warps", "stages"});
+  std::vector<KernelConfig> configs;
   for (Family family : tile.families) {
     KernelConfig config;
     config.family = family;
     config.arch = spec.arch;
     tile.apply_to(config);
+    // Rules first: they say why a tile makes no sense at all, before any shape detail.
     for (const Rule& rule : rules())
       if ((rule.reads & ~tile_fields).none() && !rule.holds(config))
         data_error(where, "family " + std::string(to_string(family)) + " breaks rule " + rule.name +
                               " (" + rule.why + ")");
-    if (auto violation = tile_limit_violation(config, spec))
-      data_error(where, "family " + std::string(to_string(family)) + ": " + *violation);
+    configs.push_back(config);
   }
+  check_tile_shape(tile, where);
+  check_instruction_granularity(tile, spec, where);
+  for (const KernelConfig& config : configs)
+    if (auto violation = tile_limit_violation(config, spec))
+      data_error(where, "family " + std::string(to_string(config.family)) + ": " + *violation);
 }
 
 void check_unique_tiles(const std::vector<TileEntry>& tiles, const std::string& context) {
