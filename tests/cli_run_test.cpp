@@ -12,28 +12,16 @@
 #include <vector>
 
 #include "io/npy.hpp"
+#include "jit/cuda_driver.hpp"
+#include "support/run_cli.hpp"
 
 namespace tilefmha {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-CliResult run_cli(const std::string& arguments) {
-  const std::string command = std::string(TILEFMHA_CLI_PATH) + " " + arguments + " 2>&1";
-  CliResult result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return result;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) result.output.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+using tilefmha::testing::CliResult;
+using tilefmha::testing::run_cli;
 
 // A fresh directory per test, under the test's temp dir.
 fs::path fresh_dir() {
@@ -158,9 +146,13 @@ TEST(CliRun, BadFlagsMissingFilesAndInvalidProblemsExitTwo) {
   EXPECT_EQ(run_cli("run --dtype int7").exit_code, 2);
   EXPECT_EQ(run_cli("run --window 3").exit_code, 2);
 
-  const CliResult gpu = run_cli("run --backend gpu");
-  EXPECT_EQ(gpu.exit_code, 2);
-  EXPECT_NE(gpu.output.find("not available yet"), std::string::npos) << gpu.output;
+  // Without a GPU the GPU backend is a usage error; --validate alone needs --backend gpu.
+  if (!jit::gpu_unavailable_reason().empty()) {
+    const CliResult gpu = run_cli("run --backend gpu");
+    EXPECT_EQ(gpu.exit_code, 2);
+    EXPECT_NE(gpu.output.find("GPU backend unavailable"), std::string::npos) << gpu.output;
+  }
+  EXPECT_EQ(run_cli("run --validate").exit_code, 2);
 
   ASSERT_EQ(run_cli("run --seqlen-q 8 --hdim-q 32 --save " + (dir / "in").string()).exit_code, 0);
   fs::remove(dir / "in" / "k.npy");

@@ -9,11 +9,13 @@
 
 #include "commands.hpp"
 #include "run_execute.hpp"
+#include "run_gpu.hpp"
 #include "run_options.hpp"
 #include "run_save.hpp"
 #include "run_spec.hpp"
 #include "run_summary.hpp"
 #include "run_tensors.hpp"
+#include "tilefmha/error.hpp"
 
 namespace tilefmha::cli {
 namespace {
@@ -32,12 +34,29 @@ void run(const RunOptions& options) {
 
   NamedArrays files;
   if (options.save_dir) files = saved_inputs(spec, tensors);
-  const double seconds = run_on_cpu(stages);
+  double seconds = 0;
+  std::string backend = "cpu";
+  std::optional<Validation> validation;
+  if (options.backend == "gpu") {
+    const GpuRun gpu = run_on_gpu(stages);
+    seconds = gpu.seconds;
+    backend = "gpu " + gpu.device_name;
+    if (options.explain) std::printf("%s", gpu.explanation.c_str());
+    if (options.validate) validation = validate_against_reference(stages);
+  } else {
+    seconds = run_on_cpu(stages);
+  }
   if (options.save_dir) {
     for (auto& output : saved_outputs(spec, tensors)) files.push_back(std::move(output));
     save_files(*options.save_dir, files);
   }
-  std::printf("%s\n", summary_line(spec, seconds, checksum_views(spec, tensors)).c_str());
+  std::printf("%s\n", summary_line(spec, backend, seconds, checksum_views(spec, tensors)).c_str());
+  if (validation) {
+    std::printf("%svalidation %s\n", validation->report.c_str(),
+                validation->passed ? "passed" : "FAILED");
+    if (!validation->passed)
+      throw Error(ErrorKind::runtime, "GPU outputs differ from the CPU reference beyond tolerance");
+  }
 }
 
 }  // namespace

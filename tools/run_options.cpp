@@ -183,6 +183,11 @@ void add_run_options(CLI::App& command, RunOptions& o) {
   command.add_option("--backend", o.backend, "cpu (the reference) or gpu")
       ->check(CLI::IsMember({"cpu", "gpu"}))
       ->capture_default_str();
+  command.add_flag("--validate", o.validate,
+                   "gpu: compare every output element with the CPU reference; exit 1 when an "
+                   "element is outside atol + rtol*|ref| (bf16 1.6e-2, fp16 2e-3, fp32 2e-5; "
+                   "LSE 1e-3 + 1e-4*|ref|)");
+  command.add_flag("--explain", o.explain, "gpu: print which kernel each stage uses and why");
   command.add_option("--input-seed", o.input_seed, "Seed of the random inputs")
       ->capture_default_str();
   add_optional(command, "--load", o.load_dir, "Read inputs from DIR (see Files below)")

@@ -18,12 +18,17 @@ Checksum checksum(const TensorView& view) {
   return total;
 }
 
-std::string summary_line(const RunSpec& spec, double seconds,
+std::string summary_line(const RunSpec& spec, const std::string& backend, double seconds,
                          const std::vector<NamedView>& outputs) {
-  char timing[96];
-  const int threads = worker_count();
-  std::snprintf(timing, sizeof(timing), " | backend cpu, %d thread%s | %.1f ms", threads,
-                threads == 1 ? "" : "s", seconds * 1e3);
+  char timing[256];
+  if (backend == "cpu") {
+    const int threads = worker_count();
+    std::snprintf(timing, sizeof(timing), " | backend cpu, %d thread%s | %.1f ms", threads,
+                  threads == 1 ? "" : "s", seconds * 1e3);
+  } else {
+    std::snprintf(timing, sizeof(timing), " | backend %s | %.3f ms", backend.c_str(),
+                  seconds * 1e3);
+  }
   std::string line = spec.problem.describe() + timing;
   for (const NamedView& output : outputs) {
     const Checksum sums = checksum(output.view);

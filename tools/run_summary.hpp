@@ -18,7 +18,7 @@ struct Checksum {
 Checksum checksum(const TensorView& view);
 
 // "<problem> | backend cpu, N threads | T ms | o sum=… abs=… [| dq … | dk … | dv …]"
-std::string summary_line(const RunSpec& spec, double seconds,
+std::string summary_line(const RunSpec& spec, const std::string& backend, double seconds,
                          const std::vector<NamedView>& outputs);
 
 }  // namespace tilefmha::cli

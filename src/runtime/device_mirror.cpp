@@ -1,0 +1,59 @@
+#include "runtime/device_mirror.hpp"
+
+#include <cstddef>
+#include <span>
+
+#include "tilefmha/error.hpp"
+
+namespace tilefmha::runtime {
+namespace {
+
+int64_t view_bytes(const TensorView& view) {
+  return view.extent() * dtype_size(view.dtype);
+}
+
+// The tensors a forward-type family writes.
+bool is_output(const Problem& problem, const TensorView& view) {
+  return &view == &problem.o || &view == &problem.lse;
+}
+
+}  // namespace
+
+TensorView DeviceMirror::mirror(const TensorView& host, bool poison) {
+  if (host.empty()) return host;
+  if (host.space != MemorySpace::host)
+    throw Error(ErrorKind::invalid_argument, "DeviceMirror expects host views");
+  const int64_t bytes = view_bytes(host);
+  auto buffer = std::make_unique<jit::DeviceBuffer>(std::max<int64_t>(bytes, 1));
+  if (poison) {
+    buffer->fill_bytes(0xFF);
+  } else if (bytes > 0) {
+    buffer->copy_from_host(std::span(static_cast<const std::byte*>(host.data), bytes));
+  }
+  TensorView device = host;
+  device.data = reinterpret_cast<void*>(buffer->address());
+  device.space = MemorySpace::device;
+  buffers_.push_back(std::move(buffer));
+  return device;
+}
+
+DeviceMirror::DeviceMirror(const Problem& host) : device_(host) {
+  for (TensorView Problem::*member :
+       {&Problem::q, &Problem::k, &Problem::v, &Problem::o, &Problem::lse, &Problem::bias,
+        &Problem::alibi_slopes, &Problem::sink_logits})
+    device_.*member = mirror(host.*member, is_output(host, host.*member));
+}
+
+void DeviceMirror::copy_outputs_to(const Problem& host) const {
+  for (TensorView Problem::*member : {&Problem::o, &Problem::lse}) {
+    const TensorView& target = host.*member;
+    if (target.empty()) continue;
+    const int64_t bytes = view_bytes(target);
+    for (const auto& buffer : buffers_) {
+      if (reinterpret_cast<void*>(buffer->address()) != (device_.*member).data) continue;
+      buffer->copy_to_host(std::span(static_cast<std::byte*>(target.data), bytes));
+    }
+  }
+}
+
+}  // namespace tilefmha::runtime

@@ -1,0 +1,47 @@
+// Agreement between a GPU result and the CPU reference: |gpu - ref| <= atol + rtol * |ref| per
+// element, with tolerances per output dtype (the documented contract of `run --validate` and of
+// the GPU tests). 16-bit outputs are dominated by the final rounding (bf16 keeps 8 bits, fp16
+// 11) plus fp32 accumulation-order differences; LSE is fp32 computed from fp32 partial sums.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "tilefmha/types.hpp"
+
+namespace tilefmha::runtime {
+
+struct Tolerance {
+  double atol;
+  double rtol;
+};
+
+inline Tolerance output_tolerance(DType out_dtype) {
+  switch (out_dtype) {
+    case DType::bf16: return {1.6e-2, 1.6e-2};
+    case DType::fp16: return {2e-3, 2e-3};
+    default: return {2e-5, 2e-5};
+  }
+}
+
+inline constexpr Tolerance kLseTolerance{1e-3, 1e-4};
+
+struct Agreement {
+  double max_abs_error = 0;
+  double max_rel_error = 0;  // |gpu - ref| / max(|ref|, atol)
+  int64_t mismatches = 0;    // elements outside the tolerance (NaN counts)
+  int64_t compared = 0;
+
+  void add(double gpu, double ref, Tolerance tol) {
+    ++compared;
+    const bool both_neg_inf = std::isinf(ref) && ref < 0 && std::isinf(gpu) && gpu < 0;
+    if (both_neg_inf) return;
+    const double error = std::fabs(gpu - ref);
+    if (!(error <= tol.atol + tol.rtol * std::fabs(ref))) ++mismatches;  // NaN fails too
+    if (std::isnan(error)) return;
+    max_abs_error = std::max(max_abs_error, error);
+    max_rel_error = std::max(max_rel_error, error / std::max(std::fabs(ref), tol.atol));
+  }
+};
+
+}  // namespace tilefmha::runtime

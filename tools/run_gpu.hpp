@@ -1,0 +1,32 @@
+// `tilefmha run --backend gpu`: the stages through the dispatcher on the GPU, and `--validate`
+// against the CPU reference.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tilefmha/problem.hpp"
+
+namespace tilefmha::cli {
+
+struct GpuRun {
+  double seconds = 0;  // one warm run (after the first, which may JIT and load)
+  std::string device_name;
+  std::string explanation;  // the plan's choice per stage
+};
+
+// Runs the stages on the GPU; the results land in the host problems' output views. Throws
+// Error(invalid_argument) when no GPU is usable and Error(not_supported) for families the GPU
+// backend does not run yet.
+GpuRun run_on_gpu(const std::vector<Problem>& stages);
+
+struct Validation {
+  bool passed = true;
+  std::string report;  // one line per compared output: max abs / rel error vs the tolerance
+};
+
+// Recomputes the stages on the CPU reference into separate buffers and compares every element
+// of O (and LSE) with what the GPU wrote into the host views.
+Validation validate_against_reference(const std::vector<Problem>& stages);
+
+}  // namespace tilefmha::cli
