@@ -1,6 +1,7 @@
 // Arch specs: the data loads, states the hardware facts, and the loader rejects tiles that
 // break a rule, the MMA shape or a hardware limit, naming the tile.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -254,7 +255,8 @@ TEST(ArchSpec, UnknownKeysNamesAndDuplicatesAreErrors) {
 }
 
 TEST(ArchSpec, DataDirComesFromTheEnvironmentWhenSet) {
-  const auto dir = std::filesystem::temp_directory_path() / "tilefmha_arch_spec_test_data";
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("tilefmha_arch_spec_test_data_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir / "arch");
   nlohmann::json spec = sm90_json();
   spec["description"] = "relocated";

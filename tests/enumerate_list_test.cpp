@@ -1,5 +1,6 @@
 // `tilefmha list`: the report, --list, --json, filters, and errors mapped to exit code 2.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -18,7 +19,8 @@ using namespace tilefmha::enumerate;
 namespace {
 
 std::filesystem::path temp_file(const std::string& name) {
-  return std::filesystem::temp_directory_path() / ("tilefmha_list_test_" + name);
+  return std::filesystem::temp_directory_path() /
+         ("tilefmha_list_test_" + std::to_string(::getpid()) + "_" + name);
 }
 
 ListOptions fwd_ci() {

@@ -1,7 +1,9 @@
 // Every rule of enumerate/rules.cpp, each with a config it accepts and one it rejects.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -242,4 +244,16 @@ TEST(EnumerateRules, FamilyCarriesMatchesThePlan) {
   EXPECT_FALSE(family_carries(Family::fwd, "rope"));
   EXPECT_TRUE(family_carries(Family::bwd_dq_dk_dv, "dbias"));
   EXPECT_THROW(family_carries(Family::fwd, "hdim_q"), Error);
+}
+
+// docs/enumeration.md lists every rule (the family_carries_* rules as one group).
+TEST(EnumerateRules, DocumentationNamesEveryRule) {
+  std::ifstream file(std::string(TILEFMHA_DATA_DIR) + "/../docs/enumeration.md");
+  ASSERT_TRUE(file) << "docs/enumeration.md not found";
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  for (const Rule& rule : rules()) {
+    const std::string name =
+        rule.name.starts_with("family_carries_") ? "family_carries_<trait>" : rule.name;
+    EXPECT_NE(text.find("`" + name + "`"), std::string::npos) << name << " is not documented";
+  }
 }

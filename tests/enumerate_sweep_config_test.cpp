@@ -1,5 +1,6 @@
 // Sweep configs: both sections honoured, absent keys allow everything, strict errors.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -149,7 +150,8 @@ TEST(SweepConfig, UnknownNamesAndMissingFiles) {
 }
 
 TEST(SweepConfig, MalformedJsonNamesTheFile) {
-  const auto path = std::filesystem::temp_directory_path() / "tilefmha_bad_config.json";
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("tilefmha_bad_config_" + std::to_string(::getpid()) + ".json");
   std::ofstream(path) << "{\"variant\": \"fwd\",";
   try {
     load_sweep_config(path.string());

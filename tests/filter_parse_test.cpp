@@ -1,6 +1,7 @@
 // Errors of the filter language: column of the mistake, caret line, unknown fields, types;
 // and --filter-file reading.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -91,7 +92,8 @@ TEST(FilterParse, ValidExpressionsCompile) {
 }
 
 TEST(FilterParse, FilterFileSkipsBlankAndCommentLines) {
-  const auto path = std::filesystem::temp_directory_path() / "tilefmha_filter_parse_test.txt";
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("tilefmha_filter_parse_" + std::to_string(::getpid()) + ".txt");
   {
     std::ofstream file(path);
     file << "# keep hdim 128\n\nc.hdim_q == 128\n   # indented comment\nc.lse\r\n";
@@ -109,7 +111,8 @@ TEST(FilterParse, FilterFileSkipsBlankAndCommentLines) {
 }
 
 TEST(FilterParse, FilterFileErrorsNameFileAndLine) {
-  const auto path = std::filesystem::temp_directory_path() / "tilefmha_filter_parse_bad.txt";
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("tilefmha_filter_parse_bad_" + std::to_string(::getpid()) + ".txt");
   {
     std::ofstream file(path);
     file << "c.lse\n# comment\nc.nope == 1\n";
