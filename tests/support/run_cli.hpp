@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace tilefmha::testing {
@@ -13,8 +14,11 @@ struct CliResult {
   std::string output;  // stdout and stderr together
 };
 
+// $TILEFMHA_CLI overrides the build-time path (binaries carried to another machine).
 inline CliResult run_cli(const std::string& arguments) {
-  const std::string command = std::string(TILEFMHA_CLI_PATH) + " " + arguments + " 2>&1";
+  const char* override_path = std::getenv("TILEFMHA_CLI");
+  const std::string binary = override_path ? override_path : TILEFMHA_CLI_PATH;
+  const std::string command = binary + " " + arguments + " 2>&1";
   CliResult result;
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return result;
