@@ -113,3 +113,10 @@ TEST(KernelMatch, StagesPerFamily) {
   p.family = Family::bwd_dq_dk_dv;
   EXPECT_EQ(runtime::stage_families(p).size(), 3u);
 }
+
+TEST(KernelMatch, DepthOrdersNearMissesFirst) {
+  EXPECT_LT(runtime::match_depth("dtype: kernel fp32, problem bf16"),
+            runtime::match_depth("mask: kernel none, problem causal"));
+  EXPECT_LT(runtime::match_depth("mask: x"), runtime::match_depth("codegen: stages = 1"));
+  EXPECT_EQ(runtime::match_depth("nonsense"), -1);
+}

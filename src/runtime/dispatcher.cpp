@@ -72,7 +72,8 @@ std::vector<CandidateVerdict> Dispatcher::verdicts(const Problem& problem, Famil
   }
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     if (a.rejection.empty() != b.rejection.empty()) return a.rejection.empty();
-    return a.score > b.score;
+    if (a.rejection.empty()) return a.score > b.score;
+    return match_depth(a.rejection) > match_depth(b.rejection);
   });
   return out;
 }

@@ -124,4 +124,18 @@ std::optional<std::string> rejection_reason(const KernelConfig& config, const Pr
   return std::nullopt;
 }
 
+int match_depth(const std::string& rejection) {
+  // The order in which rejection_reason checks fields; codegen support is checked last.
+  static constexpr std::string_view kCheckOrder[] = {
+      "family",     "arch",      "pipeline",   "dtype",      "out_dtype",    "mode",
+      "hdim_q",     "hdim_v",    "pad_hdim_q", "pad_hdim_v", "pad_seqlen_q", "pad_seqlen_k",
+      "mask",       "bias",      "softcap",    "dropout",    "lse",          "sink_logit",
+      "page_table", "page_size", "kv_layout",  "rope",       "fp8_scale",    "deterministic",
+      "dbias",      "codegen"};
+  const std::string_view field = std::string_view(rejection).substr(0, rejection.find(':'));
+  for (size_t i = 0; i < std::size(kCheckOrder); ++i)
+    if (kCheckOrder[i] == field) return static_cast<int>(i);
+  return -1;
+}
+
 }  // namespace tilefmha::runtime

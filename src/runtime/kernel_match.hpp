@@ -20,4 +20,8 @@ std::vector<Family> stage_families(const Problem& problem);
 std::optional<std::string> rejection_reason(const KernelConfig& config, const Problem& problem,
                                             Family stage, Arch arch);
 
+// How far a candidate got through the checks of rejection_reason (higher = closer to fitting):
+// the position of the field its reason names, so "no kernel" errors list near misses first.
+int match_depth(const std::string& rejection);
+
 }  // namespace tilefmha::runtime
