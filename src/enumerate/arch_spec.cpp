@@ -65,8 +65,8 @@ int32_t checked_int32(StrictObject& in, std::string_view key, int64_t min_value)
 void parse_tile_group(const nlohmann::json& json, const std::string& context,
                       std::vector<TileEntry>& out) {
   StrictObject group(json, context);
-  const Pipeline pipeline = parse_enum_array<Pipeline>(
-      nlohmann::json::array({group.required("pipeline")}), context + ": pipeline")[0];
+  const Pipeline pipeline =
+      parse_enum_value<Pipeline>(group.required("pipeline"), context + ": pipeline");
   const auto families =
       parse_enum_array<Family>(group.required("families"), context + ": families");
   const auto dtypes = parse_enum_array<DType>(group.required("dtypes"), context + ": dtypes");

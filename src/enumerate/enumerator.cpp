@@ -43,8 +43,10 @@ class Walker {
     for (auto name : kLeadingFields) add_scalar(name);
     Level tile;
     tile.is_tile = true;
-    for (auto name : kTileLevelFields)
-      level_of[field_index(name)] = static_cast<int>(levels_.size());
+    for (auto name : kTileLevelFields) {
+      tile_level_fields_.push_back(field_index(name));
+      level_of[tile_level_fields_.back()] = static_cast<int>(levels_.size());
+    }
     levels_.push_back(std::move(tile));
     for (auto name : kTrailingFields) add_scalar(name);
     for (size_t field = 0; field < kFieldCount; ++field)
@@ -87,10 +89,8 @@ class Walker {
   }
 
   bool tile_allowed(const KernelConfig& config) const {
-    for (auto name : kTileLevelFields) {
-      const size_t field = field_index(name);
+    for (size_t field : tile_level_fields_)
       if (!request_.allow.allows(field, get_code(config, field))) return false;
-    }
     return true;
   }
 
@@ -129,6 +129,7 @@ class Walker {
   const EnumerationRequest& request_;
   Enumeration& out_;
   std::vector<Level> levels_;
+  std::vector<size_t> tile_level_fields_;
   KernelConfig config_;
 };
 

@@ -64,20 +64,24 @@ void StrictObject::finish() const {
 }
 
 template <class E>
+E parse_enum_value(const nlohmann::json& value, std::string_view context) {
+  if (!value.is_string()) data_error(context, "expected a name, got " + value.dump());
+  try {
+    return parse_enum<E>(value.get<std::string>());
+  } catch (const Error& e) {
+    data_error(context, e.what());
+  }
+}
+
+template <class E>
 std::vector<E> parse_enum_array(const nlohmann::json& array, std::string_view context) {
   if (!array.is_array()) data_error(context, "expected an array of names, got " + array.dump());
   std::vector<E> out;
-  for (const nlohmann::json& item : array) {
-    if (!item.is_string()) data_error(context, "expected a name, got " + item.dump());
-    try {
-      out.push_back(parse_enum<E>(item.get<std::string>()));
-    } catch (const Error& e) {
-      data_error(context, e.what());
-    }
-  }
+  for (const nlohmann::json& item : array) out.push_back(parse_enum_value<E>(item, context));
   return out;
 }
 
+template Pipeline parse_enum_value<Pipeline>(const nlohmann::json&, std::string_view);
 template std::vector<Family> parse_enum_array<Family>(const nlohmann::json&, std::string_view);
 template std::vector<DType> parse_enum_array<DType>(const nlohmann::json&, std::string_view);
 template std::vector<Pipeline> parse_enum_array<Pipeline>(const nlohmann::json&, std::string_view);

@@ -36,7 +36,10 @@ class StrictObject {
 // Error(invalid_argument) "<context>: <message>".
 [[noreturn]] void data_error(std::string_view context, std::string_view message);
 
-// Parses every element of a JSON array of enum names; a bad name is an error naming it.
+// Parses one enum name; a bad name is an error naming it and the accepted names.
+template <class E>
+E parse_enum_value(const nlohmann::json& value, std::string_view context);
+// Parses every element of a JSON array of enum names.
 template <class E>
 std::vector<E> parse_enum_array(const nlohmann::json& array, std::string_view context);
 
