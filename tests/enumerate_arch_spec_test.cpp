@@ -13,6 +13,8 @@
 #include "enumerate/data_dir.hpp"
 #include "enumerate/family_traits.hpp"
 #include "enumerate/tile_resources.hpp"
+#include "fmha/fwd_shape.h"
+#include "fmha/fwd_sm90_shape.h"
 #include "tilefmha/error.hpp"
 
 using namespace tilefmha;
@@ -115,28 +117,62 @@ TEST(ArchSpec, HopperWarpSpecializedTilesPerHeadDim) {
   EXPECT_TRUE(has_tile(spec, fwd, ws, DType::fp16, 192, 128, 128, 112));
   EXPECT_TRUE(has_tile(spec, fwd, ws, DType::bf16, 256, 256, 128, 80));
   EXPECT_TRUE(has_tile(spec, fwd, ws, DType::fp8_e4m3, 128, 128, 128, 224));
-  // Hopper's hdim 32 is served by the portable pipeline only.
-  EXPECT_FALSE(std::any_of(spec.tiles.begin(), spec.tiles.end(), [](const TileEntry& t) {
-    return t.pipeline == Pipeline::sm90_ws && t.hdim_q == 32;
-  }));
+  // Head dims that are not whole 64-element panels go to the portable pipeline.
+  for (int hdim : {32, 96, 160}) {
+    EXPECT_FALSE(std::any_of(spec.tiles.begin(), spec.tiles.end(), [&](const TileEntry& t) {
+      return t.pipeline == Pipeline::sm90_ws && t.hdim_q == hdim;
+    })) << hdim;
+  }
   EXPECT_TRUE(has_tile(spec, fwd, Pipeline::sm80_mma, DType::bf16, 32, 32, 128, 128));
+  EXPECT_TRUE(has_tile(spec, fwd, Pipeline::sm80_mma, DType::bf16, 96, 96, 128, 64));
+}
+
+// The estimates agree with the layouts the forward kernels themselves compute.
+TEST(ArchSpec, SharedMemoryMatchesTheKernelLayouts) {
+  int checked = 0;
+  for (Arch arch : {Arch::sm80, Arch::sm86, Arch::sm89, Arch::sm90}) {
+    const ArchSpec spec = load_arch_spec(arch);
+    for (const TileEntry& tile : spec.tiles) {
+      if (tile.dtype != DType::fp16 && tile.dtype != DType::bf16) continue;
+      KernelConfig c;
+      c.family = Family::fwd;
+      c.arch = arch;
+      tile.apply_to(c);
+      if (std::find(tile.families.begin(), tile.families.end(), Family::fwd) == tile.families.end())
+        continue;
+      const int64_t ours = tile_smem_bytes(c);
+      if (tile.pipeline == Pipeline::sm90_ws) {
+        EXPECT_EQ(ours,
+                  fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).bytes)
+            << tile.describe();
+        ++checked;
+      } else if (tile.pipeline == Pipeline::sm80_mma) {
+        EXPECT_EQ(ours, fmha::fwd_sm80_shared_bytes(c.hdim_q, c.hdim_v, c.block_m, c.block_n,
+                                                    c.stages, 2))
+            << tile.describe();
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 20);
 }
 
 // Hand-computed from the formulas in docs/enumeration.md.
 TEST(ArchSpec, ResourceFormulas) {
   RegisterModel model{32, 24};
   KernelConfig c = hopper_tile(Family::fwd, DType::bf16, 128, 128, 176, 12, 2);
-  // 2 B * (128*128 Q + 2 stages * 176 * (128 + 128) K,V)
-  EXPECT_EQ(tile_smem_bytes(c), 212992);
+  // 2 B * (128*128 Q/O + 2 stages * 176 * (128 + 128) K,V) + 9 mbarriers + one swizzle atom
+  EXPECT_EQ(tile_smem_bytes(c), 212992 + 8 * 9 + 1024);
   TileResources r = estimate_tile_resources(c, model);
   EXPECT_EQ(r.threads, 384);
   EXPECT_EQ(r.math_threads, 256);
-  EXPECT_EQ(r.registers_per_thread, 32 + 128 * (176 + 128) / 256);
-  EXPECT_EQ(r.registers_per_block, 128 * 24 + 256 * 184);
+  // S and O accumulators, plus P packed two 16-bit values per register.
+  EXPECT_EQ(r.registers_per_thread, 32 + 128 * (176 + 128) / 256 + 128 * 176 / (2 * 256));
+  EXPECT_EQ(r.registers_per_block, 128 * 24 + 256 * 228);
 
   // FP8 adds a transposed V copy per stage.
   c = hopper_tile(Family::fwd, DType::fp8_e4m3, 128, 128, 224, 12, 2);
-  EXPECT_EQ(tile_smem_bytes(c), 128 * 128 + 2 * 224 * 256 + 2 * 224 * 128);
+  EXPECT_EQ(tile_smem_bytes(c), 128 * 128 + 2 * 224 * 256 + 8 * 9 + 1024 + 2 * 224 * 128);
 
   // Backward: Q, dO per stage; K, V; P, dS; LSE, D; the fp32 dQ staging tile of sm90_ws.
   c = hopper_tile(Family::bwd_dq_dk_dv, DType::bf16, 128, 64, 128, 12, 2);
@@ -173,10 +209,10 @@ TEST(ArchSpec, TileOverRegisterLimitIsNamed) {
   for (auto& group : spec["tiles"])
     if (group["pipeline"] == "sm80_mma" && group["families"][0] == "fwd")
       for (auto& shape : group["shapes"])
-        if (shape["hdim"][0] == 256) shape["warps"] = 4;  // 128 x (64 + 256) / 128 threads
+        if (shape["hdim"][0] == 256) shape["warps"] = 4;  // 128 x (32 + 256) / 128 threads
   const std::string message = load_error(spec);
-  EXPECT_NE(message.find("hdim 256/256 m128.n64.k64.w4.s1"), std::string::npos) << message;
-  EXPECT_NE(message.find("registers per thread 352 > registers_per_thread_max 255"),
+  EXPECT_NE(message.find("hdim 256/256 m128.n32.k64.w4.s2"), std::string::npos) << message;
+  EXPECT_NE(message.find("registers per thread 320 > registers_per_thread_max 255"),
             std::string::npos)
       << message;
 }
@@ -187,6 +223,11 @@ TEST(ArchSpec, TileBreakingARuleIsNamed) {
   std::string message = load_error(spec);
   EXPECT_NE(message.find("sm90_ws fp32"), std::string::npos) << message;
   EXPECT_NE(message.find("sm90_ws_dtypes"), std::string::npos) << message;
+
+  spec = sm90_json();
+  hopper_forward_group(spec)["shapes"][0]["hdim"] = {96, 96};
+  message = load_error(spec);
+  EXPECT_NE(message.find("sm90_ws_whole_panel_hdims"), std::string::npos) << message;
 
   spec = sm90_json();
   hopper_forward_group(spec)["families"].push_back("fwd_splitkv_combine");

@@ -30,7 +30,7 @@ KernelConfig hopper_fwd() {
   c.block_k = 128;
   c.warps = 12;
   c.stages = 2;
-  c.pad_seqlen_q = c.pad_seqlen_k = c.pad_hdim_q = c.pad_hdim_v = true;
+  c.pad_seqlen_q = c.pad_seqlen_k = true;  // sm90_ws: TMA pads sequences, never head dims
   return c;
 }
 
@@ -84,9 +84,10 @@ const std::vector<RuleCase>& cases() {
        [](KernelConfig& c) { fp8(c), c.family = Family::bwd_dq_dk_dv; }},
       {"hdim_pair_supported", [](KernelConfig& c) { c.hdim_q = 192, c.hdim_v = 128; },
        [](KernelConfig& c) { c.hdim_q = 128, c.hdim_v = 64; }},
-      {"sm90_ws_min_hdim_64",
-       [](KernelConfig& c) { c.pipeline = Pipeline::sm80_mma, c.hdim_q = c.hdim_v = 32; },
-       [](KernelConfig& c) { c.hdim_q = c.hdim_v = 32; }},
+      {"sm90_ws_whole_panel_hdims", [](KernelConfig& c) { c.hdim_q = 192, c.hdim_v = 128; },
+       [](KernelConfig& c) { c.hdim_q = c.hdim_v = 96; }},
+      {"sm90_prefers_sm90_ws",
+       [](KernelConfig& c) { portable(c), c.pad_hdim_q = c.pad_hdim_v = true; }, portable},
       {"batch_prefill_is_group_mode",
        [](KernelConfig& c) { c.family = Family::batch_prefill, c.mode = Mode::group; },
        [](KernelConfig& c) { c.family = Family::batch_prefill, c.mode = Mode::batch; }},
@@ -94,10 +95,18 @@ const std::vector<RuleCase>& cases() {
        [](KernelConfig& c) { c.mode = Mode::group, c.pad_seqlen_q = c.pad_seqlen_k = false; }},
       {"seqlen_padding_pairs", [](KernelConfig& c) { c.pad_seqlen_q = c.pad_seqlen_k = false; },
        [](KernelConfig& c) { c.pad_seqlen_k = false; }},
-      {"hdim_padding_pairs", [](KernelConfig& c) { c.pad_hdim_q = c.pad_hdim_v = false; },
-       [](KernelConfig& c) { c.pad_hdim_v = false; }},
-      {"bounds_checked_pipelines_pad_everything", portable,
-       [](KernelConfig& c) { c.pad_hdim_q = c.pad_hdim_v = false; }},
+      {"hdim_padding_pairs", [](KernelConfig& c) { c.pad_hdim_q = c.pad_hdim_v = true; },
+       [](KernelConfig& c) { c.pad_hdim_q = true; }},
+      {"sm90_ws_pads_seqlen_only", portable,
+       [](KernelConfig& c) { c.pad_hdim_q = c.pad_hdim_v = true; }},
+      {"memory_bound_pipelines_pad_everything",
+       [](KernelConfig& c) {
+         c.family = Family::fwd_splitkv_combine, c.pipeline = Pipeline::combine;
+         c.pad_hdim_q = c.pad_hdim_v = true;
+       },
+       [](KernelConfig& c) {
+         c.family = Family::fwd_splitkv_combine, c.pipeline = Pipeline::combine;
+       }},
       {"softcap_excludes_elementwise_bias",
        [](KernelConfig& c) { c.softcap = true, c.bias = BiasKind::alibi; },
        [](KernelConfig& c) { c.softcap = true, c.bias = BiasKind::elementwise; }},

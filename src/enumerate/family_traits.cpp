@@ -83,8 +83,13 @@ bool is_tensor_core_pipeline(Pipeline pipeline) {
   return pipeline == Pipeline::sm80_mma || pipeline == Pipeline::sm90_ws;
 }
 
-bool is_always_bounds_checked(Pipeline pipeline) {
-  return pipeline != Pipeline::sm80_mma && pipeline != Pipeline::simt_f32;
+bool is_memory_bound_pipeline(Pipeline pipeline) {
+  return pipeline == Pipeline::combine || pipeline == Pipeline::appendkv ||
+         pipeline == Pipeline::bwd_dot_do_o || pipeline == Pipeline::bwd_convert_dq;
+}
+
+bool is_sm90_ws_head_dim(int32_t hdim) {
+  return hdim >= 64 && hdim <= 256 && hdim % 64 == 0;
 }
 
 bool pipeline_uses_block_n(Pipeline pipeline) {

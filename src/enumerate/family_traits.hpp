@@ -2,6 +2,7 @@
 // share: which pipelines build a family and which feature traits a family's kernels carry.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string_view>
 
@@ -20,9 +21,11 @@ bool is_forward_like_family(Family family);
 // The pipelines that can build a family's kernels.
 std::span<const Pipeline> pipelines_for_family(Family family);
 bool is_tensor_core_pipeline(Pipeline pipeline);
-// Pipelines whose kernels check every sequence and head-dim bound by construction (TMA
-// zero-fill on sm90_ws; row-parallel memory-bound kernels), so they have no unpadded variants.
-bool is_always_bounds_checked(Pipeline pipeline);
+// The memory-bound helper pipelines (combine, append-KV, dot(dO, O), convert dQ): row-parallel
+// kernels that check every bound, so they have no unpadded variants.
+bool is_memory_bound_pipeline(Pipeline pipeline);
+// Head dims sm90_ws takes: whole 64-element (128-byte) swizzled panels, 64..256.
+bool is_sm90_ws_head_dim(int32_t hdim);
 // Whether the tile's block_n means something for this pipeline (0 in the tile table if not).
 bool pipeline_uses_block_n(Pipeline pipeline);
 

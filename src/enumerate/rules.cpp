@@ -61,8 +61,15 @@ bool hdim_pair_supported(const KernelConfig& c) {
   return known && (c.hdim_v == c.hdim_q || (c.hdim_q == 192 && c.hdim_v == 128));
 }
 
-bool sm90_ws_min_hdim_64(const KernelConfig& c) {
-  return c.pipeline != Pipeline::sm90_ws || c.hdim_q >= 64;
+bool sm90_ws_whole_panel_hdims(const KernelConfig& c) {
+  return c.pipeline != Pipeline::sm90_ws ||
+         (is_sm90_ws_head_dim(c.hdim_q) && is_sm90_ws_head_dim(c.hdim_v));
+}
+
+// On Hopper the portable pipeline only fills sm90_ws's gaps: other head dims, padded head dims.
+bool sm90_prefers_sm90_ws(const KernelConfig& c) {
+  if (c.arch != Arch::sm90 || c.pipeline != Pipeline::sm80_mma) return true;
+  return c.pad_hdim_q || !is_sm90_ws_head_dim(c.hdim_q) || !is_sm90_ws_head_dim(c.hdim_v);
 }
 
 // ---- modes and padding ---------------------------------------------------------------------
@@ -83,8 +90,14 @@ bool hdim_padding_pairs(const KernelConfig& c) {
   return c.pad_hdim_q == c.pad_hdim_v;
 }
 
-bool bounds_checked_pipelines_pad_everything(const KernelConfig& c) {
-  return !is_always_bounds_checked(c.pipeline) ||
+// TMA bounds-checks sequence tiles for free; head dims are whole panels, never padded.
+bool sm90_ws_pads_seqlen_only(const KernelConfig& c) {
+  return c.pipeline != Pipeline::sm90_ws ||
+         (c.pad_seqlen_q && c.pad_seqlen_k && !c.pad_hdim_q && !c.pad_hdim_v);
+}
+
+bool memory_bound_pipelines_pad_everything(const KernelConfig& c) {
+  return !is_memory_bound_pipeline(c.pipeline) ||
          (c.pad_seqlen_q && c.pad_seqlen_k && c.pad_hdim_q && c.pad_hdim_v);
 }
 
@@ -180,9 +193,12 @@ std::vector<Rule> build_rules() {
       {"hdim_pair_supported",
        "head dims are 32, 64, 96, 128, 160, 192 or 256, equal for Q and V except (192, 128)",
        field_set({"hdim_q", "hdim_v"}), hdim_pair_supported},
-      {"sm90_ws_min_hdim_64",
-       "a 32-wide head dim starves the warpgroup MMA; sm80_mma serves it on Hopper",
-       field_set({"pipeline", "hdim_q"}), sm90_ws_min_hdim_64},
+      {"sm90_ws_whole_panel_hdims",
+       "sm90_ws tiles are whole 64-element swizzled panels: head dims 64, 128, 192, 256",
+       field_set({"pipeline", "hdim_q", "hdim_v"}), sm90_ws_whole_panel_hdims},
+      {"sm90_prefers_sm90_ws",
+       "on sm90, sm80_mma only serves what sm90_ws cannot: other or padded head dims",
+       field_set({"arch", "pipeline", "hdim_q", "hdim_v", "pad_hdim_q"}), sm90_prefers_sm90_ws},
       {"batch_prefill_is_group_mode", "batch prefill serves varlen queries (group mode)",
        field_set({"family", "mode"}), batch_prefill_is_group_mode},
       {"group_mode_pads_seqlen", "varlen sequences are never tile multiples",
@@ -191,10 +207,14 @@ std::vector<Rule> build_rules() {
        field_set({"pad_seqlen_q", "pad_seqlen_k"}), seqlen_padding_pairs},
       {"hdim_padding_pairs", "head-dim padding covers both head dims or neither",
        field_set({"pad_hdim_q", "pad_hdim_v"}), hdim_padding_pairs},
-      {"bounds_checked_pipelines_pad_everything",
-       "TMA (sm90_ws) and the row-parallel memory-bound kernels check every bound for free",
+      {"sm90_ws_pads_seqlen_only",
+       "TMA checks sequence bounds for free (always padded); sm90_ws head dims are never padded",
        field_set({"pipeline", "pad_seqlen_q", "pad_seqlen_k", "pad_hdim_q", "pad_hdim_v"}),
-       bounds_checked_pipelines_pad_everything},
+       sm90_ws_pads_seqlen_only},
+      {"memory_bound_pipelines_pad_everything",
+       "the row-parallel memory-bound kernels check every bound: no unpadded variants",
+       field_set({"pipeline", "pad_seqlen_q", "pad_seqlen_k", "pad_hdim_q", "pad_hdim_v"}),
+       memory_bound_pipelines_pad_everything},
       {"softcap_excludes_elementwise_bias",
        "soft cap and an elementwise bias do not compose (the cap would have to see the bias)",
        field_set({"bias", "softcap"}), softcap_excludes_elementwise_bias},

@@ -1,5 +1,7 @@
 #include "enumerate/tile_resources.hpp"
 
+#include <algorithm>
+
 #include "enumerate/family_traits.hpp"
 
 namespace tilefmha::enumerate {
@@ -8,6 +10,8 @@ namespace {
 // sm90_ws gives one warpgroup to TMA loads; it keeps no accumulators.
 constexpr int64_t kProducerThreads = 128;
 constexpr int64_t kFp32Bytes = 4;
+constexpr int64_t kMbarrierBytes = 8;
+constexpr int64_t kSwizzleAtomBytes = 1024;
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -34,7 +38,16 @@ int64_t tile_smem_bytes(const KernelConfig& c) {
   const int64_t bm = c.block_m, bn = c.block_n, stages = c.stages;
   const int64_t hq = c.hdim_q, hv = c.hdim_v;
   if (is_forward_like_family(c.family)) {
-    // Q tile once; K and V tiles per stage. FP8 keeps a transposed copy of V for the PV product.
+    if (c.pipeline == Pipeline::sm90_ws) {
+      // Q tile (reused for O, so sized by the wider head dim), K and V per stage, an mbarrier
+      // per (Q) and per stage (K full/empty, V full/empty), and one swizzle atom of alignment
+      // slack: the layout of kernels/fmha/fwd_sm90_shape.h.
+      int64_t bytes = e * (bm * std::max(hq, hv) + stages * bn * (hq + hv)) +
+                      kMbarrierBytes * (1 + 4 * stages) + kSwizzleAtomBytes;
+      if (is_fp8(c.dtype)) bytes += e * stages * bn * hv;  // V transposed for the PV wgmma
+      return bytes;
+    }
+    // Q tile once; K and V tiles per stage; O reuses them. FP8 keeps a transposed V copy.
     int64_t bytes = e * (bm * hq + stages * bn * (hq + hv));
     if (is_fp8(c.dtype)) bytes += e * stages * bn * hv;
     return bytes;
@@ -64,6 +77,11 @@ TileResources estimate_tile_resources(const KernelConfig& c, const RegisterModel
   if (r.math_threads <= 0) return r;
   r.registers_per_thread =
       model.overhead_per_thread + ceil_div(accumulator_values(c), r.math_threads);
+  // sm90_ws feeds P to the PV wgmma from registers while the next S is computed, so P (packed
+  // input-dtype values) lives beside S instead of overwriting it.
+  if (warp_specialized && is_forward_like_family(c.family))
+    r.registers_per_thread +=
+        ceil_div(int64_t(c.block_m) * c.block_n * dtype_size(c.dtype), 4 * r.math_threads);
   r.registers_per_block = warp_specialized ? kProducerThreads * model.producer_warpgroup_registers +
                                                  r.math_threads * r.registers_per_thread
                                            : r.threads * r.registers_per_thread;
