@@ -27,10 +27,9 @@ std::string parse_error(const json& config) {
   return "";
 }
 
-Enumeration enumerate_config(const json& config, Arch arch = Arch::sm90) {
-  static const ArchSpec spec = load_arch_spec(Arch::sm90);
-  EXPECT_EQ(arch, Arch::sm90);
-  return enumerate_kernels(spec, parse_sweep_config(config, "test", "test.json"),
+Enumeration enumerate_config(const json& config) {
+  static const ArchSpec sm90 = load_arch_spec(Arch::sm90);
+  return enumerate_kernels(sm90, parse_sweep_config(config, "test", "test.json"),
                            load_profile("full"), FilterSet{});
 }
 
