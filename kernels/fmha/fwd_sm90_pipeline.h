@@ -33,9 +33,7 @@ struct Sm90Barriers {
   TILEFMHA_DEVICE tile::u32 q_full() const { return base; }
   TILEFMHA_DEVICE tile::u32 k_full(int stage) const { return base + 8u * (1 + stage); }
   TILEFMHA_DEVICE tile::u32 k_empty(int stage) const { return base + 8u * (1 + Stages + stage); }
-  TILEFMHA_DEVICE tile::u32 v_full(int stage) const {
-    return base + 8u * (1 + 2 * Stages + stage);
-  }
+  TILEFMHA_DEVICE tile::u32 v_full(int stage) const { return base + 8u * (1 + 2 * Stages + stage); }
   TILEFMHA_DEVICE tile::u32 v_empty(int stage) const {
     return base + 8u * (1 + 3 * Stages + stage);
   }

@@ -33,6 +33,14 @@ constexpr int sm90_consumer_registers(int consumer_groups) {
   return consumer_groups == 2 ? 240 : 160;
 }
 
+// How a consumer warpgroup orders its two GEMMs and the softmax:
+//   serial    S = QK^T, softmax, O += PV, one after the other (the reference schedule);
+//   overlap   S(j) = QK(j)^T and O += P(j-1)V(j-1) in flight together while the softmax of
+//             block j waits only for S(j) (intra-warpgroup overlap);
+//   pingpong  overlap, plus consumer warpgroups take turns issuing GEMMs (named barriers), so
+//             one's softmax runs under another's tensor-core work.
+enum class Sm90Schedule : int { serial = 0, overlap = 1, pingpong = 2 };
+
 struct Sm90SmemLayout {
   int q_offset;        // Q tile, reused for the O tile by the epilogue
   int k_offset;        // `stages` K tiles

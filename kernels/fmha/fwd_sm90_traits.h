@@ -8,14 +8,6 @@
 
 namespace tilefmha::fmha {
 
-// How a consumer warpgroup orders its two GEMMs and the softmax:
-//   serial    S = QK^T, softmax, O += PV, one after the other (the reference schedule);
-//   overlap   S(j) = QK(j)^T and O += P(j-1)V(j-1) in flight together while the softmax of
-//             block j waits only for S(j) (intra-warpgroup overlap);
-//   pingpong  overlap, plus consumer warpgroups take turns issuing GEMMs (named barriers), so
-//             one's softmax runs under another's tensor-core work.
-enum class Sm90Schedule : int { serial = 0, overlap = 1, pingpong = 2 };
-
 template <class Element_, int HdimQ, int HdimV, int BlockM, int BlockN, int Stages, bool GroupMode,
           class Mask_, class Logits_, bool StoreLse, Sm90Schedule Schedule>
 struct Sm90FwdTraits {
@@ -43,7 +35,8 @@ struct Sm90FwdTraits {
 
   // Plain scaling folds into the exponent (one FFMA per element: exp2(s * c - max * c));
   // any other logits transform is applied element by element before the softmax.
-  static constexpr bool kFusedScale = tile::same_type<Logits, Logits<PlainScale, NoBias>>::value;
+  static constexpr bool kFusedScale =
+      tile::same_type<Logits_, fmha::Logits<PlainScale, NoBias>>::value;
 
   static constexpr Sm90SmemLayout kSmem = sm90_smem_layout(HdimQ, HdimV, BlockM, BlockN, Stages);
   static constexpr int kQBytes = BlockM * HdimQ * 2;

@@ -1,0 +1,261 @@
+// A consumer warpgroup's main loop over the key blocks of its tile: S = Q K^T on wgmma with
+// both operands in shared memory, the logits/mask hooks and the online softmax in registers,
+// then O += P V with P re-packed from the S accumulators as the register A operand and V read
+// through an MN-major descriptor. The schedule (Traits::kSchedule) decides how the two GEMMs
+// and the softmax overlap; see Sm90Schedule in fwd_sm90_shape.h.
+#pragma once
+
+#include "fmha/fwd_sm90_mask.h"
+#include "fmha/fwd_sm90_pipeline.h"
+#include "fmha/fwd_sm90_softmax.h"
+#include "fmha/mask.h"
+#include "tile/named_barrier.h"
+#include "tile/wgmma.h"
+
+namespace tilefmha::fmha {
+
+// What a consumer warpgroup carries out of its main loop into the epilogue.
+template <class Traits>
+struct Sm90ConsumerState {
+  float o[Traits::kHdimV / 2];
+  Sm90OnlineSoftmax<Traits::kBlockN> softmax;
+};
+
+template <class Traits>
+struct Sm90Consumer {
+  using T = typename Traits::Element;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kQSteps = Traits::kHdimQ / 16;  // k16 slices of Q K^T
+  static constexpr int kKeySteps = kBlockN / 16;       // k16 slices of P V
+  static constexpr int kSlicesPerPanel = kSm90PanelElements / 16;
+  static constexpr tile::u32 kTurnThreads = 2 * kSm90WarpgroupThreads;
+
+  int group;   // consumer warpgroup index
+  int thread;  // 0..127 within the warpgroup
+  tile::u32 smem;
+  Sm90Barriers<Traits::kStages> barriers;
+
+  // Row of the tile (0..block_m-1) of this thread's accumulator row r.
+  TILEFMHA_DEVICE int tile_row(int r) const {
+    return group * kSm90WarpgroupRows + (thread / 32) * 16 + (thread % 32) / 4 + 8 * r;
+  }
+  // Column (0..7 within a chunk) of this thread's accumulator element e.
+  TILEFMHA_DEVICE int chunk_column(int e) const { return (thread % 4) * 2 + e; }
+
+  // The 4 warps of the warpgroup each arrive once on an empty barrier.
+  TILEFMHA_DEVICE void release(tile::u32 empty_barrier) const {
+    if (thread % 32 == 0) tile::mbarrier_arrive(empty_barrier);
+  }
+
+  // Pingpong turn taking: wait until the previous warpgroup has issued its GEMMs, then let the
+  // next one go once ours are issued.
+  TILEFMHA_DEVICE void wait_turn() const {
+    if constexpr (Traits::kPingpong)
+      tile::named_barrier_sync(kSm90TurnBarrier + group, kTurnThreads);
+  }
+  TILEFMHA_DEVICE void pass_turn() const {
+    if constexpr (Traits::kPingpong) {
+      const int next = group + 1 == Traits::kConsumerGroups ? 0 : group + 1;
+      tile::named_barrier_arrive(kSm90TurnBarrier + next, kTurnThreads);
+    }
+  }
+
+  // S = Q K^T for the K block in `stage` (issued, not waited for).
+  TILEFMHA_DEVICE void issue_qk(float (&s)[kBlockN / 2], int stage) const {
+    const tile::u64 q_descriptor = tile::make_smem_descriptor_k_major_sw128(
+        smem + Traits::kSmem.q_offset + group * kSm90WarpgroupRows * kSm90RowBytes);
+    const tile::u64 k_descriptor = tile::make_smem_descriptor_k_major_sw128(
+        smem + Traits::kSmem.k_offset + stage * Traits::kSmem.k_stage_bytes);
+#pragma unroll
+    for (int step = 0; step < kQSteps; ++step) {
+      const int panel = step / kSlicesPerPanel;
+      const int within = (step % kSlicesPerPanel) * 32;
+      tile::wgmma_m64k16_ss<kBlockN, T>(
+          s, tile::advance_smem_descriptor(q_descriptor, panel * Traits::kQPanelBytes + within),
+          tile::advance_smem_descriptor(k_descriptor, panel * Traits::kKPanelBytes + within),
+          step > 0);
+    }
+  }
+
+  // O += P V for the V block in `stage` (issued, not waited for).
+  TILEFMHA_DEVICE void issue_pv(float (&o)[Traits::kHdimV / 2], const tile::u32 (&p)[kKeySteps][4],
+                                int stage) const {
+    const tile::u64 v_descriptor = tile::make_smem_descriptor_mn_major_sw128(
+        smem + Traits::kSmem.v_offset + stage * Traits::kSmem.v_stage_bytes, Traits::kVPanelBytes);
+#pragma unroll
+    for (int step = 0; step < kKeySteps; ++step) {
+      tile::wgmma_m64k16_rs<Traits::kHdimV, T, 1>(
+          o, p[step], tile::advance_smem_descriptor(v_descriptor, step * 16 * kSm90RowBytes), true);
+    }
+  }
+
+  // Logits hook and mask (an Sm90ElementMask) on a block of S; returns the scale the softmax
+  // must still apply.
+  template <class Mask, class Logits>
+  TILEFMHA_DEVICE float transform(float (&s)[kBlockN / 2], int m_begin, int key_begin,
+                                  const Mask& mask, const Logits& logits, float scale_log2) const {
+    if constexpr (!Traits::kFusedScale) {
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& x = s[4 * j + 2 * r + e];
+            x = logits(x, m_begin + tile_row(r), key_begin + 8 * j + chunk_column(e));
+          }
+        }
+      }
+    }
+    // Only blocks that cross a mask boundary (the diagonal, the sequence end) pay for it.
+    if (mask.block_needs_mask(key_begin, kBlockN)) {
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            if (!mask.visible(r, key_begin + 8 * j + chunk_column(e)))
+              s[4 * j + 2 * r + e] = sm90_negative_infinity();
+          }
+        }
+      }
+    }
+    return Traits::kFusedScale ? scale_log2 : 1.0f;
+  }
+
+  // P (unnormalized probabilities in S's registers) as the A fragments of P V: the k16 slice
+  // `step` covers S chunks 2*step and 2*step + 1.
+  TILEFMHA_DEVICE static void pack_p(const float (&s)[kBlockN / 2], tile::u32 (&p)[kKeySteps][4]) {
+#pragma unroll
+    for (int step = 0; step < kKeySteps; ++step) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        p[step][q] = tile::pack2<T>(s[8 * step + 2 * q], s[8 * step + 2 * q + 1]);
+      }
+    }
+  }
+
+  TILEFMHA_DEVICE static void rescale(float (&o)[Traits::kHdimV / 2], const float (&c)[2]) {
+#pragma unroll
+    for (int j = 0; j < Traits::kHdimV / 8; ++j) {
+      o[4 * j + 0] *= c[0];
+      o[4 * j + 1] *= c[0];
+      o[4 * j + 2] *= c[1];
+      o[4 * j + 3] *= c[1];
+    }
+  }
+
+  template <class Mask, class Logits>
+  TILEFMHA_DEVICE void run(Sm90ConsumerState<Traits>& state, const KeyBlocks& blocks, int m_begin,
+                           const Mask& mask, const Logits& logits, float scale_log2) const {
+    float(&o)[Traits::kHdimV / 2] = state.o;
+#pragma unroll
+    for (int i = 0; i < Traits::kHdimV / 2; ++i) o[i] = 0.0f;
+
+    // The last warpgroup opens the first turn; warpgroup 0 takes the matching extra turn at
+    // the end, so every arrival on a turn barrier is consumed.
+    if constexpr (Traits::kPingpong) {
+      if (group == Traits::kConsumerGroups - 1)
+        tile::named_barrier_arrive(kSm90TurnBarrier + 0, kTurnThreads);
+    }
+    tile::mbarrier_wait(barriers.q_full(), 0);
+
+    const int steps = blocks.count();
+    float s[kBlockN / 2];
+    tile::u32 p[kKeySteps][4];
+    float correction[2];
+    // K and V of key step j sit in ring slot j % stages, in the pass (j / stages); deriving
+    // both rings' positions from the step keeps no ring state live beside the accumulators.
+    auto stage_of = [](int step) { return step % Traits::kStages; };
+    auto phase_of = [](int step) { return tile::u32(step / Traits::kStages) & 1u; };
+    auto key_begin_of = [&](int step) { return blocks.block(step) * kBlockN; };
+
+    if constexpr (!Traits::kOverlap) {
+      for (int step = 0; step < steps; ++step) {
+        const int stage = stage_of(step);
+        tile::mbarrier_wait(barriers.k_full(stage), phase_of(step));
+        tile::wgmma_fence();
+        issue_qk(s, stage);
+        tile::wgmma_commit_group();
+        tile::wgmma_wait_group<0>();
+        tile::wgmma_fence_registers(s);
+        release(barriers.k_empty(stage));
+
+        const float scale = transform(s, m_begin, key_begin_of(step), mask, logits, scale_log2);
+        state.softmax.update(s, scale, correction);
+        rescale(o, correction);
+        pack_p(s, p);
+
+        tile::mbarrier_wait(barriers.v_full(stage), phase_of(step));
+        tile::wgmma_fence();
+        issue_pv(o, p, stage);
+        tile::wgmma_commit_group();
+        tile::wgmma_wait_group<0>();
+        tile::wgmma_fence_registers(o);
+        release(barriers.v_empty(stage));
+      }
+    } else if (steps > 0) {
+      // Block 0: S alone.
+      tile::mbarrier_wait(barriers.k_full(0), 0);
+      wait_turn();
+      tile::wgmma_fence();
+      issue_qk(s, 0);
+      tile::wgmma_commit_group();
+      pass_turn();
+      tile::wgmma_wait_group<0>();
+      tile::wgmma_fence_registers(s);
+      release(barriers.k_empty(0));
+      {
+        const float scale = transform(s, m_begin, key_begin_of(0), mask, logits, scale_log2);
+        state.softmax.update(s, scale, correction);
+        pack_p(s, p);
+      }
+
+      for (int step = 1; step < steps; ++step) {
+        // S(step) and O += P(step-1) V(step-1) in flight together.
+        const int k_stage = stage_of(step);
+        const int v_stage = stage_of(step - 1);
+        tile::mbarrier_wait(barriers.k_full(k_stage), phase_of(step));
+        tile::mbarrier_wait(barriers.v_full(v_stage), phase_of(step - 1));
+        wait_turn();
+        tile::wgmma_fence();
+        issue_qk(s, k_stage);
+        tile::wgmma_commit_group();
+        issue_pv(o, p, v_stage);
+        tile::wgmma_commit_group();
+        pass_turn();
+
+        tile::wgmma_wait_group<1>();
+        tile::wgmma_fence_registers(s);
+        release(barriers.k_empty(k_stage));
+        const float scale = transform(s, m_begin, key_begin_of(step), mask, logits, scale_log2);
+        state.softmax.update(s, scale, correction);
+
+        tile::wgmma_wait_group<0>();
+        tile::wgmma_fence_registers(o);
+        release(barriers.v_empty(v_stage));
+        rescale(o, correction);
+        pack_p(s, p);
+      }
+
+      // Last block: O += P V alone.
+      const int last = steps - 1;
+      tile::mbarrier_wait(barriers.v_full(stage_of(last)), phase_of(last));
+      wait_turn();
+      tile::wgmma_fence();
+      issue_pv(o, p, stage_of(last));
+      tile::wgmma_commit_group();
+      pass_turn();
+      tile::wgmma_wait_group<0>();
+      tile::wgmma_fence_registers(o);
+      release(barriers.v_empty(stage_of(last)));
+    }
+
+    if constexpr (Traits::kPingpong) {
+      if (group == 0) tile::named_barrier_sync(kSm90TurnBarrier + 0, kTurnThreads);
+    }
+  }
+};
+
+}  // namespace tilefmha::fmha

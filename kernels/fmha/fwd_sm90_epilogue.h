@@ -1,0 +1,127 @@
+// A consumer warpgroup's epilogue: normalize O by the softmax totals, write it as 16-bit values
+// into its 64 rows of the (now free) Q tile in the swizzled panel layout, then store it to
+// global memory, and write LSE. Batch mode stores with TMA, whose box clipping drops rows past
+// the sequence end; group mode packs sequences back to back, so there the rows go out through
+// guarded 16-byte stores instead of clipping into the next sequence.
+#pragma once
+
+#include "fmha/fwd_sm90_consumer.h"
+#include "fmha/fwd_sm90_params.h"
+#include "fmha/fwd_sm90_pipeline.h"
+#include "fmha/fwd_sm90_scheduler.h"
+#include "fmha/seq_info.h"
+#include "tile/async_proxy.h"
+#include "tile/named_barrier.h"
+#include "tile/tma.h"
+
+namespace tilefmha::fmha {
+
+TILEFMHA_DEVICE void sm90_store_shared_u32(tile::u32 address, tile::u32 value) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(address), "r"(value) : "memory");
+}
+
+TILEFMHA_DEVICE void sm90_load_shared_v4(tile::u32 address, tile::u32 (&value)[4]) {
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(value[0]), "=r"(value[1]), "=r"(value[2]), "=r"(value[3])
+               : "r"(address)
+               : "memory");
+}
+
+TILEFMHA_DEVICE void sm90_store_global_v4(void* address, const tile::u32 (&value)[4]) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(address), "r"(value[0]),
+               "r"(value[1]), "r"(value[2]), "r"(value[3])
+               : "memory");
+}
+
+// Byte offset of 16-byte chunk `chunk` (0..7) of row `row` in a 128B-swizzled panel whose
+// base is 1024-byte aligned: the chunk index is XORed with the row's position in its atom.
+TILEFMHA_DEVICE int sm90_swizzled_offset(int row, int chunk) {
+  return row * kSm90RowBytes + ((chunk ^ (row % 8)) * 16);
+}
+
+template <class Traits>
+TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& seq,
+                                   const Sm90Tile& tile_id, const Sm90Consumer<Traits>& consumer,
+                                   Sm90ConsumerState<Traits>& state, float softmax_scale) {
+  using T = typename Traits::Element;
+  constexpr int kDv = Traits::kHdimV;
+  const FwdParams& p = params.base;
+  const int thread = consumer.thread;
+  const int group = consumer.group;
+  const int m_begin = tile_id.m_block * Traits::kBlockM;
+
+  float normalizer[2], lse[2];
+  state.softmax.finish(softmax_scale, normalizer, lse);
+  Sm90Consumer<Traits>::rescale(state.o, normalizer);
+
+  // Registers -> swizzled shared tile (this warpgroup's rows of every panel).
+  const tile::u32 o_tile = consumer.smem + Traits::kSmem.q_offset;
+#pragma unroll
+  for (int j = 0; j < kDv / 8; ++j) {
+    const int panel = j / 8;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = consumer.tile_row(r);
+      const tile::u32 address = o_tile + panel * Traits::kQPanelBytes +
+                                sm90_swizzled_offset(row, j % 8) + 4 * (thread % 4);
+      sm90_store_shared_u32(address,
+                            tile::pack2<T>(state.o[4 * j + 2 * r], state.o[4 * j + 2 * r + 1]));
+    }
+  }
+
+  const int group_row = m_begin + group * kSm90WarpgroupRows;  // first row, sequence-relative
+  if constexpr (!Traits::kGroupMode) {
+    tile::fence_proxy_async_shared();  // the TMA store reads what ordinary stores wrote
+    tile::named_barrier_sync(kSm90EpilogueBarrier + group, kSm90WarpgroupThreads);
+    if (thread == 0 && group_row < seq.len_q) {
+      const tile::TensorMap* o_map = reinterpret_cast<const tile::TensorMap*>(&params.o_map);
+#pragma unroll
+      for (int panel = 0; panel < kDv / kSm90PanelElements; ++panel) {
+        tile::tma_store_4d(
+            o_map,
+            o_tile + panel * Traits::kQPanelBytes + group * kSm90WarpgroupRows * kSm90RowBytes,
+            panel * kSm90PanelElements, int(seq.q_start) + group_row, tile_id.head,
+            int(seq.view_batch));
+      }
+      tile::tma_store_commit_group();
+    }
+  } else {
+    tile::named_barrier_sync(kSm90EpilogueBarrier + group, kSm90WarpgroupThreads);
+    constexpr int kChunksPerRow = kDv / 8;
+    T* o =
+        static_cast<T*>(p.o) + seq.view_batch * p.o_strides.batch + tile_id.head * p.o_strides.head;
+#pragma unroll 4
+    for (int index = thread; index < kSm90WarpgroupRows * kChunksPerRow;
+         index += kSm90WarpgroupThreads) {
+      const int row = index / kChunksPerRow;
+      const int chunk = index % kChunksPerRow;
+      if (group_row + row >= seq.len_q) break;  // rows only grow with index
+      tile::u32 value[4];
+      sm90_load_shared_v4(o_tile + (chunk / 8) * Traits::kQPanelBytes +
+                              sm90_swizzled_offset(group * kSm90WarpgroupRows + row, chunk % 8),
+                          value);
+      T* destination = o + (seq.q_start + group_row + row) * p.o_strides.seq + chunk * 8;
+      sm90_store_global_v4(destination, value);
+    }
+  }
+
+  if constexpr (Traits::kStoreLse) {
+    if (thread % 4 == 0) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = m_begin + consumer.tile_row(r);
+        if (i < seq.len_q) {
+          p.lse[seq.view_batch * p.lse_batch_stride + tile_id.head * p.lse_head_stride +
+                (seq.q_start + i) * p.lse_seq_stride] = lse[r];
+        }
+      }
+    }
+  }
+
+  // The shared tile must stay until the TMA store has read it.
+  if constexpr (!Traits::kGroupMode) {
+    if (thread == 0) tile::tma_store_wait_group_read<0>();
+  }
+}
+
+}  // namespace tilefmha::fmha

@@ -1,0 +1,74 @@
+// Online softmax over wgmma accumulators. A consumer thread holds two rows of its warpgroup's
+// 64 (row l/4 and l/4 + 8 of its warp's 16): element e of row r of 8-column chunk j is
+// s[4j + 2r + e], and a row's other columns live in the 3 other lanes of the quad, so row
+// reductions are two shuffles. Works in base 2: p = exp2(s * c - max * c), with c the folded
+// softmax scale (or 1 when the logits were transformed beforehand).
+#pragma once
+
+#include "tile/fast_math.h"
+#include "tile/warp_reduce.h"
+
+namespace tilefmha::fmha {
+
+TILEFMHA_DEVICE float sm90_negative_infinity() {
+  return tile::bits_as_float(0xFF800000u);
+}
+
+template <int Columns>
+struct Sm90OnlineSoftmax {
+  static constexpr int kChunks = Columns / 8;
+  float row_max[2];  // raw (unscaled) running max; -inf while a row has seen nothing
+  float row_sum[2];  // this thread's partial sums; quad-reduced at the end
+
+  TILEFMHA_DEVICE Sm90OnlineSoftmax() {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      row_max[r] = sm90_negative_infinity();
+      row_sum[r] = 0.0f;
+    }
+  }
+
+  // Replaces s by its unnormalized probabilities and returns, per row, the factor by which
+  // everything accumulated so far must be rescaled.
+  TILEFMHA_DEVICE void update(float (&s)[Columns / 2], float scale, float (&correction)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float block_max = row_max[r];
+#pragma unroll
+      for (int j = 0; j < kChunks; ++j) {
+        block_max = tile::max_f32(block_max, tile::max_f32(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+      }
+      block_max = tile::quad_max(block_max);
+      // A row with nothing visible keeps max -inf: subtracting 0 keeps exp2 at 0, never NaN.
+      const float base = block_max == sm90_negative_infinity() ? 0.0f : block_max * scale;
+      correction[r] = tile::exp2_approx(row_max[r] * scale - base);
+      row_max[r] = block_max;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kChunks; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[4 * j + 2 * r + e];
+          x = tile::exp2_approx(x * scale - base);
+          sum += x;
+        }
+      }
+      row_sum[r] = row_sum[r] * correction[r] + sum;
+    }
+  }
+
+  // Row totals, LSE (natural log) and the factor that normalizes O (0 for an empty row).
+  TILEFMHA_DEVICE void finish(float scale, float (&normalizer)[2], float (&lse)[2]) const {
+    constexpr float kLn2 = 0.6931471805599453f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float total = tile::quad_sum(row_sum[r]);
+      const bool any = total > 0.0f;
+      normalizer[r] = any ? 1.0f / total : 0.0f;
+      lse[r] =
+          any ? (row_max[r] * scale + tile::log2_approx(total)) * kLn2 : sm90_negative_infinity();
+    }
+  }
+};
+
+}  // namespace tilefmha::fmha

@@ -1,0 +1,180 @@
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "codegen/fwd_sm90.hpp"
+#include "fmha/fwd_sm90_shape.h"
+#include "tilefmha/error.hpp"
+
+namespace tilefmha::codegen {
+namespace {
+
+template <class T>
+[[noreturn]] void unsupported(std::string_view field, T value, std::string_view why) {
+  std::ostringstream message;
+  if constexpr (std::is_enum_v<T>)
+    message << field << " = " << to_string(value) << ": " << why;
+  else if constexpr (std::is_same_v<T, bool>)
+    message << field << " = " << (value ? "true" : "false") << ": " << why;
+  else
+    message << field << " = " << value << ": " << why;
+  throw Error(ErrorKind::not_supported, message.str());
+}
+
+// Hopper's opt-in shared memory per block (data/arch/sm90.json limits).
+constexpr int kMaxSharedBytes = 232448;
+// Registers a consumer thread needs beside its accumulators (addresses, softmax state, loop
+// counters), measured on the compiled kernels with room to spare.
+constexpr int kConsumerRegisterOverhead = 24;
+
+bool whole_panels(int hdim) {
+  return hdim % fmha::kSm90PanelElements == 0 && hdim >= 64 && hdim <= 256;
+}
+
+std::string_view element_type(DType dtype) {
+  return dtype == DType::fp16 ? "tilefmha::tile::half_t" : "tilefmha::tile::bfloat16_t";
+}
+
+std::string_view mask_hook(MaskKind mask) {
+  return mask == MaskKind::none ? "tilefmha::fmha::NoMask" : "tilefmha::fmha::WindowMask";
+}
+
+std::string_view cap_hook(bool softcap) {
+  return softcap ? "tilefmha::fmha::SoftCap" : "tilefmha::fmha::PlainScale";
+}
+
+std::string_view bias_hook(BiasKind bias) {
+  switch (bias) {
+    case BiasKind::elementwise: return "tilefmha::fmha::ElementwiseBias";
+    case BiasKind::alibi: return "tilefmha::fmha::AlibiBias";
+    case BiasKind::none: break;
+  }
+  return "tilefmha::fmha::NoBias";
+}
+
+std::string_view schedule_name(fmha::Sm90Schedule schedule) {
+  switch (schedule) {
+    case fmha::Sm90Schedule::serial: return "tilefmha::fmha::Sm90Schedule::serial";
+    case fmha::Sm90Schedule::overlap: return "tilefmha::fmha::Sm90Schedule::overlap";
+    case fmha::Sm90Schedule::pingpong: break;
+  }
+  return "tilefmha::fmha::Sm90Schedule::pingpong";
+}
+
+const char* boolean(bool value) {
+  return value ? "true" : "false";
+}
+
+}  // namespace
+
+void check_supported_sm90(const KernelConfig& c) {
+  if (c.family != Family::fwd) unsupported("family", c.family, "sm90_ws codegen implements fwd");
+  if (c.pipeline != Pipeline::sm90_ws)
+    unsupported("pipeline", c.pipeline, "this codegen implements sm90_ws");
+  if (c.arch != Arch::sm90) unsupported("arch", c.arch, "sm90_ws needs sm_90a (wgmma, TMA)");
+  if (c.dtype != DType::fp16 && c.dtype != DType::bf16)
+    unsupported("dtype", c.dtype, "sm90_ws computes on fp16 or bf16");
+  if (c.out_dtype != c.dtype)
+    unsupported("out_dtype", c.out_dtype, "sm90_ws writes O in the input dtype");
+  if (!whole_panels(c.hdim_q))
+    unsupported("hdim_q", c.hdim_q, "sm90_ws needs 64, 128, 192 or 256 (whole 128-byte panels)");
+  if (!whole_panels(c.hdim_v))
+    unsupported("hdim_v", c.hdim_v, "sm90_ws needs 64, 128, 192 or 256 (whole 128-byte panels)");
+  if (c.pad_hdim_q) unsupported("pad_hdim_q", c.pad_hdim_q, "sm90_ws has no padded head dims");
+  if (c.pad_hdim_v) unsupported("pad_hdim_v", c.pad_hdim_v, "sm90_ws has no padded head dims");
+  if (c.block_m % fmha::kSm90WarpgroupRows != 0 || c.block_m < fmha::kSm90WarpgroupRows ||
+      fmha::sm90_consumer_groups(c.block_m) > fmha::kSm90MaxConsumerGroups)
+    unsupported("block_m", c.block_m, "sm90_ws needs 64, 128 or 192 (64 rows per warpgroup)");
+  if (c.warps * 32 != fmha::sm90_threads(c.block_m))
+    unsupported("warps", c.warps,
+                "sm90_ws needs 4 * (block_m / 64 + 1): a producer and the consumer warpgroups");
+  if (c.block_n < 16 || c.block_n > 256 || c.block_n % 16 != 0)
+    unsupported("block_n", c.block_n, "sm90_ws needs a multiple of 16 in 16..256");
+  if (c.stages < 1 || c.stages > 4) unsupported("stages", c.stages, "sm90_ws needs 1..4");
+  const fmha::Sm90SmemLayout layout =
+      fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages);
+  if (layout.bytes > kMaxSharedBytes)
+    unsupported("stages", c.stages,
+                "the tile needs " + std::to_string(layout.bytes) +
+                    " bytes of shared memory, more than Hopper's " +
+                    std::to_string(kMaxSharedBytes));
+  const int groups = fmha::sm90_consumer_groups(c.block_m);
+  const int budget = groups == 1 ? 255 : fmha::sm90_consumer_registers(groups);
+  // S (fp32), P (packed 16-bit) and O (fp32) accumulators per consumer thread.
+  const int accumulators = c.block_n / 2 + c.block_n / 4 + c.hdim_v / 2;
+  if (accumulators + kConsumerRegisterOverhead > budget)
+    unsupported("block_n", c.block_n,
+                "S, P and O accumulators need " + std::to_string(accumulators) +
+                    " registers per thread, over the " + std::to_string(budget) +
+                    " a consumer has (would spill)");
+  if (c.dropout) unsupported("dropout", c.dropout, "sm90_ws has no dropout yet");
+  if (c.sink_logit) unsupported("sink_logit", c.sink_logit, "sm90_ws has no sink logit yet");
+  if (c.page_table != PageTableKind::none)
+    unsupported("page_table", c.page_table, "the fwd kernel reads contiguous K/V");
+  if (c.rope != RopeKind::none) unsupported("rope", c.rope, "RoPE belongs to fwd_appendkv");
+  if (c.fp8_scale != Fp8ScaleKind::none)
+    unsupported("fp8_scale", c.fp8_scale, "sm90_ws has no fp8 path yet");
+  if (c.deterministic) unsupported("deterministic", c.deterministic, "backward only");
+  if (c.dbias) unsupported("dbias", c.dbias, "backward only");
+}
+
+fmha::Sm90Schedule default_sm90_schedule(const KernelConfig& c) {
+  return fmha::sm90_consumer_groups(c.block_m) > 1 ? fmha::Sm90Schedule::pingpong
+                                                   : fmha::Sm90Schedule::overlap;
+}
+
+int threads_per_block_sm90(const KernelConfig& c) {
+  return fmha::sm90_threads(c.block_m);
+}
+
+std::string generate_sm90_source(const KernelConfig& c) {
+  return generate_sm90_source(c, default_sm90_schedule(c));
+}
+
+std::string generate_sm90_source(const KernelConfig& c, fmha::Sm90Schedule schedule) {
+  check_supported_sm90(c);
+  std::ostringstream tu;
+  tu << "// Generated by tilefmha codegen from " << c.name() << "\n"
+     << "#include \"fmha/fwd_sm90.h\"\n\n"
+     << "namespace {\n"
+     << "using Traits = tilefmha::fmha::Sm90FwdTraits<\n"
+     << "    " << element_type(c.dtype) << ",\n"
+     << "    /*hdim_q=*/" << c.hdim_q << ", /*hdim_v=*/" << c.hdim_v << ",\n"
+     << "    /*block_m=*/" << c.block_m << ", /*block_n=*/" << c.block_n << ", /*stages=*/"
+     << c.stages << ",\n"
+     << "    /*group_mode=*/" << boolean(c.mode == Mode::group) << ",\n"
+     << "    " << mask_hook(c.mask) << ",\n"
+     << "    tilefmha::fmha::Logits<" << cap_hook(c.softcap) << ", " << bias_hook(c.bias) << ">,\n"
+     << "    /*store_lse=*/" << boolean(c.lse) << ",\n"
+     << "    " << schedule_name(schedule) << ">;\n"
+     << "}  // namespace\n\n"
+     << "extern \"C\" __global__ void __launch_bounds__(" << threads_per_block_sm90(c) << ", 1) "
+     << c.symbol() << "(const __grid_constant__ tilefmha::fmha::Sm90FwdParams params) {\n"
+     << "  tilefmha::fmha::fwd_sm90<Traits>(params);\n"
+     << "}\n";
+  return tu.str();
+}
+
+jit::LaunchShape launch_shape_sm90(const KernelConfig& c, const Problem& problem) {
+  check_supported_sm90(c);
+  constexpr int64_t kMaxGridYZ = 65535;
+  if (problem.nhead_q > kMaxGridYZ)
+    throw Error(ErrorKind::not_supported,
+                "nhead_q = " + std::to_string(problem.nhead_q) + " exceeds the grid's 65535 heads");
+  if (problem.batch > kMaxGridYZ)
+    throw Error(ErrorKind::not_supported,
+                "batch = " + std::to_string(problem.batch) + " exceeds the grid's 65535 sequences");
+  const int64_t query_blocks = (problem.seqlen_q + c.block_m - 1) / c.block_m;
+  jit::LaunchShape shape;
+  // A grid needs one block even when every sequence is empty; such CTAs exit at once.
+  shape.grid[0] = static_cast<unsigned>(query_blocks > 0 ? query_blocks : 1);
+  shape.grid[1] = static_cast<unsigned>(problem.nhead_q);
+  shape.grid[2] = static_cast<unsigned>(problem.batch);
+  shape.block[0] = static_cast<unsigned>(threads_per_block_sm90(c));
+  shape.dynamic_shared_bytes = static_cast<unsigned>(
+      fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).bytes);
+  return shape;
+}
+
+}  // namespace tilefmha::codegen

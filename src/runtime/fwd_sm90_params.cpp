@@ -1,0 +1,120 @@
+#include "runtime/fwd_sm90_params.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "fmha/fwd_sm90_shape.h"
+#include "tilefmha/error.hpp"
+
+namespace tilefmha::runtime {
+namespace {
+
+constexpr int64_t kTmaStrideAlignment = 16;
+constexpr int64_t kTmaMaxStrideBytes = int64_t{1} << 40;
+constexpr int64_t kTmaMaxDim = int64_t{1} << 32;
+
+[[noreturn]] void fail(ErrorKind kind, const std::string& message) {
+  throw Error(kind, message);
+}
+
+jit::TensorMapElement tma_element(DType dtype) {
+  switch (dtype) {
+    case DType::fp16: return jit::TensorMapElement::fp16;
+    case DType::bf16: return jit::TensorMapElement::bf16;
+    default: break;
+  }
+  fail(ErrorKind::not_supported,
+       "dtype = " + std::string(to_string(dtype)) + ": sm90_ws computes on fp16 or bf16");
+}
+
+// A 4D map [dim, seq, head, batch] over a logical [batch, seq, head, dim] view. A dim of extent
+// 1 is never stepped over, so its stride may be anything the view carries (0, unaligned): it
+// is replaced by a harmless aligned one.
+jit::TiledTensorMapSpec view_map(const TensorView& view, const char* field, uint32_t box_rows) {
+  if (view.empty()) fail(ErrorKind::invalid_problem, std::string(field) + " is not set");
+  if (view.rank != 4)
+    fail(ErrorKind::invalid_problem,
+         std::string(field) + ".rank = " + std::to_string(view.rank) + ": expected 4");
+  const int64_t element = dtype_size(view.dtype);
+  if (view.stride[3] != 1)
+    fail(ErrorKind::not_supported, std::string(field) +
+                                       ".stride[3] = " + std::to_string(view.stride[3]) +
+                                       ": TMA needs a contiguous head dim");
+  if (reinterpret_cast<uintptr_t>(view.data) % kTmaStrideAlignment != 0)
+    fail(ErrorKind::not_supported,
+         std::string(field) + ".data is not 16-byte aligned, which TMA needs");
+
+  jit::TiledTensorMapSpec spec;
+  spec.element = tma_element(view.dtype);
+  spec.global_address = reinterpret_cast<uintptr_t>(view.data);
+  spec.swizzle = jit::TensorMapSwizzle::bytes128;
+  spec.dims = {static_cast<uint64_t>(view.shape[3]), static_cast<uint64_t>(view.shape[1]),
+               static_cast<uint64_t>(view.shape[2]), static_cast<uint64_t>(view.shape[0])};
+  spec.box = {static_cast<uint32_t>(fmha::kSm90PanelElements), box_rows, 1, 1};
+  const char* names[] = {"batch", "seq", "head"};
+  const int order[] = {1, 2, 0};  // view dims in map order after the head dim
+  const int64_t fallback = view.shape[3] * element;
+  for (int d : order) {
+    int64_t bytes = view.stride[d] * element;
+    if (view.shape[d] == 1)
+      bytes = (fallback + kTmaStrideAlignment - 1) / kTmaStrideAlignment * kTmaStrideAlignment;
+    if (bytes <= 0 || bytes % kTmaStrideAlignment != 0 || bytes >= kTmaMaxStrideBytes)
+      fail(ErrorKind::not_supported,
+           std::string(field) + ".stride[" + std::to_string(d) + "] (" + names[d] +
+               ") = " + std::to_string(view.stride[d]) +
+               " elements: TMA needs a positive multiple of 16 bytes below 2^40");
+    spec.strides_bytes.push_back(static_cast<uint64_t>(bytes));
+  }
+  for (int d = 0; d < 4; ++d) {
+    if (view.shape[d] < 1 || view.shape[d] >= kTmaMaxDim)
+      fail(ErrorKind::not_supported, std::string(field) + ".shape[" + std::to_string(d) + "] = " +
+                                         std::to_string(view.shape[d]) + ": TMA needs 1..2^32-1");
+  }
+  return spec;
+}
+
+}  // namespace
+
+Sm90TensorMapSpecs sm90_tensor_map_specs(const Problem& p, const KernelConfig& c) {
+  if (p.dtype != c.dtype)
+    fail(ErrorKind::invalid_argument, "dtype = " + std::string(to_string(p.dtype)) +
+                                          " but the kernel is " + std::string(to_string(c.dtype)));
+  if (p.hdim_q != c.hdim_q)
+    fail(ErrorKind::invalid_argument, "hdim_q = " + std::to_string(p.hdim_q) +
+                                          " but the kernel is built for " +
+                                          std::to_string(c.hdim_q));
+  if (p.hdim_v != c.hdim_v)
+    fail(ErrorKind::invalid_argument, "hdim_v = " + std::to_string(p.hdim_v) +
+                                          " but the kernel is built for " +
+                                          std::to_string(c.hdim_v));
+  Sm90TensorMapSpecs specs;
+  specs.q = view_map(p.q, "q", static_cast<uint32_t>(c.block_m));
+  specs.k = view_map(p.k, "k", static_cast<uint32_t>(c.block_n));
+  specs.v = view_map(p.v, "v", static_cast<uint32_t>(c.block_n));
+  specs.o = view_map(p.o, "o", static_cast<uint32_t>(fmha::kSm90WarpgroupRows));
+  return specs;
+}
+
+fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& p, const FwdDeviceIndices& indices,
+                                         const KernelConfig& c) {
+  fmha::Sm90FwdParams params{};
+  params.base = make_fwd_params(p, indices);
+  const bool scale_folds = !c.softcap && c.bias == BiasKind::none;
+  if (scale_folds && p.scale() < 0)
+    fail(ErrorKind::not_supported, "softmax_scale = " + std::to_string(p.scale()) +
+                                       ": sm90_ws folds the scale into exp2 and needs it positive");
+  const Sm90TensorMapSpecs specs = sm90_tensor_map_specs(p, c);
+  auto encode = [](const jit::TiledTensorMapSpec& spec, fmha::Sm90TensorMap& out) {
+    const jit::CuTensorMap map = jit::encode_tiled_tensor_map(spec);
+    static_assert(sizeof(map) == sizeof(out), "CUtensorMap and Sm90TensorMap differ in size");
+    std::memcpy(&out, &map, sizeof(out));
+  };
+  encode(specs.q, params.q_map);
+  encode(specs.k, params.k_map);
+  encode(specs.v, params.v_map);
+  encode(specs.o, params.o_map);
+  return params;
+}
+
+}  // namespace tilefmha::runtime

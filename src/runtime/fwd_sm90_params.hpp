@@ -1,0 +1,31 @@
+// Problem -> Sm90FwdParams of the sm90_ws forward kernel: the portable FwdParams (same checks as
+// make_fwd_params) plus TMA tensor maps of Q, K, V and O encoded from the views' strides, so
+// bshd, bhsd and gapped layouts all work without copies.
+#pragma once
+
+#include "fmha/fwd_sm90_params.h"
+#include "jit/tensor_map.hpp"
+#include "runtime/fwd_params.hpp"
+#include "tilefmha/kernel_config.hpp"
+#include "tilefmha/problem.hpp"
+
+namespace tilefmha::runtime {
+
+// The tensor maps a kernel needs, before encoding: 4D [dim, seq, head, batch] over each view
+// with 128-byte swizzle and boxes of 64 elements by the tile's rows.
+struct Sm90TensorMapSpecs {
+  jit::TiledTensorMapSpec q, k, v, o;
+};
+
+// Needs no driver. Throws Error(not_supported) naming the view and field when TMA cannot
+// address it (a stride not a multiple of 16 bytes or past 2^40, a misaligned base, a non-unit
+// dim stride), and Error(invalid_argument) when the problem's dtype or head dims differ from
+// the config's.
+Sm90TensorMapSpecs sm90_tensor_map_specs(const Problem& problem, const KernelConfig& config);
+
+// make_fwd_params, the sm90 restrictions (softmax_scale > 0 where the scale folds into the
+// exponent), then the encoded maps. Encoding needs the CUDA driver.
+fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& problem, const FwdDeviceIndices& indices,
+                                         const KernelConfig& config);
+
+}  // namespace tilefmha::runtime

@@ -1,0 +1,256 @@
+// Codegen of the sm90_ws forward kernel with no GPU: configs of the sm90 tile table pass the
+// support check and others are refused naming the field; generated sources compile with NVRTC
+// for sm_90a into PTX that uses wgmma, TMA and setmaxnreg, with no spills and no serialized
+// wgmma; launch shapes and TMA map specs follow the tile and the views' strides.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "codegen/fwd_sm90.hpp"
+#include "fmha/fwd_sm90_shape.h"
+#include "jit/build_pipeline.hpp"
+#include "jit/compiler.hpp"
+#include "jit/nvrtc_api.hpp"
+#include "runtime/fwd_sm90_params.hpp"
+#include "support/forward_problems.hpp"
+#include "tilefmha/error.hpp"
+
+namespace tilefmha {
+namespace {
+
+KernelConfig sm90_config(DType dtype, int hdim_q, int hdim_v, int block_m, int block_n,
+                         int stages = 2) {
+  KernelConfig c;
+  c.family = Family::fwd;
+  c.pipeline = Pipeline::sm90_ws;
+  c.arch = Arch::sm90;
+  c.dtype = c.out_dtype = dtype;
+  c.hdim_q = hdim_q;
+  c.hdim_v = hdim_v;
+  c.block_m = block_m;
+  c.block_n = block_n;
+  c.block_k = hdim_q;
+  c.warps = 4 * (block_m / 64 + 1);
+  c.stages = stages;
+  return c;
+}
+
+bool nvrtc_available() {
+  try {
+    jit::nvrtc_api();
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+std::string not_supported_message(const KernelConfig& c) {
+  try {
+    codegen::check_supported_sm90(c);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::not_supported) << e.what();
+    return e.what();
+  }
+  return {};
+}
+
+// The whole-panel rows of data/arch/sm90.json's sm90_ws fp16/bf16 fwd table.
+TEST(FwdSm90Codegen, TileTableShapesAreSupported) {
+  const struct {
+    int hq, hv, m, n;
+  } shapes[] = {{64, 64, 192, 128},   {128, 128, 128, 128}, {128, 128, 128, 176},
+                {192, 128, 128, 112}, {192, 192, 128, 112}, {256, 256, 128, 80}};
+  for (const auto& s : shapes) {
+    for (DType dtype : {DType::fp16, DType::bf16}) {
+      KernelConfig c = sm90_config(dtype, s.hq, s.hv, s.m, s.n);
+      c.mask = MaskKind::causal;
+      c.lse = true;
+      EXPECT_EQ(not_supported_message(c), "") << c.name();
+    }
+  }
+}
+
+TEST(FwdSm90Codegen, UnsupportedFieldsAreNamed) {
+  auto expect_field = [](KernelConfig c, const std::string& field) {
+    const std::string message = not_supported_message(c);
+    EXPECT_EQ(message.rfind(field + " = ", 0), 0u) << "expected " << field << ": " << message;
+  };
+  const KernelConfig good = sm90_config(DType::bf16, 128, 128, 128, 128);
+  KernelConfig c = good;
+  c.pipeline = Pipeline::sm80_mma;
+  expect_field(c, "pipeline");
+  c = good;
+  c.hdim_q = c.hdim_v = 96;
+  expect_field(c, "hdim_q");
+  c = good;
+  c.hdim_v = 160;
+  expect_field(c, "hdim_v");
+  c = good;
+  c.warps = 8;
+  expect_field(c, "warps");
+  c = good;
+  c.block_m = 256;
+  c.warps = 20;
+  expect_field(c, "block_m");
+  c = good;
+  c.block_n = 72;
+  expect_field(c, "block_n");
+  c = good;
+  c.stages = 4;
+  c.block_n = 176;
+  expect_field(c, "stages");  // 4 x 2 x 44 KiB of K/V does not fit
+  c = sm90_config(DType::bf16, 256, 256, 128, 128, 1);
+  expect_field(c, "block_n");  // O (128) + S (64) + P (32) registers would spill
+  c = good;
+  c.dropout = true;
+  expect_field(c, "dropout");
+  c = good;
+  c.dtype = c.out_dtype = DType::fp8_e4m3;
+  expect_field(c, "dtype");
+  c = good;
+  c.pad_hdim_q = true;
+  expect_field(c, "pad_hdim_q");
+  EXPECT_THROW(codegen::generate_sm90_source(c), Error);
+}
+
+TEST(FwdSm90Codegen, SourceSpellsTheConfig) {
+  KernelConfig c = sm90_config(DType::fp16, 64, 64, 192, 128);
+  c.mode = Mode::group;
+  c.mask = MaskKind::window;
+  c.bias = BiasKind::alibi;
+  c.softcap = true;
+  c.lse = true;
+  const std::string source = codegen::generate_sm90_source(c);
+  EXPECT_NE(source.find("#include \"fmha/fwd_sm90.h\""), std::string::npos);
+  EXPECT_NE(source.find("__launch_bounds__(512, 1) " + c.symbol() +
+                        "(const __grid_constant__ tilefmha::fmha::Sm90FwdParams params)"),
+            std::string::npos)
+      << source;
+  for (const char* piece : {"tilefmha::tile::half_t", "/*hdim_q=*/64", "/*block_m=*/192",
+                            "/*block_n=*/128", "/*group_mode=*/true", "WindowMask",
+                            "Logits<tilefmha::fmha::SoftCap, tilefmha::fmha::AlibiBias>",
+                            "/*store_lse=*/true", "Sm90Schedule::pingpong"})
+    EXPECT_NE(source.find(piece), std::string::npos) << piece;
+  EXPECT_NE(
+      codegen::generate_sm90_source(c, fmha::Sm90Schedule::serial).find("Sm90Schedule::serial"),
+      std::string::npos);
+}
+
+TEST(FwdSm90Codegen, LaunchShapeFollowsTheTile) {
+  testing::TensorPool pool(3);
+  const Problem p =
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {3, 6, 2, 1000, 700, 128, 128})
+          .build();
+  const KernelConfig c = sm90_config(DType::bf16, 128, 128, 128, 176);
+  const jit::LaunchShape shape = codegen::launch_shape_sm90(c, p);
+  EXPECT_EQ(shape.grid[0], 8u);  // ceil(1000 / 128)
+  EXPECT_EQ(shape.grid[1], 6u);
+  EXPECT_EQ(shape.grid[2], 3u);
+  EXPECT_EQ(shape.block[0], 384u);
+  // Q (128 x 128) + 2 stages of K and V (176 x 128 each), 16-bit, 9 barriers, atom slack.
+  EXPECT_EQ(shape.dynamic_shared_bytes, 2u * (128 * 128 + 4 * 176 * 128) + 9 * 8 + 1024);
+  EXPECT_LE(shape.dynamic_shared_bytes, 232448u);
+}
+
+TEST(FwdSm90Codegen, TensorMapsFollowTheViewStrides) {
+  testing::TensorPool pool(5);
+  const KernelConfig c = sm90_config(DType::fp16, 64, 64, 192, 128);
+  for (testing::QkvLayout layout : {testing::QkvLayout::bshd, testing::QkvLayout::bhsd}) {
+    const Problem p =
+        testing::batch_problem(pool, Family::fwd, DType::fp16, {2, 8, 2, 300, 500, 64, 64}, layout)
+            .build();
+    const runtime::Sm90TensorMapSpecs specs = runtime::sm90_tensor_map_specs(p, c);
+    const bool bshd = layout == testing::QkvLayout::bshd;
+    EXPECT_EQ(specs.q.dims, (std::vector<uint64_t>{64, 300, 8, 2}));
+    EXPECT_EQ(specs.k.dims, (std::vector<uint64_t>{64, 500, 2, 2}));
+    // [dim, seq, head, batch] strides of dims 1.. in bytes.
+    const std::vector<uint64_t> q_strides =
+        bshd ? std::vector<uint64_t>{8 * 64 * 2, 64 * 2, 300 * 8 * 64 * 2}
+             : std::vector<uint64_t>{64 * 2, 300 * 64 * 2, 8 * 300 * 64 * 2};
+    EXPECT_EQ(specs.q.strides_bytes, q_strides);
+    EXPECT_EQ(specs.o.strides_bytes, q_strides);
+    EXPECT_EQ(specs.q.box, (std::vector<uint32_t>{64, 192, 1, 1}));
+    EXPECT_EQ(specs.k.box, (std::vector<uint32_t>{64, 128, 1, 1}));
+    EXPECT_EQ(specs.v.box, (std::vector<uint32_t>{64, 128, 1, 1}));
+    EXPECT_EQ(specs.o.box, (std::vector<uint32_t>{64, 64, 1, 1}));
+    EXPECT_EQ(specs.q.element, jit::TensorMapElement::fp16);
+    EXPECT_EQ(specs.v.swizzle, jit::TensorMapSwizzle::bytes128);
+  }
+  // A seq stride of 68 elements (136 bytes) is no multiple of 16 bytes: named, not supported.
+  Problem p =
+      testing::batch_problem(pool, Family::fwd, DType::fp16, {1, 1, 1, 64, 64, 64, 64}).build();
+  TensorView k = pool.strided(DType::fp16, 68 * 64, {1, 64, 1, 64}, {68 * 64, 68, 64, 1}, -1, 1);
+  p.k = k;
+  try {
+    runtime::sm90_tensor_map_specs(p, c);
+    FAIL() << "accepted an unaligned stride";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::not_supported);
+    EXPECT_NE(std::string(e.what()).find("k.stride[1] (seq)"), std::string::npos) << e.what();
+  }
+  // The kernel's head dim must be the problem's.
+  const KernelConfig wide = sm90_config(DType::fp16, 128, 128, 128, 128);
+  EXPECT_THROW(runtime::sm90_tensor_map_specs(p, wide), Error);
+}
+
+// Registers and spills from the ptxas report of each entry function in the log.
+struct PtxasReport {
+  int registers = -1;
+  int spill_bytes = 0;
+};
+PtxasReport ptxas_report(const std::string& log) {
+  PtxasReport report;
+  std::smatch match;
+  if (std::regex_search(log, match, std::regex("Used ([0-9]+) registers")))
+    report.registers = std::stoi(match[1]);
+  const std::regex spill("([0-9]+) bytes spill (stores|loads)");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), spill); it != std::sregex_iterator();
+       ++it)
+    report.spill_bytes += std::stoi((*it)[1]);
+  return report;
+}
+
+// Compile-only (no GPU) for sm_90a: the instructions that make it a Hopper kernel are there.
+TEST(FwdSm90Codegen, CompilesForSm90aWithWgmmaTmaAndSetmaxnreg) {
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
+  std::vector<KernelConfig> configs;
+  KernelConfig causal = sm90_config(DType::bf16, 128, 128, 128, 128);
+  causal.mask = MaskKind::causal;
+  causal.lse = true;
+  configs.push_back(causal);
+  KernelConfig wide = sm90_config(DType::fp16, 64, 64, 192, 128);
+  wide.mode = Mode::group;
+  configs.push_back(wide);
+  std::vector<jit::BuildJob> jobs;
+  for (const KernelConfig& c : configs)
+    jobs.push_back({c.symbol(), codegen::generate_sm90_source(c)});
+  jit::BuildOptions options;
+  options.compile.arch = "sm_90a";
+  options.compile.keep_ptx = true;
+  options.compile.extra_arguments = {"--ptxas-options=-v"};
+  options.workers = 2;
+  options.show_progress = false;
+  for (size_t n = 0; n < jobs.size(); ++n) {
+    SCOPED_TRACE(configs[n].name());
+    const jit::CompiledKernel compiled =
+        jit::compile_kernel(jobs[n].name, jobs[n].source, options.compile);
+    EXPECT_FALSE(compiled.cubin.empty());
+    for (const char* instruction :
+         {"wgmma.mma_async.sync.aligned.m64n128k16", "cp.async.bulk.tensor.4d",
+          "mbarrier.try_wait.parity", "setmaxnreg.inc", "setmaxnreg.dec", "bar.arrive"})
+      EXPECT_NE(compiled.ptx.find(instruction), std::string::npos) << instruction;
+    EXPECT_EQ(compiled.log.find("serialized"), std::string::npos) << compiled.log;
+    EXPECT_EQ(compiled.log.find("C7508"), std::string::npos) << compiled.log;  // setmaxnreg ignored
+    const PtxasReport report = ptxas_report(compiled.log);
+    EXPECT_GT(report.registers, 0) << compiled.log;
+    EXPECT_EQ(report.spill_bytes, 0) << compiled.log;
+    std::printf("%s: %d registers at launch, %d spill bytes\n", configs[n].name().c_str(),
+                report.registers, report.spill_bytes);
+  }
+}
+
+}  // namespace
+}  // namespace tilefmha

@@ -1,0 +1,526 @@
+// The sm90_ws forward kernel on a Hopper GPU: JIT-compiled from generated sources, run on
+// device copies of fresh random problems whose outputs are poisoned (all-ones bytes: NaN)
+// beforehand, and compared with the CPU reference; plus a throughput report (never a timed
+// assertion). Skipped without a driver, a GPU, NVRTC, or on a GPU other than sm_90.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codegen/fwd_sm90.hpp"
+#include "core/numeric.hpp"
+#include "jit/build_pipeline.hpp"
+#include "jit/module.hpp"
+#include "jit/nvrtc_api.hpp"
+#include "runtime/fwd_sm90_params.hpp"
+#include "support/forward_problems.hpp"
+#include "tilefmha/error.hpp"
+#include "tilefmha/reference.hpp"
+
+namespace tilefmha {
+namespace {
+
+using testing::Dims;
+using testing::QkvLayout;
+using testing::TensorPool;
+
+constexpr unsigned char kPoisonByte = 0xFF;  // NaN in fp16, bf16 and fp32
+
+std::string gpu_skip_reason() {
+  std::string reason = jit::gpu_unavailable_reason();
+  if (!reason.empty()) return reason;
+  try {
+    jit::nvrtc_api();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+// Device copies of a host problem's tensors and index vectors; outputs poisoned.
+class DeviceProblem {
+ public:
+  explicit DeviceProblem(const Problem& host) : problem_(host) {
+    problem_.q = upload(host.q);
+    problem_.k = upload(host.k);
+    problem_.v = upload(host.v);
+    problem_.o = poisoned(host.o);
+    if (host.return_lse) problem_.lse = poisoned(host.lse);
+    problem_.bias = upload(host.bias);
+    problem_.alibi_slopes = upload(host.alibi_slopes);
+    indices_.seqstart_q = upload_indices(host.seqstart_q);
+    indices_.seqstart_k = upload_indices(host.seqstart_k);
+    indices_.seqlen_k_per_batch = upload_indices(host.seqlen_k_per_batch);
+  }
+
+  const Problem& problem() const { return problem_; }
+  const runtime::FwdDeviceIndices& indices() const { return indices_; }
+
+  struct Download {
+    std::vector<std::byte> bytes;
+    TensorView view;
+  };
+  Download download(const TensorView& device) const {
+    const jit::DeviceBuffer& buffer = *buffers_.at(device.data);
+    Download out{std::vector<std::byte>(buffer.bytes()), device};
+    buffer.copy_to_host(out.bytes);
+    out.view.data = out.bytes.data();
+    out.view.space = MemorySpace::host;
+    return out;
+  }
+
+ private:
+  jit::DeviceBuffer& allocate(const TensorView& host, TensorView& device) {
+    auto buffer = std::make_unique<jit::DeviceBuffer>(host.extent() * dtype_size(host.dtype));
+    device = host;
+    device.data = reinterpret_cast<void*>(buffer->address());
+    device.space = MemorySpace::device;
+    jit::DeviceBuffer& ref = *buffer;
+    buffers_[device.data] = std::move(buffer);
+    return ref;
+  }
+  TensorView upload(const TensorView& host) {
+    if (host.empty()) return host;
+    TensorView device;
+    allocate(host, device)
+        .copy_from_host({static_cast<const std::byte*>(host.data),
+                         static_cast<size_t>(host.extent() * dtype_size(host.dtype))});
+    return device;
+  }
+  TensorView poisoned(const TensorView& host) {
+    TensorView device;
+    allocate(host, device).fill_bytes(kPoisonByte);
+    return device;
+  }
+  const int64_t* upload_indices(const std::vector<int64_t>& values) {
+    if (values.empty()) return nullptr;
+    auto buffer = std::make_unique<jit::DeviceBuffer>(values.size() * sizeof(int64_t));
+    buffer->copy_from_host(std::as_bytes(std::span(values)));
+    const auto* address = reinterpret_cast<const int64_t*>(buffer->address());
+    buffers_[reinterpret_cast<const void*>(address)] = std::move(buffer);
+    return address;
+  }
+
+  Problem problem_;
+  runtime::FwdDeviceIndices indices_;
+  std::map<const void*, std::unique_ptr<jit::DeviceBuffer>> buffers_;
+};
+
+void for_each_element(const TensorView& view, const std::function<void(int64_t)>& visit) {
+  const int64_t count = view.numel();
+  for (int64_t n = 0; n < count; ++n) {
+    int64_t rest = n, offset = 0;
+    for (int d = view.rank - 1; d >= 0; --d) {
+      offset += (rest % view.shape[d]) * view.stride[d];
+      rest /= view.shape[d];
+    }
+    visit(offset);
+  }
+}
+
+struct Errors {
+  double max_abs = 0;
+  int64_t bad = 0;  // outside the tolerance, NaN included
+  int64_t compared = 0;
+};
+
+Errors compare(const TensorView& expected, const TensorView& actual, double atol, double rtol) {
+  Errors errors;
+  for_each_element(expected, [&](int64_t offset) {
+    const double want = numeric::load(expected.data, expected.dtype, offset);
+    const double got = numeric::load(actual.data, actual.dtype, offset);
+    ++errors.compared;
+    if (std::isinf(want) || std::isinf(got)) {
+      if (want != got) ++errors.bad;
+      return;
+    }
+    const double error = std::fabs(got - want);
+    if (!(error <= atol + rtol * std::fabs(want))) ++errors.bad;
+    if (!(error <= errors.max_abs)) errors.max_abs = std::isnan(error) ? INFINITY : error;
+  });
+  return errors;
+}
+
+// Bytes of the buffer outside the view's logical elements that lost their poison.
+int64_t clobbered_padding(const DeviceProblem::Download& download) {
+  const int64_t element = dtype_size(download.view.dtype);
+  std::vector<bool> logical(download.bytes.size() / element, false);
+  for_each_element(download.view, [&](int64_t offset) { logical[offset] = true; });
+  int64_t clobbered = 0;
+  for (size_t e = 0; e < logical.size(); ++e) {
+    if (logical[e]) continue;
+    for (int64_t b = 0; b < element; ++b)
+      clobbered += download.bytes[e * element + b] != std::byte{kPoisonByte};
+  }
+  return clobbered;
+}
+
+// bshd memory with gaps after every head, row and batch (strides stay multiples of 16 bytes).
+TensorView gapped(TensorPool& pool, DType dtype, int64_t batch, int64_t seq, int64_t heads,
+                  int64_t dim) {
+  const int64_t head_stride = dim + 8;
+  const int64_t seq_stride = heads * head_stride + 16;
+  const int64_t batch_stride = seq * seq_stride + 24;
+  return pool.strided(dtype, batch * batch_stride, {batch, seq, heads, dim},
+                      {batch_stride, seq_stride, head_stride, 1}, -1, 1);
+}
+
+KernelConfig sm90_config(DType dtype, int hdim_q, int hdim_v, int block_m, int block_n,
+                         int stages = 2) {
+  KernelConfig c;
+  c.family = Family::fwd;
+  c.pipeline = Pipeline::sm90_ws;
+  c.arch = Arch::sm90;
+  c.dtype = c.out_dtype = dtype;
+  c.hdim_q = hdim_q;
+  c.hdim_v = hdim_v;
+  c.block_m = block_m;
+  c.block_n = block_n;
+  c.block_k = hdim_q;
+  c.warps = 4 * (block_m / 64 + 1);
+  c.stages = stages;
+  c.pad_seqlen_q = c.pad_seqlen_k = true;
+  return c;
+}
+
+struct Case {
+  std::string name;
+  KernelConfig config;
+  fmha::Sm90Schedule schedule;
+  std::function<Problem(TensorPool&)> make;
+  bool check_padding = false;  // O lives in gapped memory whose gaps must stay untouched
+};
+
+ProblemBuilder batch(TensorPool& pool, DType dtype, Dims d, QkvLayout layout = QkvLayout::bshd) {
+  return testing::batch_problem(pool, Family::fwd, dtype, d, layout);
+}
+
+std::vector<Case> cases() {
+  using S = fmha::Sm90Schedule;
+  std::vector<Case> all;
+  // One tile, every schedule: the smallest problem that exercises the whole pipeline.
+  for (S schedule : {S::serial, S::overlap, S::pingpong}) {
+    KernelConfig c = sm90_config(DType::bf16, 128, 128, 128, 128);
+    c.lse = true;
+    all.push_back({"bf16_d128_one_tile_schedule" + std::to_string(int(schedule)), c, schedule,
+                   [](TensorPool& pool) {
+                     return batch(pool, DType::bf16, {1, 1, 1, 128, 128, 128, 128}).build();
+                   }});
+  }
+  for (S schedule : {S::serial, S::pingpong}) {
+    KernelConfig c = sm90_config(DType::bf16, 128, 128, 128, 128);
+    c.lse = true;
+    all.push_back({"bf16_d128_plain_schedule" + std::to_string(int(schedule)), c, schedule,
+                   [](TensorPool& pool) {
+                     return batch(pool, DType::bf16, {2, 4, 4, 512, 768, 128, 128}).build();
+                   }});
+  }
+  {
+    KernelConfig c = sm90_config(DType::bf16, 128, 128, 128, 128);
+    c.mask = MaskKind::causal;
+    c.lse = true;
+    all.push_back({"bf16_d128_causal_ragged_gqa_bhsd", c, S::pingpong, [](TensorPool& pool) {
+                     return batch(pool, DType::bf16, {2, 8, 2, 1000, 1000, 128, 128},
+                                  QkvLayout::bhsd)
+                         .causal()
+                         .build();
+                   }});
+  }
+  {
+    KernelConfig c = sm90_config(DType::fp16, 128, 128, 128, 176);
+    c.lse = true;
+    all.push_back({"fp16_d128_n176_ragged_gapped_o", c, S::pingpong,
+                   [](TensorPool& pool) {
+                     const DType t = DType::fp16;
+                     return ProblemBuilder(Family::fwd)
+                         .dtype(t)
+                         .shape(2, 3, 3, 333, 1000, 128, 128)
+                         .q(gapped(pool, t, 2, 333, 3, 128))
+                         .k(pool.qkv(t, QkvLayout::bshd, 2, 1000, 3, 128))
+                         .v(pool.qkv(t, QkvLayout::bshd, 2, 1000, 3, 128))
+                         .o(gapped(pool, t, 2, 333, 3, 128))
+                         .lse(pool.filled(DType::fp32, {2, 3, 333}, NAN))
+                         .scale(0.2)
+                         .build();
+                   },
+                   true});
+  }
+  {
+    KernelConfig c = sm90_config(DType::fp16, 64, 64, 192, 128);
+    c.mask = MaskKind::causal;
+    c.lse = true;
+    // Bottom-right with more queries than keys: the first 200 rows see no key (O 0, LSE -inf).
+    all.push_back(
+        {"fp16_d64_m192_causal_bottom_right_empty_rows", c, S::pingpong, [](TensorPool& pool) {
+           return batch(pool, DType::fp16, {2, 4, 4, 700, 500, 64, 64})
+               .causal(MaskAlign::bottom_right)
+               .build();
+         }});
+  }
+  {
+    KernelConfig c = sm90_config(DType::bf16, 256, 256, 128, 80);
+    c.mask = MaskKind::causal;
+    c.lse = true;
+    all.push_back({"bf16_d256_n80_causal_bottom_right", c, S::pingpong, [](TensorPool& pool) {
+                     return batch(pool, DType::bf16, {2, 2, 1, 200, 333, 256, 256})
+                         .causal(MaskAlign::bottom_right)
+                         .build();
+                   }});
+  }
+  {
+    KernelConfig c = sm90_config(DType::bf16, 256, 256, 128, 80);
+    c.lse = true;
+    all.push_back({"bf16_d256_n80_plain_overlap", c, S::overlap, [](TensorPool& pool) {
+                     return batch(pool, DType::bf16, {1, 2, 2, 256, 400, 256, 256}).build();
+                   }});
+  }
+  {
+    KernelConfig c = sm90_config(DType::fp16, 192, 128, 128, 112);
+    c.mask = MaskKind::window;
+    c.softcap = true;
+    c.bias = BiasKind::alibi;
+    c.lse = true;
+    all.push_back(
+        {"fp16_d192x128_window_sinks_softcap_alibi", c, S::pingpong, [](TensorPool& pool) {
+           return batch(pool, DType::fp16, {2, 4, 2, 300, 300, 192, 128})
+               .window(100, 20)
+               .sink_tokens(7)
+               .softcap(4.0)
+               .alibi(pool.uniform(DType::fp32, {4}, 0.01, 0.2))
+               .build();
+         }});
+  }
+  {
+    KernelConfig c = sm90_config(DType::bf16, 128, 128, 128, 128);
+    c.bias = BiasKind::elementwise;
+    all.push_back({"bf16_d128_fp32_bias_no_lse", c, S::pingpong, [](TensorPool& pool) {
+                     Problem p = batch(pool, DType::bf16, {1, 2, 2, 200, 260, 128, 128})
+                                     .bias(pool.uniform(DType::fp32, {1, 2, 200, 260}, -2, 2))
+                                     .build();
+                     p.return_lse = false;
+                     p.lse = {};
+                     return p;
+                   }});
+  }
+  {
+    KernelConfig c = sm90_config(DType::bf16, 64, 64, 192, 128);
+    c.mode = Mode::group;
+    c.mask = MaskKind::causal;
+    c.lse = true;
+    all.push_back({"bf16_d64_group_causal_bottom_right", c, S::pingpong, [](TensorPool& pool) {
+                     // Query lengths 150, 0, 401, 1 over key lengths 100, 36, 600, 1: the first
+                     // 50 rows of sequence 0 see no key.
+                     return testing::group_problem(pool, Family::fwd, DType::bf16,
+                                                   {0, 150, 150, 551, 552}, {0, 100, 136, 736, 737},
+                                                   4, 2, 64, 64)
+                         .causal(MaskAlign::bottom_right)
+                         .build();
+                   }});
+  }
+  {
+    KernelConfig c = sm90_config(DType::fp16, 128, 128, 128, 128, 3);
+    c.mask = MaskKind::causal;
+    c.lse = true;
+    all.push_back({"fp16_d128_causal_key_lengths_3_stages", c, S::pingpong, [](TensorPool& pool) {
+                     return batch(pool, DType::fp16, {3, 2, 2, 300, 640, 128, 128})
+                         .key_lengths({640, 129, 0})
+                         .causal(MaskAlign::bottom_right)
+                         .build();
+                   }});
+  }
+  return all;
+}
+
+// Host-side half of every case, run with or without a GPU: the problems are valid, their views
+// (marked as device memory) give TMA map specs, and the launch shapes fit the hardware.
+TEST(FwdSm90GpuCases, ProblemsMapsAndLaunchShapesAreValid) {
+  int n = 0;
+  for (const Case& test : cases()) {
+    SCOPED_TRACE(test.name);
+    TensorPool pool(1000 + n++);
+    Problem p = test.make(pool);
+    EXPECT_NO_THROW(codegen::check_supported_sm90(test.config));
+    EXPECT_NO_THROW(runtime::sm90_tensor_map_specs(p, test.config));
+    const jit::LaunchShape shape = codegen::launch_shape_sm90(test.config, p);
+    EXPECT_EQ(shape.grid[1], static_cast<unsigned>(p.nhead_q));
+    EXPECT_LE(shape.dynamic_shared_bytes, 232448u);
+    EXPECT_EQ(p.return_lse, test.config.lse);
+  }
+}
+
+class FwdSm90Gpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string reason = gpu_skip_reason();
+    if (!reason.empty()) GTEST_SKIP() << reason;
+    context_ = std::make_unique<jit::GpuContext>(0);
+    if (context_->compute_capability() != 90)
+      GTEST_SKIP() << "sm90_ws needs an sm_90 GPU, found sm_" << context_->compute_capability();
+  }
+
+  // Compiles every (config, schedule) once, in parallel.
+  std::vector<jit::BuildResult> build(
+      const std::vector<std::pair<KernelConfig, fmha::Sm90Schedule>>& kernels) {
+    std::vector<jit::BuildJob> jobs;
+    for (const auto& [c, schedule] : kernels)
+      jobs.push_back({c.symbol(), codegen::generate_sm90_source(c, schedule)});
+    jit::BuildOptions options;
+    options.compile.arch = "sm_90a";
+    options.compile.extra_arguments = {"--ptxas-options=-v"};
+    options.show_progress = false;
+    jit::BuildReport report = jit::build_kernels(jobs, options, nullptr);
+    EXPECT_TRUE(report.failure_report().empty()) << report.failure_report();
+    return std::move(report.results);
+  }
+
+  void launch(const jit::LoadedModule& module, const KernelConfig& config,
+              const fmha::Sm90FwdParams& params, const Problem& problem) {
+    const jit::LaunchShape shape = codegen::launch_shape_sm90(config, problem);
+    fmha::Sm90FwdParams argument = params;
+    void* arguments[] = {&argument};
+    jit::launch_kernel(module.function(config.symbol()), shape, arguments);
+  }
+
+  std::unique_ptr<jit::GpuContext> context_;
+};
+
+TEST_F(FwdSm90Gpu, MatchesReference) {
+  const std::vector<Case> all = cases();
+  std::vector<std::pair<KernelConfig, fmha::Sm90Schedule>> kernels;
+  for (const Case& c : all) kernels.emplace_back(c.config, c.schedule);
+  const std::vector<jit::BuildResult> built = build(kernels);
+  ASSERT_EQ(built.size(), all.size());
+  std::printf("device: %s (sm_%d)\n", context_->device_name().c_str(),
+              context_->compute_capability());
+
+  for (size_t n = 0; n < all.size(); ++n) {
+    const Case& test = all[n];
+    SCOPED_TRACE(test.name);
+    ASSERT_TRUE(built[n].ok) << built[n].error;
+    TensorPool pool(std::random_device{}());
+    const Problem host = test.make(pool);
+    const DeviceProblem device(host);
+    const fmha::Sm90FwdParams params =
+        runtime::make_fwd_sm90_params(device.problem(), device.indices(), test.config);
+
+    jit::LoadedModule module(built[n].cubin);
+    launch(module, test.config, params, device.problem());
+    context_->synchronize();
+    reference::forward(host);
+
+    const bool fp16 = host.dtype == DType::fp16;
+    const auto o = device.download(device.problem().o);
+    const Errors o_errors = compare(host.o, o.view, fp16 ? 2e-3 : 1e-2, fp16 ? 1e-2 : 2e-2);
+    EXPECT_EQ(o_errors.bad, 0) << "of " << o_errors.compared << " O elements";
+    std::printf("%-50s O max abs error %.3g", test.name.c_str(), o_errors.max_abs);
+    if (test.check_padding) {
+      EXPECT_EQ(clobbered_padding(o), 0) << "bytes written outside O";
+    }
+    if (host.return_lse) {
+      const auto lse = device.download(device.problem().lse);
+      const Errors lse_errors = compare(host.lse, lse.view, 1e-3, 1e-4);
+      EXPECT_EQ(lse_errors.bad, 0) << "of " << lse_errors.compared << " LSE elements";
+      std::printf(", LSE %.3g", lse_errors.max_abs);
+    }
+    std::printf("  [%s]\n", built[n].note.empty() ? "" : "ptxas notes below");
+    if (!built[n].note.empty()) std::printf("%s\n", built[n].note.c_str());
+  }
+}
+
+// Random 16-bit values in [-1, 1) straight as bit patterns: the benchmark tensors hold ~100M
+// elements, too many for the exact per-element rounding of TensorPool.
+std::vector<uint16_t> random_bf16(int64_t count, uint64_t seed) {
+  std::vector<uint16_t> values(static_cast<size_t>(count));
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (uint16_t& value : values) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    const float x = static_cast<float>(state >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f;
+    value = numeric::float_to_bf16(x);
+  }
+  return values;
+}
+
+// FA3-protocol throughput: 16k tokens (batch = 16384 / seqlen), 2048 hidden (heads = 2048 /
+// hdim), bf16, DESIGN §9 FLOP count. Prints TFLOP/s; asserts only that O is finite.
+TEST_F(FwdSm90Gpu, Throughput) {
+  if (std::getenv("TILEFMHA_SM90_SKIP_BENCH") != nullptr) GTEST_SKIP() << "benchmark skipped";
+  struct Tile {
+    int hdim, block_m, block_n;
+    MaskKind mask;
+  };
+  const Tile tiles[] = {{128, 128, 128, MaskKind::none},   {128, 128, 176, MaskKind::none},
+                        {128, 128, 128, MaskKind::causal}, {64, 192, 128, MaskKind::none},
+                        {64, 192, 128, MaskKind::causal},  {256, 128, 80, MaskKind::none},
+                        {256, 128, 80, MaskKind::causal}};
+  std::vector<std::pair<KernelConfig, fmha::Sm90Schedule>> kernels;
+  for (const Tile& t : tiles) {
+    KernelConfig c = sm90_config(DType::bf16, t.hdim, t.hdim, t.block_m, t.block_n);
+    c.mask = t.mask;
+    kernels.emplace_back(c, codegen::default_sm90_schedule(c));
+  }
+  const std::vector<jit::BuildResult> built = build(kernels);
+  std::vector<jit::LoadedModule> modules;
+  for (const jit::BuildResult& result : built) {
+    ASSERT_TRUE(result.ok) << result.error;
+    modules.emplace_back(result.cubin);
+  }
+  std::printf("device: %s\n", context_->device_name().c_str());
+  for (int64_t d : {128, 64, 256}) {
+    for (int64_t s : {512, 1024, 2048, 4096, 8192, 16384}) {
+      if (d != 128 && s != 1024 && s != 8192) continue;
+      const int64_t b = 16384 / s, h = 2048 / d;
+      const int64_t count = b * s * h * d;
+      std::vector<uint16_t> q = random_bf16(count, 1), k = random_bf16(count, 2),
+                            v = random_bf16(count, 3), o(static_cast<size_t>(count));
+      ProblemBuilder builder(Family::fwd);
+      builder.dtype(DType::bf16)
+          .shape(b, h, h, s, s, d, d)
+          .q(bshd(q.data(), DType::bf16, b, s, h, d))
+          .k(bshd(k.data(), DType::bf16, b, s, h, d))
+          .v(bshd(v.data(), DType::bf16, b, s, h, d))
+          .o(bshd(o.data(), DType::bf16, b, s, h, d));
+      const Problem plain = builder.build();
+      const Problem causal_problem = builder.causal().build();
+      const DeviceProblem device_plain(plain), device_causal(causal_problem);
+      for (size_t n = 0; n < kernels.size(); ++n) {
+        const KernelConfig& c = kernels[n].first;
+        if (c.hdim_q != d || (c.block_n == 176 && s < 2048)) continue;
+        const bool causal = c.mask == MaskKind::causal;
+        const DeviceProblem& device = causal ? device_causal : device_plain;
+        const fmha::Sm90FwdParams params =
+            runtime::make_fwd_sm90_params(device.problem(), device.indices(), c);
+        for (int warm = 0; warm < 3; ++warm) launch(modules[n], c, params, device.problem());
+        context_->synchronize();
+        const int repeats = s >= 4096 ? 20 : 50;
+        const auto start = std::chrono::steady_clock::now();
+        for (int r = 0; r < repeats; ++r) launch(modules[n], c, params, device.problem());
+        context_->synchronize();
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+            repeats;
+        const double pairs = causal ? s * (s + 1) / 2.0 : double(s) * s;
+        const double flops = 4.0 * b * h * pairs * d;
+        std::printf("d%-3lld m%-3d n%-3d %-6s b%-2lld h%-2lld s%-5lld %8.3f ms %6.1f TFLOP/s\n",
+                    static_cast<long long>(d), c.block_m, c.block_n, causal ? "causal" : "none",
+                    static_cast<long long>(b), static_cast<long long>(h), static_cast<long long>(s),
+                    seconds * 1e3, flops / seconds / 1e12);
+        const auto out = device.download(device.problem().o);
+        const auto* bits = reinterpret_cast<const uint16_t*>(out.bytes.data());
+        int64_t non_finite = 0;
+        for (int64_t e = 0; e < count; ++e) non_finite += (bits[e] & 0x7F80u) == 0x7F80u;
+        EXPECT_EQ(non_finite, 0) << c.name() << " s=" << s;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tilefmha
