@@ -10,5 +10,7 @@ inline constexpr int kExitUsage = 2;
 
 void add_run_command(CLI::App& app);
 void add_list_command(CLI::App& app);
+void add_build_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace tilefmha::cli

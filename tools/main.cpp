@@ -9,6 +9,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   tilefmha::cli::add_run_command(app);
   tilefmha::cli::add_list_command(app);
+  tilefmha::cli::add_build_command(app);
+  tilefmha::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

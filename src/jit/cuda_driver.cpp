@@ -59,7 +59,18 @@ CudaDriverLoad load_cuda_driver(const std::string& library_name) {
       bind(library, "cuMemFree_v2", api.mem_free, failure) &&
       bind(library, "cuMemcpyHtoD_v2", api.memcpy_htod, failure) &&
       bind(library, "cuMemcpyDtoH_v2", api.memcpy_dtoh, failure) &&
-      bind(library, "cuMemsetD8_v2", api.memset_d8, failure);
+      bind(library, "cuMemsetD8_v2", api.memset_d8, failure) &&
+      bind(library, "cuMemsetD8Async", api.memset_d8_async, failure) &&
+      bind(library, "cuStreamCreate", api.stream_create, failure) &&
+      bind(library, "cuStreamSynchronize", api.stream_synchronize, failure) &&
+      bind(library, "cuStreamDestroy_v2", api.stream_destroy, failure) &&
+      bind(library, "cuEventCreate", api.event_create, failure) &&
+      bind(library, "cuEventRecord", api.event_record, failure) &&
+      bind(library, "cuEventSynchronize", api.event_synchronize, failure) &&
+      // The unversioned ABI (float milliseconds between two events) exists in every driver;
+      // CUDA 12.8+ headers map the name to _v2, which newer drivers export as well.
+      bind(library, "cuEventElapsedTime", api.event_elapsed_time, failure) &&
+      bind(library, "cuEventDestroy_v2", api.event_destroy, failure);
   if (!bound) {
     failure = "CUDA driver " + library.path + " unusable: " + failure;
     return load;

@@ -18,12 +18,17 @@ using CUcontext = struct CUctx_st*;
 using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
 
 // cuDeviceGetAttribute / cuFuncSetAttribute codes used here (values from cuda.h).
 constexpr int cu_device_attribute_compute_capability_major = 75;
 constexpr int cu_device_attribute_compute_capability_minor = 76;
 constexpr int cu_device_attribute_multiprocessor_count = 16;
 constexpr int cu_func_attribute_max_dynamic_shared_size_bytes = 8;
+constexpr int cu_device_attribute_clock_rate_khz = 13;         // peak SM clock
+constexpr int cu_device_attribute_memory_clock_rate_khz = 36;  // peak memory clock
+constexpr unsigned cu_stream_non_blocking = 1;  // no implicit sync with the legacy stream
+constexpr unsigned cu_event_default = 0;        // timing enabled
 
 // The 128-byte CUtensorMap (64-byte aligned), filled by cuTensorMapEncodeTiled.
 struct alignas(64) CuTensorMap {
@@ -56,6 +61,16 @@ struct CudaDriverApi {
   CUresult (*memcpy_htod)(CUdeviceptr destination, const void* source, size_t bytes);
   CUresult (*memcpy_dtoh)(void* destination, CUdeviceptr source, size_t bytes);
   CUresult (*memset_d8)(CUdeviceptr destination, unsigned char value, size_t bytes);
+  CUresult (*memset_d8_async)(CUdeviceptr destination, unsigned char value, size_t bytes,
+                              CUstream stream);
+  CUresult (*stream_create)(CUstream* stream, unsigned flags);
+  CUresult (*stream_synchronize)(CUstream stream);
+  CUresult (*stream_destroy)(CUstream stream);
+  CUresult (*event_create)(CUevent* event, unsigned flags);
+  CUresult (*event_record)(CUevent event, CUstream stream);
+  CUresult (*event_synchronize)(CUevent event);
+  CUresult (*event_elapsed_time)(float* milliseconds, CUevent start, CUevent end);
+  CUresult (*event_destroy)(CUevent event);
   // Null on drivers older than CUDA 12 (no TMA).
   CUresult (*tensor_map_encode_tiled)(CuTensorMap* map, int data_type, unsigned rank,
                                       void* global_address, const uint64_t* global_dims,

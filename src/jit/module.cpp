@@ -64,6 +64,21 @@ std::string GpuContext::device_name() const {
   return name;
 }
 
+int GpuContext::clock_rate_khz() const {
+  int khz = 0;
+  check_cuda(cuda_driver().device_get_attribute(&khz, cu_device_attribute_clock_rate_khz, device_),
+             "cuDeviceGetAttribute(clock rate)");
+  return khz;
+}
+
+int GpuContext::memory_clock_rate_khz() const {
+  int khz = 0;
+  check_cuda(
+      cuda_driver().device_get_attribute(&khz, cu_device_attribute_memory_clock_rate_khz, device_),
+      "cuDeviceGetAttribute(memory clock rate)");
+  return khz;
+}
+
 LoadedModule::LoadedModule(std::span<const char> cubin) {
   if (cubin.empty()) throw Error(ErrorKind::invalid_argument, "cubin is empty: nothing to load");
   check_cuda(cuda_driver().module_load_data(&module_, cubin.data()), "cuModuleLoadData");
@@ -152,6 +167,56 @@ void DeviceBuffer::copy_to_host(std::span<std::byte> destination) const {
 
 void DeviceBuffer::fill_bytes(unsigned char value) {
   check_cuda(cuda_driver().memset_d8(address_, value, static_cast<size_t>(bytes_)), "cuMemsetD8");
+}
+
+void DeviceBuffer::fill_bytes_async(unsigned char value, CUstream stream) {
+  check_cuda(cuda_driver().memset_d8_async(address_, value, static_cast<size_t>(bytes_), stream),
+             "cuMemsetD8Async");
+}
+
+Stream::Stream() {
+  check_cuda(cuda_driver().stream_create(&stream_, cu_stream_non_blocking), "cuStreamCreate");
+}
+
+Stream::~Stream() {
+  if (stream_ != nullptr) cuda_driver().stream_destroy(stream_);
+}
+
+void Stream::synchronize() const {
+  check_cuda(cuda_driver().stream_synchronize(stream_), "cuStreamSynchronize");
+}
+
+Event::Event() {
+  check_cuda(cuda_driver().event_create(&event_, cu_event_default), "cuEventCreate");
+}
+
+Event::~Event() {
+  if (event_ != nullptr) cuda_driver().event_destroy(event_);
+}
+
+Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    if (event_ != nullptr) cuda_driver().event_destroy(event_);
+    event_ = std::exchange(other.event_, nullptr);
+  }
+  return *this;
+}
+
+void Event::record(CUstream stream) {
+  check_cuda(cuda_driver().event_record(event_, stream), "cuEventRecord");
+}
+
+void Event::synchronize() const {
+  check_cuda(cuda_driver().event_synchronize(event_), "cuEventSynchronize");
+}
+
+float elapsed_milliseconds(const Event& start, const Event& end) {
+  float milliseconds = 0;
+  check_cuda(cuda_driver().event_elapsed_time(&milliseconds, start.handle(), end.handle()),
+             "cuEventElapsedTime");
+  return milliseconds;
 }
 
 }  // namespace tilefmha::jit

@@ -26,6 +26,9 @@ class GpuContext {
   int compute_capability() const;  // e.g. 90
   int multiprocessor_count() const;
   std::string device_name() const;
+  // Peak SM and memory clocks in kHz as the driver reports them (not the current clocks).
+  int clock_rate_khz() const;
+  int memory_clock_rate_khz() const;
 
  private:
   CUdevice device_ = 0;
@@ -74,10 +77,49 @@ class DeviceBuffer {
   void copy_from_host(std::span<const std::byte> source);
   void copy_to_host(std::span<std::byte> destination) const;
   void fill_bytes(unsigned char value);
+  // Queued on `stream`; returns at once.
+  void fill_bytes_async(unsigned char value, CUstream stream);
 
  private:
   CUdeviceptr address_ = 0;
   int64_t bytes_ = 0;
 };
+
+// A non-blocking stream of the current context: work on it does not wait for the legacy
+// default stream, so timings see only what was queued on it.
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  CUstream handle() const { return stream_; }
+  void synchronize() const;
+
+ private:
+  CUstream stream_ = nullptr;
+};
+
+// A timing event of the current context.
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  void record(CUstream stream);
+  void synchronize() const;
+  CUevent handle() const { return event_; }
+
+ private:
+  CUevent event_ = nullptr;
+};
+
+// GPU time between two recorded events (both complete), in milliseconds.
+float elapsed_milliseconds(const Event& start, const Event& end);
 
 }  // namespace tilefmha::jit

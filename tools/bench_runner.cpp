@@ -1,0 +1,252 @@
+#include "bench_runner.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <random>
+#include <unordered_map>
+
+#include "bench_kernels.hpp"
+#include "codegen/generate.hpp"
+#include "core/numeric.hpp"
+#include "core/parallel.hpp"
+#include "jit/build_pipeline.hpp"
+#include "jit/cuda_driver.hpp"
+#include "jit/kernel_cache.hpp"
+#include "jit/module.hpp"
+#include "jit/target_arch.hpp"
+#include "runtime/device_info.hpp"
+#include "runtime/device_mirror.hpp"
+#include "runtime/dispatcher.hpp"
+#include "tilefmha/error.hpp"
+
+namespace tilefmha::cli {
+namespace {
+
+// Host cost measurements: enough calls for a stable median, few enough that queued launches
+// never fill the driver's launch queue.
+constexpr int kPlanWarmup = 10;
+constexpr int kPlanRepeat = 200;
+constexpr int kRunWarmup = 2;  // the first run also loads the kernel's module
+constexpr int kRunRepeat = 20;
+
+// Inputs shared by every shape: the FA3 protocol keeps tokens x hidden fixed, so one buffer
+// per tensor, filled once, serves each shape through a differently shaped view.
+struct HostInputs {
+  DType dtype = DType::bf16;
+  int64_t elements = 0;
+  std::vector<std::byte> q, k, v, o;
+  std::vector<std::byte> lse;  // fp32
+};
+
+void fill_uniform(std::vector<std::byte>& bytes, DType dtype, int64_t elements, uint64_t seed) {
+  bytes.resize(static_cast<size_t>(elements * dtype_size(dtype)));
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  // One generator per chunk, seeded by (seed, chunk): the data does not depend on threads.
+  parallel_for((elements + kChunk - 1) / kChunk, [&](int64_t chunk) {
+    std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(chunk));
+    std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+    const int64_t end = std::min(elements, (chunk + 1) * kChunk);
+    for (int64_t e = chunk * kChunk; e < end; ++e)
+      numeric::store(bytes.data(), dtype, e, uniform(rng));
+  });
+}
+
+int64_t qkv_elements(const BenchShape& shape) {
+  return shape.batch * shape.seqlen * shape.nhead * shape.hdim;
+}
+
+Problem host_problem(const BenchShape& shape, bool lse, HostInputs& in) {
+  ProblemBuilder builder(Family::fwd);
+  builder.dtype(shape.dtype)
+      .shape(shape.batch, shape.nhead, shape.nhead, shape.seqlen, shape.seqlen, shape.hdim,
+             shape.hdim)
+      .q(bshd(in.q.data(), shape.dtype, shape.batch, shape.seqlen, shape.nhead, shape.hdim))
+      .k(bshd(in.k.data(), shape.dtype, shape.batch, shape.seqlen, shape.nhead, shape.hdim))
+      .v(bshd(in.v.data(), shape.dtype, shape.batch, shape.seqlen, shape.nhead, shape.hdim))
+      .o(bshd(in.o.data(), shape.dtype, shape.batch, shape.seqlen, shape.nhead, shape.hdim));
+  if (shape.causal) builder.causal();
+  if (lse)
+    builder.lse(
+        contiguous_view(in.lse.data(), DType::fp32, {shape.batch, shape.nhead, shape.seqlen}));
+  return builder.build();
+}
+
+int attribute_mhz(int (jit::GpuContext::*query)() const, const jit::GpuContext& context) {
+  try {
+    return (context.*query)() / 1000;
+  } catch (const Error&) {
+    return 0;  // clocks are informative; a driver without the attribute still benchmarks
+  }
+}
+
+}  // namespace
+
+struct BenchSession::State {
+  BenchOptions options;
+  std::unique_ptr<jit::GpuContext> context;
+  DeviceFacts device;
+  CandidateCounts counts;
+  runtime::Registry registry;
+  std::shared_ptr<jit::KernelCache> cache;
+  std::unique_ptr<runtime::Dispatcher> dispatcher;
+  std::unique_ptr<jit::Stream> stream;
+  std::unique_ptr<runtime::L2Flusher> flusher;
+  std::unordered_map<std::string, KernelBuild> builds;    // by kernel name
+  std::unordered_map<std::string, std::string> failures;  // by kernel name: the build error
+  std::unordered_map<std::string, std::string> chosen;    // shape label -> kernel name
+  HostInputs inputs;
+};
+
+BenchSession::BenchSession(const BenchOptions& options) : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.options = options;
+  if (const std::string why = jit::gpu_unavailable_reason(); !why.empty())
+    throw Error(ErrorKind::runtime, "bench needs a GPU: " + why);
+  s.context = std::make_unique<jit::GpuContext>();
+  const runtime::DeviceInfo info = runtime::query_current_device();
+  s.device.card = info.name;
+  s.device.arch = info.arch;
+  s.device.sm_count = info.sm_count;
+  s.device.driver_version = jit::cuda_driver().driver_version;
+  s.device.sm_clock_mhz = attribute_mhz(&jit::GpuContext::clock_rate_khz, *s.context);
+  s.device.memory_clock_mhz = attribute_mhz(&jit::GpuContext::memory_clock_rate_khz, *s.context);
+
+  KernelSelection selection;
+  selection.config = "fwd";
+  selection.arch = info.arch;
+  selection.profile = options.profile;
+  selection.filters = options.filters;
+  selection.filter_files = options.filter_files;
+  const SelectedKernels kernels = select_kernels(selection);
+  s.counts.enumerated = kernels.enumerated;
+  s.counts.implemented = static_cast<int64_t>(kernels.supported.size());
+
+  runtime::DispatcherOptions dispatch;
+  dispatch.candidates = kernels.supported;
+  s.cache = std::make_shared<jit::KernelCache>(options.cache_dir.empty()
+                                                   ? jit::KernelCache::default_directory()
+                                                   : std::filesystem::path(options.cache_dir));
+  dispatch.cache = s.cache;
+  s.dispatcher = std::make_unique<runtime::Dispatcher>(s.registry, info, std::move(dispatch));
+  s.stream = std::make_unique<jit::Stream>();
+  if (options.timing.l2_flush) s.flusher = std::make_unique<runtime::L2Flusher>();
+}
+
+BenchSession::~BenchSession() = default;
+
+const DeviceFacts& BenchSession::device() const {
+  return state_->device;
+}
+
+const CandidateCounts& BenchSession::candidates() const {
+  return state_->counts;
+}
+
+double BenchSession::prepare(const std::vector<BenchShape>& shapes) {
+  State& s = *state_;
+  if (shapes.empty()) return 0;
+  HostInputs& in = s.inputs;
+  in.dtype = shapes.front().dtype;
+  int64_t lse_elements = 1;
+  for (const BenchShape& shape : shapes) {
+    if (shape.dtype != in.dtype)
+      throw Error(ErrorKind::invalid_argument, "bench shapes must share one dtype");
+    in.elements = std::max(in.elements, qkv_elements(shape));
+    lse_elements = std::max(lse_elements, shape.batch * shape.nhead * shape.seqlen);
+  }
+  const uint64_t seed = s.options.input_seed;
+  fill_uniform(in.q, in.dtype, in.elements, seed * 3 + 0);
+  fill_uniform(in.k, in.dtype, in.elements, seed * 3 + 1);
+  fill_uniform(in.v, in.dtype, in.elements, seed * 3 + 2);
+  in.o.assign(in.q.size(), std::byte{0});
+  in.lse.assign(static_cast<size_t>(lse_elements * 4), std::byte{0});
+
+  // The dispatcher's choice per shape, found without compiling; each distinct kernel is then
+  // built once, in parallel, with the same options the dispatcher would use (shared cache).
+  std::vector<KernelConfig> to_build;
+  std::vector<jit::BuildJob> jobs;
+  for (const BenchShape& shape : shapes) {
+    const auto verdicts = s.dispatcher->explain(host_problem(shape, s.options.lse, in));
+    if (verdicts.empty() || !verdicts.front().rejection.empty()) continue;
+    const KernelConfig& kernel = verdicts.front().kernel;
+    s.chosen[shape.label()] = kernel.name();
+    if (s.registry.is_built(kernel) ||
+        std::any_of(to_build.begin(), to_build.end(), [&](const auto& c) { return c == kernel; }))
+      continue;
+    to_build.push_back(kernel);
+    jobs.push_back({kernel.symbol(), codegen::generate_source(kernel)});
+  }
+  jit::BuildOptions build;
+  build.compile.arch = jit::nvrtc_target(s.device.arch);
+  build.workers = s.options.workers;
+  build.show_progress = !s.options.no_progress;
+  const jit::BuildReport report = jit::build_kernels(jobs, build, s.cache.get());
+  for (size_t i = 0; i < to_build.size(); ++i) {
+    const jit::BuildResult& result = report.results[i];
+    if (!result.ok) {
+      s.failures[to_build[i].name()] = result.error;
+      continue;
+    }
+    s.registry.add(to_build[i], result.cubin);
+    s.builds[to_build[i].name()] = {result.compile_seconds, jit::to_string(result.cache)};
+  }
+  return report.summary.seconds;
+}
+
+BenchRow BenchSession::run(const BenchShape& shape, const BenchSweep& sweep) {
+  State& s = *state_;
+  BenchRow row;
+  row.shape = shape;
+  row.anchor = sweep.anchor(shape.hdim, shape.seqlen, shape.causal, shape.dtype);
+  try {
+    const Problem host = host_problem(shape, s.options.lse, s.inputs);
+    if (const auto chosen = s.chosen.find(shape.label()); chosen != s.chosen.end()) {
+      if (const auto failed = s.failures.find(chosen->second); failed != s.failures.end()) {
+        row.status = "error";
+        row.message = "kernel " + chosen->second + " failed to build:\n" + failed->second;
+        return row;
+      }
+    }
+    const jit::CUstream stream = s.stream->handle();
+    {
+      const runtime::DeviceMirror mirror(host);
+      const Problem& problem = mirror.device_problem();
+      std::shared_ptr<const runtime::Plan> plan;
+      try {
+        plan = s.dispatcher->plan(problem);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::no_kernel) throw;
+        row.status = "no_kernel";
+        row.message = e.what();
+        return row;
+      }
+      row.kernel = plan->stages.front().kernel;
+      if (const auto built = s.builds.find(row.kernel->name()); built != s.builds.end())
+        row.build = built->second;
+      row.plan_cached_us =
+          runtime::time_on_host([&] { s.dispatcher->plan(problem); }, kPlanWarmup, kPlanRepeat)
+              .median;
+      const auto launch = [&](jit::CUstream on) { s.dispatcher->run(*plan, problem, on); };
+      row.run_host_us =
+          runtime::time_on_host([&] { launch(stream); }, kRunWarmup, kRunRepeat).median;
+      s.stream->synchronize();
+      row.gpu_ms = runtime::time_on_gpu(launch, s.options.timing, stream, s.flusher.get());
+      row.tflops = shape.flops() / (row.gpu_ms.median * 1e-3) / 1e12;
+    }
+    if (s.options.verify) {
+      // Fresh device copies: outputs poisoned again, so only this run's writes are compared.
+      const runtime::DeviceMirror fresh(host);
+      const auto plan = s.dispatcher->plan(fresh.device_problem());
+      s.dispatcher->run(*plan, fresh.device_problem(), stream);
+      s.stream->synchronize();
+      fresh.copy_outputs_to(host);
+      row.verify = verify_against_reference(host);
+    }
+  } catch (const Error& e) {
+    row.status = "error";
+    row.message = e.what();
+  }
+  return row;
+}
+
+}  // namespace tilefmha::cli
