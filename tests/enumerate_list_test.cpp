@@ -154,6 +154,8 @@ TEST(ListCli, BadInputExitsWithUsageCode) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   };
   EXPECT_EQ(exit_code("fwd_ci --count-only"), 0);
+  // A positional after --filter is the config, not a second expression.
+  EXPECT_EQ(exit_code("--filter c.lse --filter \"c.hdim_q == 64\" fwd_ci --count-only"), 0);
   EXPECT_EQ(exit_code("fwd_ci --filter \"c.nope == 1\""), 2);
   EXPECT_EQ(exit_code("no_such_config"), 2);
   EXPECT_EQ(exit_code("fwd_ci --arch sm99"), 2);

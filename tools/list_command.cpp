@@ -24,10 +24,13 @@ void add_list_command(CLI::App& app) {
   list->add_flag("--list", options->list, "print every kernel's canonical name")
       ->excludes(count_only);
   list->add_option("--json", options->json_path, "write the configs as a JSON array to this file");
+  // One value per flag, so a positional after --filter is not taken as a second expression.
   list->add_option("--filter", options->filters,
-                   "filter expression over c.<field>, e.g. \"c.hdim_q == 128\"; repeatable");
+                   "filter expression over c.<field>, e.g. \"c.hdim_q == 128\"; repeatable")
+      ->allow_extra_args(false);
   list->add_option("--filter-file", options->filter_files,
-                   "file of filter expressions, one per line; repeatable");
+                   "file of filter expressions, one per line; repeatable")
+      ->allow_extra_args(false);
   list->callback([options, arch_name] {
     options->arch = parse_enum<Arch>(*arch_name);
     enumerate::run_list(*options, std::cout);
