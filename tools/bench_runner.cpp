@@ -210,6 +210,9 @@ BenchRow BenchSession::run(const BenchShape& shape, const BenchSweep& sweep) {
     const jit::CUstream stream = s.stream->handle();
     {
       const runtime::DeviceMirror mirror(host);
+      // The mirror's memsets run on the legacy stream, which the bench stream does not wait
+      // for.
+      s.context->synchronize();
       const Problem& problem = mirror.device_problem();
       std::shared_ptr<const runtime::Plan> plan;
       try {
@@ -236,6 +239,7 @@ BenchRow BenchSession::run(const BenchShape& shape, const BenchSweep& sweep) {
     if (s.options.verify) {
       // Fresh device copies: outputs poisoned again, so only this run's writes are compared.
       const runtime::DeviceMirror fresh(host);
+      s.context->synchronize();  // the poison is written before the run starts
       const auto plan = s.dispatcher->plan(fresh.device_problem());
       s.dispatcher->run(*plan, fresh.device_problem(), stream);
       s.stream->synchronize();
