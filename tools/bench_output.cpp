@@ -21,7 +21,9 @@ std::string ratio_text(double ours, double anchor) {
   return printf_text("%.2f", ours / anchor);
 }
 
-nlohmann::ordered_json optional_number(bool present, double value) {
+// Integers stay integers in the JSON and CSV (no "1980.0").
+template <class Number>
+nlohmann::ordered_json optional_number(bool present, Number value) {
   return present ? nlohmann::ordered_json(value) : nlohmann::ordered_json(nullptr);
 }
 
@@ -245,18 +247,18 @@ nlohmann::ordered_json bench_row_json(const BenchRow& row, const BenchOptions& o
   out["plan_cached_us"] = optional_number(ok, row.plan_cached_us);
   out["run_host_us"] = optional_number(ok, row.run_host_us);
   const bool anchored = row.anchor.has_value();
-  out["anchor_cudnn_tflops"] = optional_number(anchored, anchored ? row.anchor->cudnn_tflops : 0);
-  out["anchor_fa2_tflops"] = optional_number(anchored, anchored ? row.anchor->fa2_tflops : 0);
+  out["anchor_cudnn_tflops"] = optional_number(anchored, anchored ? row.anchor->cudnn_tflops : 0.0);
+  out["anchor_fa2_tflops"] = optional_number(anchored, anchored ? row.anchor->fa2_tflops : 0.0);
   out["ratio_cudnn"] =
-      optional_number(ok && anchored, anchored ? row.tflops / row.anchor->cudnn_tflops : 0);
+      optional_number(ok && anchored, anchored ? row.tflops / row.anchor->cudnn_tflops : 0.0);
   out["ratio_fa2"] =
-      optional_number(ok && anchored, anchored ? row.tflops / row.anchor->fa2_tflops : 0);
+      optional_number(ok && anchored, anchored ? row.tflops / row.anchor->fa2_tflops : 0.0);
   const bool verified = row.verify.status != "skipped";
   out["verify"] = row.verify.status;
   out["verify_scope"] = row.verify.scope;
   out["verify_max_abs_error"] = optional_number(verified, row.verify.max_abs_error);
-  out["verify_mismatches"] = optional_number(verified, static_cast<double>(row.verify.mismatches));
-  out["verify_compared"] = optional_number(verified, static_cast<double>(row.verify.compared));
+  out["verify_mismatches"] = optional_number(verified, row.verify.mismatches);
+  out["verify_compared"] = optional_number(verified, row.verify.compared);
   return out;
 }
 
