@@ -86,8 +86,6 @@ const std::vector<RuleCase>& cases() {
        [](KernelConfig& c) { c.hdim_q = 128, c.hdim_v = 64; }},
       {"sm90_ws_whole_panel_hdims", [](KernelConfig& c) { c.hdim_q = 192, c.hdim_v = 128; },
        [](KernelConfig& c) { c.hdim_q = c.hdim_v = 96; }},
-      {"sm90_prefers_sm90_ws",
-       [](KernelConfig& c) { portable(c), c.pad_hdim_q = c.pad_hdim_v = true; }, portable},
       {"batch_prefill_is_group_mode",
        [](KernelConfig& c) { c.family = Family::batch_prefill, c.mode = Mode::group; },
        [](KernelConfig& c) { c.family = Family::batch_prefill, c.mode = Mode::batch; }},

@@ -66,12 +66,6 @@ bool sm90_ws_whole_panel_hdims(const KernelConfig& c) {
          (is_sm90_ws_head_dim(c.hdim_q) && is_sm90_ws_head_dim(c.hdim_v));
 }
 
-// On Hopper the portable pipeline only fills sm90_ws's gaps: other head dims, padded head dims.
-bool sm90_prefers_sm90_ws(const KernelConfig& c) {
-  if (c.arch != Arch::sm90 || c.pipeline != Pipeline::sm80_mma) return true;
-  return c.pad_hdim_q || !is_sm90_ws_head_dim(c.hdim_q) || !is_sm90_ws_head_dim(c.hdim_v);
-}
-
 // ---- modes and padding ---------------------------------------------------------------------
 
 bool batch_prefill_is_group_mode(const KernelConfig& c) {
@@ -196,9 +190,6 @@ std::vector<Rule> build_rules() {
       {"sm90_ws_whole_panel_hdims",
        "sm90_ws tiles are whole 64-element swizzled panels: head dims 64, 128, 192, 256",
        field_set({"pipeline", "hdim_q", "hdim_v"}), sm90_ws_whole_panel_hdims},
-      {"sm90_prefers_sm90_ws",
-       "on sm90, sm80_mma only serves what sm90_ws cannot: other or padded head dims",
-       field_set({"arch", "pipeline", "hdim_q", "hdim_v", "pad_hdim_q"}), sm90_prefers_sm90_ws},
       {"batch_prefill_is_group_mode", "batch prefill serves varlen queries (group mode)",
        field_set({"family", "mode"}), batch_prefill_is_group_mode},
       {"group_mode_pads_seqlen", "varlen sequences are never tile multiples",
