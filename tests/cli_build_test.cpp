@@ -85,10 +85,16 @@ TEST(CliBuild, CompileOnlyBuildsEveryEnumeratedKernelThenHitsTheCache) {
 TEST(CliBuild, CacheDirectoryComesFromTheEnvironment) {
   const fs::path cache = fresh_dir() / "from_env";
   ASSERT_EQ(setenv("TILEFMHA_CACHE_DIR", cache.c_str(), 1), 0);
-  const CliResult result = run_cli(kSmallBuild + " --compile-only --filter \"c.mask == 'none'\"");
+  // Each --filter takes one expression, so the config may follow them.
+  const CliResult result = run_cli(
+      "build --compile-only --no-progress --arch sm80 --filter \"c.dtype == 'bf16'\" "
+      "--filter \"c.hdim_q == 64 and c.mask == 'none'\" fwd_ci");
   unsetenv("TILEFMHA_CACHE_DIR");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find(cache.string()), std::string::npos) << result.output;
+  EXPECT_EQ(count_of(result.output, "enumerated"),
+            listed_count("--filter \"c.dtype == 'bf16' and c.hdim_q == 64 and c.mask == 'none'\"",
+                         "fwd_ci", "sm80"));
   EXPECT_EQ(files_in(cache), static_cast<size_t>(count_of(result.output, "kernels built")));
 }
 

@@ -109,8 +109,10 @@ void add_bench_command(CLI::App& app) {
   bench->add_option("--json", o.json_path, "write the rows and the device to this JSON file");
   bench->add_option("--profile", o.profile, "candidate kernels: profile of the fwd enumeration")
       ->capture_default_str();
-  bench->add_option("--filter", o.filters, "candidate filter over c.<field>; repeatable");
-  bench->add_option("--filter-file", o.filter_files, "file of candidate filters; repeatable");
+  bench->add_option("--filter", o.filters, "candidate filter over c.<field>; repeatable")
+      ->allow_extra_args(false);
+  bench->add_option("--filter-file", o.filter_files, "file of candidate filters; repeatable")
+      ->allow_extra_args(false);
   bench->add_option("--cache-dir", o.cache_dir,
                     "cubin cache directory (default $TILEFMHA_CACHE_DIR or the user cache dir)");
   bench->add_option("--workers", o.workers, "JIT threads; 0 = every hardware thread")

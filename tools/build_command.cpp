@@ -175,10 +175,14 @@ void add_build_command(CLI::App& app) {
       ->capture_default_str();
   build->add_option("--profile", options->selection.profile, "named profile (see tilefmha list)")
       ->capture_default_str();
-  build->add_option("--filter", options->selection.filters,
-                    "filter expression over c.<field>; repeatable, all must hold");
-  build->add_option("--filter-file", options->selection.filter_files,
-                    "file of filter expressions, one per line; repeatable");
+  build
+      ->add_option("--filter", options->selection.filters,
+                   "filter expression over c.<field>; repeatable, all must hold")
+      ->allow_extra_args(false);
+  build
+      ->add_option("--filter-file", options->selection.filter_files,
+                   "file of filter expressions, one per line; repeatable")
+      ->allow_extra_args(false);
   build->add_flag("--compile-only", options->compile_only,
                   "compile (and cache) without loading: needs no GPU");
   build->add_option("--workers", options->workers, "compile threads; 0 = every hardware thread")
@@ -188,8 +192,10 @@ void add_build_command(CLI::App& app) {
   build->add_flag("--supported-only", options->supported_only,
                   "do not list kernels that codegen does not implement yet");
   build->add_flag("--no-progress", options->no_progress, "no progress bar on stderr");
-  build->add_option("--nvrtc-option", options->nvrtc_options,
-                    "extra NVRTC argument, e.g. -maxrregcount=128; repeatable (cached apart)");
+  build
+      ->add_option("--nvrtc-option", options->nvrtc_options,
+                   "extra NVRTC argument, e.g. -maxrregcount=128; repeatable (cached apart)")
+      ->allow_extra_args(false);
   build->callback([options] { run_build(*options, std::cout); });
 }
 
