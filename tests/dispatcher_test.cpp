@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "runtime/candidates.hpp"
 #include "tilefmha/error.hpp"
 
 using namespace tilefmha;
@@ -93,4 +94,37 @@ TEST(Dispatcher, SignatureSeparatesTraitsButNotPointers) {
   EXPECT_EQ(problem_signature(a), problem_signature(b));
   b.softcap = 30;
   EXPECT_NE(problem_signature(a), problem_signature(b));
+}
+
+// Every forward feature has a kernel on sm90 in the default candidates (the full profile), so
+// the GPU backend never answers "no kernel" for a valid forward problem.
+TEST(Dispatcher, DefaultCandidatesServeEveryForwardFeature) {
+  Registry registry;
+  DispatcherOptions options;
+  options.candidates = default_candidates(Arch::sm90, {Family::fwd});
+  Dispatcher dispatcher(registry, {Arch::sm90, 132, "test"}, options);
+  auto fake = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  auto base = [&](int64_t sq, int64_t hq, int64_t hv) {
+    ProblemBuilder b(Family::fwd);
+    b.dtype(DType::bf16).shape(2, 8, 2, sq, sq, hq, hv);
+    b.q(bshd(fake, DType::bf16, 2, sq, 8, hq, MemorySpace::device));
+    b.k(bshd(fake, DType::bf16, 2, sq, 2, hq, MemorySpace::device));
+    b.v(bshd(fake, DType::bf16, 2, sq, 2, hv, MemorySpace::device));
+    b.o(bshd(fake, DType::bf16, 2, sq, 8, hv, MemorySpace::device));
+    return b;
+  };
+  const auto slopes = contiguous_view(fake, DType::fp32, {8}, MemorySpace::device);
+  std::vector<Problem> problems = {
+      base(256, 128, 128).build(),
+      base(1000, 128, 128).causal(MaskAlign::bottom_right).build(),
+      base(130, 72, 72).build(),
+      base(130, 192, 128).build(),
+      base(300, 64, 64).window(64, 0).sink_tokens(4).softcap(30).alibi(slopes).build(),
+      base(200, 256, 256).dropout(0.2, 7).sink_logits(slopes).build(),
+  };
+  for (const Problem& problem : problems) {
+    const auto verdicts = dispatcher.explain(problem);
+    ASSERT_FALSE(verdicts.empty());
+    EXPECT_EQ(verdicts.front().rejection, "") << problem.describe();
+  }
 }

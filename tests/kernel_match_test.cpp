@@ -120,3 +120,17 @@ TEST(KernelMatch, DepthOrdersNearMissesFirst) {
   EXPECT_LT(runtime::match_depth("mask: x"), runtime::match_depth("codegen: stages = 1"));
   EXPECT_EQ(runtime::match_depth("nonsense"), -1);
 }
+
+TEST(KernelMatch, OnlyTraitsTheStageCarriesAreCompared) {
+  Problem p = causal_problem();
+  p.family = Family::fwd_splitkv;
+  p.paged.table = PageTableKind::vllm_block_table;
+  p.paged.page_size = 16;
+  KernelConfig combine;
+  combine.family = Family::fwd_splitkv_combine;
+  combine.pipeline = Pipeline::combine;
+  // The combine carries no page table or mask: a paged causal split-KV problem still fits it.
+  EXPECT_EQ(
+      runtime::rejection_reason(combine, p, Family::fwd_splitkv_combine, Arch::sm90).value_or(""),
+      "");
+}

@@ -2,6 +2,9 @@
 
 #include <sstream>
 
+#include "enumerate/family_traits.hpp"
+#include "tilefmha/error.hpp"
+
 namespace tilefmha::runtime {
 namespace {
 
@@ -32,9 +35,45 @@ bool needs_seq_padding(const Problem& problem, int64_t length, int32_t block) {
   return block <= 0 || length % block != 0;
 }
 
-bool is_attention_stage(Family stage) {
-  return stage == Family::fwd || stage == Family::fwd_splitkv || stage == Family::fwd_pagedkv ||
-         stage == Family::batch_prefill || stage == Family::bwd_dq_dk_dv;
+// The value of trait `field` that `problem` needs, spelled as the field table spells it.
+FieldValue required_trait(const Problem& p, std::string_view field) {
+  auto name = [](auto value) { return FieldValue(std::string(to_string(value))); };
+  if (field == "mode") return name(p.mode);
+  if (field == "mask") return name(required_mask(p));
+  if (field == "bias") return name(p.bias_kind);
+  if (field == "lse") return p.return_lse;
+  if (field == "dropout") return p.has_dropout();
+  if (field == "softcap") return p.softcap > 0;
+  if (field == "sink_logit") return !p.sink_logits.empty();
+  if (field == "page_table") return name(p.paged.table);
+  if (field == "page_size") return p.paged.page_size;
+  if (field == "kv_layout") return name(p.paged.layout);
+  if (field == "rope") return name(p.append.rope);
+  if (field == "fp8_scale") return name(p.fp8.kind);
+  if (field == "deterministic") return p.bwd.deterministic;
+  if (field == "dbias") return !p.bwd.dbias.empty();
+  throw Error(ErrorKind::invalid_argument,
+              "no problem trait for field '" + std::string(field) + "'");
+}
+
+// Compares only the traits the stage's family carries (the others stay at their defaults in
+// every kernel of that family, e.g. a combine kernel has no page table even for paged problems).
+std::optional<std::string> trait_rejection(const KernelConfig& config, const Problem& problem,
+                                           Family stage) {
+  for (std::string_view field : enumerate::trait_fields()) {
+    if (!enumerate::family_carries(stage, field)) continue;
+    const FieldValue kernel = get_field(config, field);
+    const FieldValue needed = required_trait(problem, field);
+    if (kernel == needed) continue;
+    // A window kernel also serves causal problems (causal is window(-1, 0)).
+    if (field == "mask" && kernel == FieldValue(std::string("window")) &&
+        needed == FieldValue(std::string("causal")))
+      continue;
+    if (field == "page_size" && kernel == FieldValue(int64_t{0})) continue;  // any page size
+    return std::string(field) + ": kernel " + field_to_string(kernel) + ", problem " +
+           field_to_string(needed);
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -61,9 +100,8 @@ std::optional<std::string> rejection_reason(const KernelConfig& config, const Pr
   if (config.dtype != problem.dtype) return mismatch("dtype", config.dtype, problem.dtype);
   if (config.out_dtype != problem.out_dtype)
     return mismatch("out_dtype", config.out_dtype, problem.out_dtype);
-  if (config.mode != problem.mode) return mismatch("mode", config.mode, problem.mode);
 
-  const bool attention = is_attention_stage(stage);
+  const bool attention = enumerate::is_attention_family(stage);
   const int64_t hdim_v = problem.hdim_v;
   if (config.hdim_q < problem.hdim_q)
     return mismatch<int64_t>("hdim_q", config.hdim_q, problem.hdim_q);
@@ -81,61 +119,26 @@ std::optional<std::string> rejection_reason(const KernelConfig& config, const Pr
     if (!config.pad_seqlen_k && needs_seq_padding(problem, problem.seqlen_k, config.block_n))
       return "pad_seqlen_k: seqlen_k " + std::to_string(problem.seqlen_k) +
              " is ragged for block_n " + std::to_string(config.block_n);
-    const MaskKind mask = required_mask(problem);
-    // A window kernel also serves causal problems (causal is window(-1, 0)).
-    const bool mask_ok =
-        config.mask == mask || (config.mask == MaskKind::window && mask == MaskKind::causal);
-    if (!mask_ok) return mismatch("mask", config.mask, mask);
-    if (config.bias != problem.bias_kind) return mismatch("bias", config.bias, problem.bias_kind);
-    if (config.softcap != (problem.softcap > 0))
-      return mismatch("softcap", config.softcap, problem.softcap > 0);
-    if (config.dropout != problem.has_dropout())
-      return mismatch("dropout", config.dropout, problem.has_dropout());
-    if (stage != Family::bwd_dq_dk_dv) {
-      if (config.lse != problem.return_lse && stage != Family::fwd_splitkv)
-        return mismatch("lse", config.lse, problem.return_lse);
-      if (config.sink_logit != !problem.sink_logits.empty() && stage != Family::fwd_splitkv)
-        return mismatch("sink_logit", config.sink_logit, !problem.sink_logits.empty());
-    }
   }
-  if (stage == Family::fwd_splitkv_combine) {
-    if (config.lse != problem.return_lse) return mismatch("lse", config.lse, problem.return_lse);
-    if (config.sink_logit != !problem.sink_logits.empty())
-      return mismatch("sink_logit", config.sink_logit, !problem.sink_logits.empty());
-  }
-  if (config.page_table != problem.paged.table)
-    return mismatch("page_table", config.page_table, problem.paged.table);
-  if (problem.is_paged()) {
-    if (config.page_size != 0 && config.page_size != problem.paged.page_size)
-      return mismatch<int64_t>("page_size", config.page_size, problem.paged.page_size);
-    if (config.kv_layout != problem.paged.layout)
-      return mismatch("kv_layout", config.kv_layout, problem.paged.layout);
-  }
-  if (stage == Family::fwd_appendkv && config.rope != problem.append.rope)
-    return mismatch("rope", config.rope, problem.append.rope);
-  if (config.fp8_scale != problem.fp8.kind)
-    return mismatch("fp8_scale", config.fp8_scale, problem.fp8.kind);
-  if (stage == Family::bwd_dq_dk_dv) {
-    if (config.deterministic != problem.bwd.deterministic)
-      return mismatch("deterministic", config.deterministic, problem.bwd.deterministic);
-    if (config.dbias != !problem.bwd.dbias.empty())
-      return mismatch("dbias", config.dbias, !problem.bwd.dbias.empty());
-  }
-  return std::nullopt;
+  return trait_rejection(config, problem, stage);
 }
 
 int match_depth(const std::string& rejection) {
-  // The order in which rejection_reason checks fields; codegen support is checked last.
-  static constexpr std::string_view kCheckOrder[] = {
-      "family",     "arch",      "pipeline",   "dtype",      "out_dtype",    "mode",
-      "hdim_q",     "hdim_v",    "pad_hdim_q", "pad_hdim_v", "pad_seqlen_q", "pad_seqlen_k",
-      "mask",       "bias",      "softcap",    "dropout",    "lse",          "sink_logit",
-      "page_table", "page_size", "kv_layout",  "rope",       "fp8_scale",    "deterministic",
-      "dbias",      "codegen"};
+  // The order in which rejection_reason checks fields: shape fields, the traits, codegen.
+  static constexpr std::string_view kShapeChecks[] = {
+      "family", "arch",       "pipeline",   "dtype",        "out_dtype",   "hdim_q",
+      "hdim_v", "pad_hdim_q", "pad_hdim_v", "pad_seqlen_q", "pad_seqlen_k"};
   const std::string_view field = std::string_view(rejection).substr(0, rejection.find(':'));
-  for (size_t i = 0; i < std::size(kCheckOrder); ++i)
-    if (kCheckOrder[i] == field) return static_cast<int>(i);
-  return -1;
+  int depth = 0;
+  for (std::string_view check : kShapeChecks) {
+    if (check == field) return depth;
+    ++depth;
+  }
+  for (std::string_view check : enumerate::trait_fields()) {
+    if (check == field) return depth;
+    ++depth;
+  }
+  return field == "codegen" ? depth : -1;
 }
 
 }  // namespace tilefmha::runtime
