@@ -13,7 +13,7 @@
 namespace tilefmha::codegen {
 
 // Throws Error(not_supported) naming the first field (and its value) that no kernel template
-// implements, e.g. "pipeline = sm90_ws: codegen implements fwd/sm80_mma only".
+// implements, e.g. "pipeline = combine for family fwd_splitkv_combine: codegen implements ...".
 void check_supported(const KernelConfig& config);
 
 // The translation unit of `config`; checks support first.

@@ -10,6 +10,7 @@
 #include "jit/cuda_driver.hpp"
 #include "jit/target_arch.hpp"
 #include "runtime/fwd_params.hpp"
+#include "runtime/fwd_sm90_params.hpp"
 #include "runtime/kernel_match.hpp"
 #include "tilefmha/error.hpp"
 #include "tilefmha/validate.hpp"
@@ -150,9 +151,16 @@ void Dispatcher::run(const Plan& plan, const Problem& problem, jit::CUstream str
     };
     FwdDeviceIndices indices{upload(problem.seqstart_q), upload(problem.seqstart_k),
                              upload(problem.seqlen_k_per_batch)};
-    fmha::FwdParams params = make_fwd_params(problem, indices);
-    void* arguments[] = {&params};
-    jit::launch_kernel(registry_.function(stage.kernel), stage.shape, arguments, stream);
+    const jit::CUfunction function = registry_.function(stage.kernel);
+    if (stage.kernel.pipeline == Pipeline::sm90_ws) {
+      fmha::Sm90FwdParams params = make_fwd_sm90_params(problem, indices, stage.kernel);
+      void* arguments[] = {&params};
+      jit::launch_kernel(function, stage.shape, arguments, stream);
+    } else {
+      fmha::FwdParams params = make_fwd_params(problem, indices);
+      void* arguments[] = {&params};
+      jit::launch_kernel(function, stage.shape, arguments, stream);
+    }
     // The uploads are freed at scope end, so the launch must have consumed them.
     if (!uploads.empty()) jit::check_cuda(jit::cuda_driver().ctx_synchronize(), "cuCtxSynchronize");
   }
