@@ -127,4 +127,7 @@ TEST(Dispatcher, DefaultCandidatesServeEveryForwardFeature) {
     ASSERT_FALSE(verdicts.empty());
     EXPECT_EQ(verdicts.front().rejection, "") << problem.describe();
   }
+  // Hopper's own pipeline wins where it fits.
+  EXPECT_EQ(dispatcher.explain(problems[0]).front().kernel.pipeline, Pipeline::sm90_ws);
+  EXPECT_EQ(dispatcher.explain(problems[1]).front().kernel.pipeline, Pipeline::sm90_ws);
 }
