@@ -56,6 +56,7 @@ class DeviceProblem {
     if (host.return_lse) problem_.lse = poisoned(host.lse);
     problem_.bias = upload(host.bias);
     problem_.alibi_slopes = upload(host.alibi_slopes);
+    problem_.sink_logits = upload(host.sink_logits);
     indices_.seqstart_q = upload_indices(host.seqstart_q);
     indices_.seqstart_k = upload_indices(host.seqstart_k);
     indices_.seqlen_k_per_batch = upload_indices(host.seqlen_k_per_batch);
@@ -326,6 +327,20 @@ std::vector<Case> cases() {
                    }});
   }
   {
+    KernelConfig c = sm90_config(DType::bf16, 128, 128, 128, 128);
+    c.mask = MaskKind::causal;
+    c.dropout = true;
+    c.sink_logit = true;
+    c.lse = true;
+    all.push_back({"bf16_d128_causal_dropout_sink_logit", c, S::pingpong, [](TensorPool& pool) {
+                     return batch(pool, DType::bf16, {2, 4, 2, 300, 300, 128, 128})
+                         .causal()
+                         .dropout(0.25, 0x1234567890ABCDEFull, 77)
+                         .sink_logits(pool.uniform(DType::fp32, {4}, -1, 2))
+                         .build();
+                   }});
+  }
+  {
     KernelConfig c = sm90_config(DType::fp16, 128, 128, 128, 128, 3);
     c.mask = MaskKind::causal;
     c.lse = true;
@@ -350,7 +365,8 @@ TEST(FwdSm90GpuCases, ProblemsMapsAndLaunchShapesAreValid) {
     EXPECT_NO_THROW(codegen::check_supported_sm90(test.config));
     EXPECT_NO_THROW(runtime::sm90_tensor_map_specs(p, test.config));
     const jit::LaunchShape shape = codegen::launch_shape_sm90(test.config, p);
-    EXPECT_EQ(shape.grid[1], static_cast<unsigned>(p.nhead_q));
+    const int64_t query_blocks = (p.seqlen_q + test.config.block_m - 1) / test.config.block_m;
+    EXPECT_EQ(shape.grid[0], static_cast<unsigned>(query_blocks * p.nhead_q * p.batch));
     EXPECT_LE(shape.dynamic_shared_bytes, 232448u);
     EXPECT_EQ(p.return_lse, test.config.lse);
   }
@@ -381,9 +397,10 @@ class FwdSm90Gpu : public ::testing::Test {
     return std::move(report.results);
   }
 
+  // max_ctas 0: one CTA per tile; else at most that many CTAs, each running tiles in turn.
   void launch(const jit::LoadedModule& module, const KernelConfig& config,
-              const fmha::Sm90FwdParams& params, const Problem& problem) {
-    const jit::LaunchShape shape = codegen::launch_shape_sm90(config, problem);
+              const fmha::Sm90FwdParams& params, const Problem& problem, int64_t max_ctas = 0) {
+    const jit::LaunchShape shape = codegen::launch_shape_sm90(config, problem, max_ctas);
     fmha::Sm90FwdParams argument = params;
     void* arguments[] = {&argument};
     jit::launch_kernel(module.function(config.symbol()), shape, arguments);
@@ -407,31 +424,49 @@ TEST_F(FwdSm90Gpu, MatchesReference) {
     ASSERT_TRUE(built[n].ok) << built[n].error;
     TensorPool pool(std::random_device{}());
     const Problem host = test.make(pool);
-    const DeviceProblem device(host);
-    const fmha::Sm90FwdParams params =
-        runtime::make_fwd_sm90_params(device.problem(), device.indices(), test.config);
-
     jit::LoadedModule module(built[n].cubin);
-    launch(module, test.config, params, device.problem());
-    context_->synchronize();
     reference::forward(host);
-
     const bool fp16 = host.dtype == DType::fp16;
-    const auto o = device.download(device.problem().o);
-    const Errors o_errors = compare(host.o, o.view, fp16 ? 2e-3 : 1e-2, fp16 ? 1e-2 : 2e-2);
-    EXPECT_EQ(o_errors.bad, 0) << "of " << o_errors.compared << " O elements";
-    std::printf("%-50s O max abs error %.3g", test.name.c_str(), o_errors.max_abs);
-    if (test.check_padding) {
-      EXPECT_EQ(clobbered_padding(o), 0) << "bytes written outside O";
+
+    // One CTA per tile, then 7 CTAs that each run many tiles (ring positions, Q buffer reuse
+    // and turn taking carried across tiles), each on freshly poisoned outputs.
+    for (int64_t max_ctas : {0, 7}) {
+      const DeviceProblem device(host);
+      const fmha::Sm90FwdParams params =
+          runtime::make_fwd_sm90_params(device.problem(), device.indices(), test.config);
+      const std::string label = test.name + (max_ctas == 0 ? "" : " persistent");
+      std::printf("%-60s launching\n", label.c_str());
+      std::fflush(stdout);  // a hung kernel must not take the log of the earlier cases with it
+      launch(module, test.config, params, device.problem(), max_ctas);
+      context_->synchronize();
+
+      const auto o = device.download(device.problem().o);
+      const Errors o_errors = compare(host.o, o.view, fp16 ? 2e-3 : 1e-2, fp16 ? 1e-2 : 2e-2);
+      EXPECT_EQ(o_errors.bad, 0) << label << ": of " << o_errors.compared << " O elements";
+      std::printf("%-60s O max abs error %.3g", label.c_str(), o_errors.max_abs);
+      if (test.check_padding) {
+        EXPECT_EQ(clobbered_padding(o), 0) << label << ": bytes written outside O";
+      }
+      if (host.return_lse) {
+        const auto lse = device.download(device.problem().lse);
+        const Errors lse_errors = compare(host.lse, lse.view, 1e-3, 1e-4);
+        EXPECT_EQ(lse_errors.bad, 0) << label << ": of " << lse_errors.compared << " LSE elements";
+        std::printf(", LSE %.3g", lse_errors.max_abs);
+      }
+      std::printf("\n");
     }
-    if (host.return_lse) {
-      const auto lse = device.download(device.problem().lse);
-      const Errors lse_errors = compare(host.lse, lse.view, 1e-3, 1e-4);
-      EXPECT_EQ(lse_errors.bad, 0) << "of " << lse_errors.compared << " LSE elements";
-      std::printf(", LSE %.3g", lse_errors.max_abs);
+    // The ptxas report: registers and spills of the entry function.
+    std::string report;
+    for (size_t begin = 0; begin < built[n].note.size();) {
+      size_t end = built[n].note.find('\n', begin);
+      if (end == std::string::npos) end = built[n].note.size();
+      const std::string line = built[n].note.substr(begin, end - begin);
+      if (line.find("spill") != std::string::npos || line.find("Used") != std::string::npos)
+        report += "    " + line + "\n";
+      begin = end + 1;
     }
-    std::printf("  [%s]\n", built[n].note.empty() ? "" : "ptxas notes below");
-    if (!built[n].note.empty()) std::printf("%s\n", built[n].note.c_str());
+    std::printf("%s", report.c_str());
+    std::fflush(stdout);
   }
 }
 
@@ -462,7 +497,7 @@ TEST_F(FwdSm90Gpu, Throughput) {
                         {256, 128, 80, MaskKind::causal}};
   std::vector<std::pair<KernelConfig, fmha::Sm90Schedule>> kernels;
   for (const Tile& t : tiles) {
-    KernelConfig c = sm90_config(DType::bf16, t.hdim, t.hdim, t.block_m, t.block_n);
+    KernelConfig c = sm90_config(DType::bf16, t.hdim, t.hdim, t.block_m, t.block_n, t.stages);
     c.mask = t.mask;
     kernels.emplace_back(c, codegen::default_sm90_schedule(c));
   }
@@ -497,21 +532,27 @@ TEST_F(FwdSm90Gpu, Throughput) {
         const DeviceProblem& device = causal ? device_causal : device_plain;
         const fmha::Sm90FwdParams params =
             runtime::make_fwd_sm90_params(device.problem(), device.indices(), c);
-        for (int warm = 0; warm < 3; ++warm) launch(modules[n], c, params, device.problem());
-        context_->synchronize();
-        const int repeats = s >= 4096 ? 20 : 50;
-        const auto start = std::chrono::steady_clock::now();
-        for (int r = 0; r < repeats; ++r) launch(modules[n], c, params, device.problem());
-        context_->synchronize();
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-            repeats;
-        const double pairs = causal ? s * (s + 1) / 2.0 : double(s) * s;
-        const double flops = 4.0 * b * h * pairs * d;
-        std::printf("d%-3lld m%-3d n%-3d %-6s b%-2lld h%-2lld s%-5lld %8.3f ms %6.1f TFLOP/s\n",
-                    static_cast<long long>(d), c.block_m, c.block_n, causal ? "causal" : "none",
-                    static_cast<long long>(b), static_cast<long long>(h), static_cast<long long>(s),
-                    seconds * 1e3, flops / seconds / 1e12);
+        for (int64_t max_ctas : {int64_t{0}, int64_t{context_->multiprocessor_count()}}) {
+          auto run = [&] { launch(modules[n], c, params, device.problem(), max_ctas); };
+          for (int warm = 0; warm < 3; ++warm) run();
+          context_->synchronize();
+          const int repeats = s >= 4096 ? 20 : 50;
+          const auto start = std::chrono::steady_clock::now();
+          for (int r = 0; r < repeats; ++r) run();
+          context_->synchronize();
+          const double seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+              repeats;
+          const double pairs = causal ? s * (s + 1) / 2.0 : double(s) * s;
+          const double flops = 4.0 * b * h * pairs * d;
+          std::printf(
+              "d%-3lld m%-3d n%-3d s%d %-6s %-10s b%-2lld h%-2lld s%-5lld %8.3f ms %6.1f TFLOP/s\n",
+              static_cast<long long>(d), c.block_m, c.block_n, c.stages, causal ? "causal" : "none",
+              max_ctas == 0 ? "per-tile" : "persistent", static_cast<long long>(b),
+              static_cast<long long>(h), static_cast<long long>(s), seconds * 1e3,
+              flops / seconds / 1e12);
+          std::fflush(stdout);
+        }
         const auto out = device.download(device.problem().o);
         const auto* bits = reinterpret_cast<const uint16_t*>(out.bytes.data());
         int64_t non_finite = 0;

@@ -1,5 +1,6 @@
-// The Hopper warp-specialized forward kernel (FlashAttention-3 class, sm_90a), one CTA per
-// (query block, query head, sequence):
+// The Hopper warp-specialized forward kernel (FlashAttention-3 class, sm_90a). Each CTA runs
+// the tiles (query block, query head, sequence) its scheduler hands it (one per CTA, or
+// persistently several; fwd_sm90_scheduler.h):
 //   * warpgroup 0 is the producer: it gives registers back (setmaxnreg) and one thread issues
 //     the TMA loads of Q and of K/V blocks into mbarrier-guarded rings (fwd_sm90_producer.h);
 //   * warpgroups 1.. are consumers, 64 query rows each, with the freed registers: wgmma
@@ -21,6 +22,14 @@
 
 namespace tilefmha::fmha {
 
+// The value, hidden from the optimizer: what is computed from it is computed again rather than
+// kept in a register from an earlier, identical computation.
+TILEFMHA_DEVICE int sm90_opaque(int value) {
+  int copy;
+  asm volatile("mov.b32 %0, %1;" : "=r"(copy) : "r"(value));
+  return copy;
+}
+
 template <class Traits>
 TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
 #if defined(TILEFMHA_HAS_SM90A)
@@ -29,37 +38,51 @@ TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
   const tile::u32 smem =
       (tile::shared_address(shared) + (kSm90AtomBytes - 1)) & ~tile::u32(kSm90AtomBytes - 1);
   const Sm90Barriers<Traits::kStages> barriers{smem + Traits::kSmem.barrier_offset};
-
   constexpr bool kLongestFirst = !tile::same_type<typename Traits::Mask, NoMask>::value;
-  const Sm90Tile tile_id = sm90_tile_of_block<kLongestFirst>();
-  const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, tile_id.batch);
-  const int m_begin = tile_id.m_block * Traits::kBlockM;
-  if (m_begin >= seq.len_q) return;  // uniform over the CTA, before any barrier
+  const Sm90TileScheduler<Traits::kBlockM, kLongestFirst> scheduler{p};
 
   if (threadIdx.x == 0) barriers.init(Traits::kConsumerWarps);
   __syncthreads();
-
-  const typename Traits::Mask mask(p, seq, m_begin, Traits::kBlockM);
-  const KeyBlocks blocks = mask.key_blocks(Traits::kBlockN);
   const int warpgroup = threadIdx.x / kSm90WarpgroupThreads;
 
   if (warpgroup == 0) {
     if constexpr (Traits::kReallocateRegisters)
       tile::warpgroup_registers_decrease<Traits::kProducerRegisters>();
-    if (threadIdx.x == 0) sm90_produce<Traits>(params, seq, tile_id, blocks, smem, barriers);
+    if (threadIdx.x == 0) sm90_produce<Traits>(params, scheduler, smem, barriers);
   } else {
     if constexpr (Traits::kReallocateRegisters)
       tile::warpgroup_registers_increase<Traits::kConsumerRegisters>();
     const Sm90Consumer<Traits> consumer{warpgroup - 1, int(threadIdx.x % kSm90WarpgroupThreads),
                                         smem, barriers};
-    const typename Traits::Logits logits(p, seq, tile_id.batch, tile_id.head);
-    const int rows[2] = {m_begin + consumer.tile_row(0), m_begin + consumer.tile_row(1)};
-    const Sm90ElementMask<typename Traits::Mask> element_mask(p, seq, m_begin, Traits::kBlockM,
-                                                              rows);
-    Sm90ConsumerState<Traits> state;
-    consumer.run(state, blocks, m_begin, element_mask, logits, p.scale_log2);
-    const float softmax_scale = Traits::kFusedScale ? p.scale_log2 : 1.0f;
-    sm90_epilogue<Traits>(params, seq, tile_id, consumer, state, softmax_scale);
+    consumer.open_turns();
+    int step_base = 0;  // key blocks of earlier tiles: ring positions continue across tiles
+    int q_loads = 0;
+    for (int index = scheduler.first(); index < scheduler.tiles(); index = scheduler.next(index)) {
+      const Sm90Tile tile_id = scheduler.tile(index);
+      const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, tile_id.batch);
+      const int m_begin = tile_id.m_block * Traits::kBlockM;
+      if (m_begin >= seq.len_q) continue;  // the producer skips it alike
+      const KeyBlocks blocks =
+          typename Traits::Mask(p, seq, m_begin, Traits::kBlockM).key_blocks(Traits::kBlockN);
+      const typename Traits::Logits logits(p, seq, tile_id.batch, tile_id.head);
+      const int rows[2] = {m_begin + consumer.tile_row(0), m_begin + consumer.tile_row(1)};
+      const Sm90ElementMask<typename Traits::Mask> element_mask(p, seq, m_begin, Traits::kBlockM,
+                                                                rows);
+      const typename Traits::Dropout dropout(p, tile_id.batch, tile_id.head);
+      Sm90ConsumerState<Traits> state;
+      consumer.run(state, blocks, m_begin, element_mask, logits, dropout, p.scale_log2, step_base,
+                   tile::u32(q_loads) & 1u);
+      step_base += blocks.count();
+      ++q_loads;
+      // The epilogue decodes the tile again from its index, so only the index (not the tile's
+      // sequence facts) stays live across the main loop beside the accumulators.
+      const Sm90Tile again = scheduler.tile(sm90_opaque(index));
+      const SeqInfo epilogue_seq = SeqInfo::make<Traits::kGroupMode>(p, again.batch);
+      const float softmax_scale = Traits::kFusedScale ? p.scale_log2 : 1.0f;
+      sm90_epilogue<Traits>(params, epilogue_seq, again, consumer, state, softmax_scale,
+                            dropout.keep_scale());
+    }
+    consumer.close_turns();
   }
 #endif
 }

@@ -124,6 +124,23 @@ struct Sm90Consumer {
     return Traits::kFusedScale ? scale_log2 : 1.0f;
   }
 
+  // Dropout on the numerators, after the row sums took them (the 1 / (1 - p) scale waits for
+  // the epilogue); coordinates are sequence-relative like the reference's.
+  template <class Dropout>
+  TILEFMHA_DEVICE void drop(float (&s)[kBlockN / 2], int m_begin, int key_begin,
+                            const Dropout& dropout) const {
+    if constexpr (Dropout::kEnabled) {
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          dropout.apply_pair(s[4 * j + 2 * r], s[4 * j + 2 * r + 1], m_begin + tile_row(r),
+                             key_begin + 8 * j + chunk_column(0));
+        }
+      }
+    }
+  }
+
   // P (unnormalized probabilities in S's registers) as the A fragments of P V: the k16 slice
   // `step` covers S chunks 2*step and 2*step + 1.
   TILEFMHA_DEVICE static void pack_p(const float (&s)[kBlockN / 2], tile::u32 (&p)[kKeySteps][4]) {
@@ -146,29 +163,38 @@ struct Sm90Consumer {
     }
   }
 
-  template <class Mask, class Logits>
-  TILEFMHA_DEVICE void run(Sm90ConsumerState<Traits>& state, const KeyBlocks& blocks, int m_begin,
-                           const Mask& mask, const Logits& logits, float scale_log2) const {
-    float(&o)[Traits::kHdimV / 2] = state.o;
-#pragma unroll
-    for (int i = 0; i < Traits::kHdimV / 2; ++i) o[i] = 0.0f;
-
-    // The last warpgroup opens the first turn; warpgroup 0 takes the matching extra turn at
-    // the end, so every arrival on a turn barrier is consumed.
+  // The last warpgroup opens the first turn; warpgroup 0 takes the matching extra turn after
+  // its last tile, so every arrival on a turn barrier is consumed.
+  TILEFMHA_DEVICE void open_turns() const {
     if constexpr (Traits::kPingpong) {
       if (group == Traits::kConsumerGroups - 1)
         tile::named_barrier_arrive(kSm90TurnBarrier + 0, kTurnThreads);
     }
-    tile::mbarrier_wait(barriers.q_full(), 0);
+  }
+  TILEFMHA_DEVICE void close_turns() const {
+    if constexpr (Traits::kPingpong) {
+      if (group == 0) tile::named_barrier_sync(kSm90TurnBarrier + 0, kTurnThreads);
+    }
+  }
+
+  // One tile's main loop. `step_base` counts the key blocks of the CTA's earlier tiles (ring
+  // positions continue across tiles); `q_phase` is the parity of this tile's Q load.
+  template <class Mask, class Logits, class Dropout>
+  TILEFMHA_DEVICE void run(Sm90ConsumerState<Traits>& state, const KeyBlocks& blocks, int m_begin,
+                           const Mask& mask, const Logits& logits, const Dropout& dropout,
+                           float scale_log2, int step_base, tile::u32 q_phase) const {
+    constexpr int kStages = Traits::kStages;
+    float(&o)[Traits::kHdimV / 2] = state.o;
+#pragma unroll
+    for (int i = 0; i < Traits::kHdimV / 2; ++i) o[i] = 0.0f;
+    tile::mbarrier_wait(barriers.q_full(), q_phase);
 
     const int steps = blocks.count();
     float s[kBlockN / 2];
     tile::u32 p[kKeySteps][4];
     float correction[2];
-    // K and V of key step j sit in ring slot j % stages, in the pass (j / stages); deriving
-    // both rings' positions from the step keeps no ring state live beside the accumulators.
-    auto stage_of = [](int step) { return step % Traits::kStages; };
-    auto phase_of = [](int step) { return tile::u32(step / Traits::kStages) & 1u; };
+    auto stage_of = [&](int step) { return ring_stage<kStages>(step_base + step); };
+    auto phase_of = [&](int step) { return ring_phase<kStages>(step_base + step); };
     auto key_begin_of = [&](int step) { return blocks.block(step) * kBlockN; };
 
     if constexpr (!Traits::kOverlap) {
@@ -184,6 +210,7 @@ struct Sm90Consumer {
 
         const float scale = transform(s, m_begin, key_begin_of(step), mask, logits, scale_log2);
         state.softmax.update(s, scale, correction);
+        drop(s, m_begin, key_begin_of(step), dropout);
         rescale(o, correction);
         pack_p(s, p);
 
@@ -197,18 +224,19 @@ struct Sm90Consumer {
       }
     } else if (steps > 0) {
       // Block 0: S alone.
-      tile::mbarrier_wait(barriers.k_full(0), 0);
+      tile::mbarrier_wait(barriers.k_full(stage_of(0)), phase_of(0));
       wait_turn();
       tile::wgmma_fence();
-      issue_qk(s, 0);
+      issue_qk(s, stage_of(0));
       tile::wgmma_commit_group();
       pass_turn();
       tile::wgmma_wait_group<0>();
       tile::wgmma_fence_registers(s);
-      release(barriers.k_empty(0));
+      release(barriers.k_empty(stage_of(0)));
       {
         const float scale = transform(s, m_begin, key_begin_of(0), mask, logits, scale_log2);
         state.softmax.update(s, scale, correction);
+        drop(s, m_begin, key_begin_of(0), dropout);
         pack_p(s, p);
       }
 
@@ -231,6 +259,7 @@ struct Sm90Consumer {
         release(barriers.k_empty(k_stage));
         const float scale = transform(s, m_begin, key_begin_of(step), mask, logits, scale_log2);
         state.softmax.update(s, scale, correction);
+        drop(s, m_begin, key_begin_of(step), dropout);
 
         tile::wgmma_wait_group<0>();
         tile::wgmma_fence_registers(o);
@@ -250,10 +279,6 @@ struct Sm90Consumer {
       tile::wgmma_wait_group<0>();
       tile::wgmma_fence_registers(o);
       release(barriers.v_empty(stage_of(last)));
-    }
-
-    if constexpr (Traits::kPingpong) {
-      if (group == 0) tile::named_barrier_sync(kSm90TurnBarrier + 0, kTurnThreads);
     }
   }
 };

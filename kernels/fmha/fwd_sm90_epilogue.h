@@ -2,13 +2,15 @@
 // into its 64 rows of the (now free) Q tile in the swizzled panel layout, then store it to
 // global memory, and write LSE. Batch mode stores with TMA, whose box clipping drops rows past
 // the sequence end; group mode packs sequences back to back, so there the rows go out through
-// guarded 16-byte stores instead of clipping into the next sequence.
+// guarded 16-byte stores instead of clipping into the next sequence. Then the warpgroup
+// releases the Q buffer for the CTA's next tile.
 #pragma once
 
 #include "fmha/fwd_sm90_consumer.h"
 #include "fmha/fwd_sm90_params.h"
 #include "fmha/fwd_sm90_pipeline.h"
 #include "fmha/fwd_sm90_scheduler.h"
+#include "fmha/logits.h"
 #include "fmha/seq_info.h"
 #include "tile/async_proxy.h"
 #include "tile/named_barrier.h"
@@ -42,7 +44,8 @@ TILEFMHA_DEVICE int sm90_swizzled_offset(int row, int chunk) {
 template <class Traits>
 TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& seq,
                                    const Sm90Tile& tile_id, const Sm90Consumer<Traits>& consumer,
-                                   Sm90ConsumerState<Traits>& state, float softmax_scale) {
+                                   Sm90ConsumerState<Traits>& state, float softmax_scale,
+                                   float keep_scale) {
   using T = typename Traits::Element;
   constexpr int kDv = Traits::kHdimV;
   const FwdParams& p = params.base;
@@ -51,7 +54,9 @@ TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& s
   const int m_begin = tile_id.m_block * Traits::kBlockM;
 
   float normalizer[2], lse[2];
-  state.softmax.finish(softmax_scale, normalizer, lse);
+  float sink2 = sm90_negative_infinity();
+  if constexpr (Traits::kSinkLogit) sink2 = p.sink_logits[tile_id.head * p.sink_stride] * kLog2e;
+  state.softmax.finish(softmax_scale, sink2, keep_scale, normalizer, lse);
   Sm90Consumer<Traits>::rescale(state.o, normalizer);
 
   // Registers -> swizzled shared tile (this warpgroup's rows of every panel).
@@ -118,10 +123,15 @@ TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& s
     }
   }
 
-  // The shared tile must stay until the TMA store has read it.
+  // The Q buffer is free for the next tile once this warpgroup's O has left it: the TMA store
+  // has read it (batch mode) or the guarded stores have (group mode, where the next Q's TMA
+  // writes follow ordinary shared-memory accesses).
   if constexpr (!Traits::kGroupMode) {
     if (thread == 0) tile::tma_store_wait_group_read<0>();
+  } else {
+    tile::fence_proxy_async_shared();
   }
+  consumer.release(consumer.barriers.q_empty());
 }
 
 }  // namespace tilefmha::fmha

@@ -9,38 +9,29 @@
 
 namespace tilefmha::fmha {
 
-// A position in a ring of `Stages` slots. The phase bit flips at each wrap; a consumer waits
-// for the full barrier's phase `phase`, the producer for the empty barrier's phase `phase ^ 1`
-// (a fresh barrier counts its phase before the first as complete, so the first pass is free).
-template <int Stages>
-struct RingPosition {
-  int stage = 0;
-  tile::u32 phase = 0;
-
-  TILEFMHA_DEVICE void advance() {
-    if (++stage == Stages) {
-      stage = 0;
-      phase ^= 1u;
-    }
-  }
-};
-
-// Shared-window addresses of the kernel's mbarriers (see Sm90SmemLayout::barrier_offset).
+// Phases: a consumer waits for a full barrier's phase `phase`, the producer for the empty
+// barrier's phase `phase ^ 1` (a fresh barrier counts the phase before its first as complete,
+// so the first pass through the ring is free).
+// Shared-window addresses of the kernel's mbarriers (see Sm90SmemLayout::barrier_offset):
+// q_full / q_empty guard the Q tile (reused by the epilogue for O, so it is free again only
+// once the tile's O has left), then full / empty per stage of the K and V rings.
 template <int Stages>
 struct Sm90Barriers {
   tile::u32 base;
 
   TILEFMHA_DEVICE tile::u32 q_full() const { return base; }
-  TILEFMHA_DEVICE tile::u32 k_full(int stage) const { return base + 8u * (1 + stage); }
-  TILEFMHA_DEVICE tile::u32 k_empty(int stage) const { return base + 8u * (1 + Stages + stage); }
-  TILEFMHA_DEVICE tile::u32 v_full(int stage) const { return base + 8u * (1 + 2 * Stages + stage); }
+  TILEFMHA_DEVICE tile::u32 q_empty() const { return base + 8u; }
+  TILEFMHA_DEVICE tile::u32 k_full(int stage) const { return base + 8u * (2 + stage); }
+  TILEFMHA_DEVICE tile::u32 k_empty(int stage) const { return base + 8u * (2 + Stages + stage); }
+  TILEFMHA_DEVICE tile::u32 v_full(int stage) const { return base + 8u * (2 + 2 * Stages + stage); }
   TILEFMHA_DEVICE tile::u32 v_empty(int stage) const {
-    return base + 8u * (1 + 3 * Stages + stage);
+    return base + 8u * (2 + 3 * Stages + stage);
   }
 
-  // One thread initializes; the caller fences and synchronizes the block afterwards.
+  // One thread initializes; the caller synchronizes the block afterwards.
   TILEFMHA_DEVICE void init(int consumer_warps) const {
     tile::mbarrier_init(q_full(), 1);
+    tile::mbarrier_init(q_empty(), consumer_warps);
     for (int stage = 0; stage < Stages; ++stage) {
       tile::mbarrier_init(k_full(stage), 1);
       tile::mbarrier_init(v_full(stage), 1);
@@ -50,6 +41,17 @@ struct Sm90Barriers {
     tile::mbarrier_init_fence();
   }
 };
+
+// Ring slot and phase of the `step`-th key block a CTA processes (counted over all its
+// tiles): both roles derive positions from the count, so no ring state stays live.
+template <int Stages>
+TILEFMHA_DEVICE int ring_stage(int step) {
+  return step % Stages;
+}
+template <int Stages>
+TILEFMHA_DEVICE tile::u32 ring_phase(int step) {
+  return tile::u32(step / Stages) & 1u;
+}
 
 // Named barrier ids (0 is __syncthreads): per consumer warpgroup, one for its turn to issue
 // GEMMs under the pingpong schedule and one for its epilogue.

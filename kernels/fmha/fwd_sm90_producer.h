@@ -1,7 +1,8 @@
-// The producer: one thread of the first warpgroup issues every TMA load of the tile. Q once,
-// then K and V blocks into their rings in the order the consumers use them under the overlap
-// schedule (K0, K1, V0, K2, V1, ..., V(n-1)); the serial schedule consumes them in an order
-// this one never blocks.
+// The producer: one thread of the first warpgroup issues every TMA load of the CTA's tiles.
+// Per tile, Q (once the previous tile's O has left its buffer), then K and V blocks into their
+// rings in the order the consumers use them under the overlap schedule (K0, K1, V0, K2, V1,
+// ..., V(n-1)); the serial schedule consumes them in an order this one never blocks. The next
+// tile's K/V loads run ahead into free ring slots while the consumers finish the current one.
 #pragma once
 
 #include "fmha/fwd_sm90_params.h"
@@ -18,11 +19,11 @@ TILEFMHA_DEVICE const tile::TensorMap* sm90_map(const Sm90TensorMap& map) {
   return reinterpret_cast<const tile::TensorMap*>(&map);
 }
 
-template <class Traits>
-TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const SeqInfo& seq,
-                                  const Sm90Tile& tile_id, const KeyBlocks& blocks, tile::u32 smem,
-                                  const Sm90Barriers<Traits::kStages>& barriers) {
+template <class Traits, class Scheduler>
+TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& scheduler,
+                                  tile::u32 smem, const Sm90Barriers<Traits::kStages>& barriers) {
   constexpr int kStages = Traits::kStages;
+  const FwdParams& p = params.base;
   const tile::TensorMap* q_map = sm90_map(params.q_map);
   const tile::TensorMap* k_map = sm90_map(params.k_map);
   const tile::TensorMap* v_map = sm90_map(params.v_map);
@@ -30,56 +31,71 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const SeqInfo& se
   tile::tma_prefetch_descriptor(k_map);
   tile::tma_prefetch_descriptor(v_map);
 
-  const int batch = int(seq.view_batch);
-  const int head = tile_id.head;
-  const int kv_head = int(head / params.base.head_group);
-  const int q_row = int(seq.q_start) + tile_id.m_block * Traits::kBlockM;
+  int step_base = 0;  // key blocks loaded for earlier tiles
+  int q_loads = 0;    // Q tiles loaded so far
+  for (int index = scheduler.first(); index < scheduler.tiles(); index = scheduler.next(index)) {
+    const Sm90Tile tile_id = scheduler.tile(index);
+    const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, tile_id.batch);
+    const int m_begin = tile_id.m_block * Traits::kBlockM;
+    if (m_begin >= seq.len_q) continue;  // the consumers skip it alike
+    const typename Traits::Mask mask(p, seq, m_begin, Traits::kBlockM);
+    const KeyBlocks blocks = mask.key_blocks(Traits::kBlockN);
 
-  tile::mbarrier_arrive_expect_tx(barriers.q_full(), Traits::kQBytes);
+    const int batch = int(seq.view_batch);
+    const int head = tile_id.head;
+    const int kv_head = int(head / p.head_group);
+
+    auto load_k = [&](int step) {
+      const int key_row = int(seq.k_start) + blocks.block(step) * Traits::kBlockN;
+      const int stage = ring_stage<kStages>(step_base + step);
+      tile::mbarrier_wait(barriers.k_empty(stage), ring_phase<kStages>(step_base + step) ^ 1u);
+      const tile::u32 full = barriers.k_full(stage);
+      tile::mbarrier_arrive_expect_tx(full, Traits::kSmem.k_stage_bytes);
+      const tile::u32 destination =
+          smem + Traits::kSmem.k_offset + stage * Traits::kSmem.k_stage_bytes;
 #pragma unroll
-  for (int panel = 0; panel < Traits::kHdimQ / kSm90PanelElements; ++panel) {
-    tile::tma_load_4d(smem + Traits::kSmem.q_offset + panel * Traits::kQPanelBytes, q_map,
-                      barriers.q_full(), panel * kSm90PanelElements, q_row, head, batch);
-  }
+      for (int panel = 0; panel < Traits::kHdimQ / kSm90PanelElements; ++panel) {
+        tile::tma_load_4d(destination + panel * Traits::kKPanelBytes, k_map, full,
+                          panel * kSm90PanelElements, key_row, kv_head, batch);
+      }
+    };
+    auto load_v = [&](int step) {
+      const int key_row = int(seq.k_start) + blocks.block(step) * Traits::kBlockN;
+      const int stage = ring_stage<kStages>(step_base + step);
+      tile::mbarrier_wait(barriers.v_empty(stage), ring_phase<kStages>(step_base + step) ^ 1u);
+      const tile::u32 full = barriers.v_full(stage);
+      tile::mbarrier_arrive_expect_tx(full, Traits::kSmem.v_stage_bytes);
+      const tile::u32 destination =
+          smem + Traits::kSmem.v_offset + stage * Traits::kSmem.v_stage_bytes;
+#pragma unroll
+      for (int panel = 0; panel < Traits::kHdimV / kSm90PanelElements; ++panel) {
+        tile::tma_load_4d(destination + panel * Traits::kVPanelBytes, v_map, full,
+                          panel * kSm90PanelElements, key_row, kv_head, batch);
+      }
+    };
 
-  RingPosition<kStages> k_position, v_position;
-  auto load_k = [&](int step) {
-    const int key_row = int(seq.k_start) + blocks.block(step) * Traits::kBlockN;
-    tile::mbarrier_wait(barriers.k_empty(k_position.stage), k_position.phase ^ 1u);
-    const tile::u32 full = barriers.k_full(k_position.stage);
-    tile::mbarrier_arrive_expect_tx(full, Traits::kSmem.k_stage_bytes);
-    const tile::u32 destination =
-        smem + Traits::kSmem.k_offset + k_position.stage * Traits::kSmem.k_stage_bytes;
+    // K0 first: it can land while the consumers still store the previous tile's O from the Q
+    // buffer.
+    const int steps = blocks.count();
+    if (steps > 0) load_k(0);
+    tile::mbarrier_wait(barriers.q_empty(), (tile::u32(q_loads) & 1u) ^ 1u);
+    tile::mbarrier_arrive_expect_tx(barriers.q_full(), Traits::kQBytes);
 #pragma unroll
     for (int panel = 0; panel < Traits::kHdimQ / kSm90PanelElements; ++panel) {
-      tile::tma_load_4d(destination + panel * Traits::kKPanelBytes, k_map, full,
-                        panel * kSm90PanelElements, key_row, kv_head, batch);
+      tile::tma_load_4d(smem + Traits::kSmem.q_offset + panel * Traits::kQPanelBytes, q_map,
+                        barriers.q_full(), panel * kSm90PanelElements, int(seq.q_start) + m_begin,
+                        head, batch);
     }
-    k_position.advance();
-  };
-  auto load_v = [&](int step) {
-    const int key_row = int(seq.k_start) + blocks.block(step) * Traits::kBlockN;
-    tile::mbarrier_wait(barriers.v_empty(v_position.stage), v_position.phase ^ 1u);
-    const tile::u32 full = barriers.v_full(v_position.stage);
-    tile::mbarrier_arrive_expect_tx(full, Traits::kSmem.v_stage_bytes);
-    const tile::u32 destination =
-        smem + Traits::kSmem.v_offset + v_position.stage * Traits::kSmem.v_stage_bytes;
-#pragma unroll
-    for (int panel = 0; panel < Traits::kHdimV / kSm90PanelElements; ++panel) {
-      tile::tma_load_4d(destination + panel * Traits::kVPanelBytes, v_map, full,
-                        panel * kSm90PanelElements, key_row, kv_head, batch);
+    ++q_loads;
+    if (steps > 0) {
+      for (int step = 1; step < steps; ++step) {
+        load_k(step);
+        load_v(step - 1);
+      }
+      load_v(steps - 1);
     }
-    v_position.advance();
-  };
-
-  const int steps = blocks.count();
-  if (steps == 0) return;
-  load_k(0);
-  for (int step = 1; step < steps; ++step) {
-    load_k(step);
-    load_v(step - 1);
+    step_base += steps;
   }
-  load_v(steps - 1);
 }
 
 }  // namespace tilefmha::fmha

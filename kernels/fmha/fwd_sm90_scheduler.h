@@ -1,9 +1,12 @@
-// Which tile a CTA computes. One CTA per (query block, query head, sequence), query blocks
-// fastest so that neighbouring CTAs share a head's K/V in L2. Under masks that give later
-// query blocks more keys (causal, bottom-right windows), the longest blocks start first so the
-// short ones fill the tail of the wave.
+// Which tiles a CTA computes. Tiles (query block, query head, sequence) are numbered once and
+// CTA c takes tiles c, c + gridDim.x, ...: a grid of one CTA per tile runs each tile in its
+// own CTA, a grid of one CTA per SM runs persistently, and the kernel is the same. The
+// numbering puts query blocks fastest, so CTAs running together share a head's K/V in L2;
+// under masks that give later query blocks more keys (causal, bottom-right windows), each
+// head's blocks are numbered longest first.
 #pragma once
 
+#include "fmha/fwd_params.h"
 #include "tile/device.h"
 
 namespace tilefmha::fmha {
@@ -14,10 +17,24 @@ struct Sm90Tile {
   int batch;
 };
 
-template <bool LongestFirst>
-TILEFMHA_DEVICE Sm90Tile sm90_tile_of_block() {
-  const int m_block = LongestFirst ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
-  return {m_block, int(blockIdx.y), int(blockIdx.z)};
-}
+// Holds only a reference to the (constant-bank) parameters: the counts are re-read where
+// needed rather than kept in registers across the consumers' main loop.
+template <int BlockM, bool LongestFirst>
+struct Sm90TileScheduler {
+  const FwdParams& p;
+
+  TILEFMHA_DEVICE int m_blocks() const { return int((p.seqlen_q + BlockM - 1) / BlockM); }
+  TILEFMHA_DEVICE int tiles() const { return m_blocks() * int(p.nhead_q) * int(p.batch); }
+  TILEFMHA_DEVICE int first() const { return int(blockIdx.x); }
+  TILEFMHA_DEVICE int next(int tile) const { return tile + int(gridDim.x); }
+
+  TILEFMHA_DEVICE Sm90Tile tile(int index) const {
+    const int heads = int(p.nhead_q);
+    const int m_count = m_blocks();
+    const int m = index % m_count;
+    const int rest = index / m_count;
+    return {LongestFirst ? m_count - 1 - m : m, rest % heads, rest / heads};
+  }
+};
 
 }  // namespace tilefmha::fmha

@@ -45,14 +45,14 @@ struct Sm90SmemLayout {
   int q_offset;        // Q tile, reused for the O tile by the epilogue
   int k_offset;        // `stages` K tiles
   int v_offset;        // `stages` V tiles
-  int barrier_offset;  // mbarriers: q_full, then k_full, k_empty, v_full, v_empty per stage
+  int barrier_offset;  // mbarriers: q_full, q_empty, then k_full, k_empty, v_full, v_empty
   int k_stage_bytes;
   int v_stage_bytes;
   int bytes;  // everything, plus alignment slack for the 1024-byte swizzle atoms
 };
 
 constexpr int sm90_barrier_count(int stages) {
-  return 1 + 4 * stages;
+  return 2 + 4 * stages;
 }
 
 constexpr Sm90SmemLayout sm90_smem_layout(int hdim_q, int hdim_v, int block_m, int block_n,

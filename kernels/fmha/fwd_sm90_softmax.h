@@ -58,15 +58,25 @@ struct Sm90OnlineSoftmax {
   }
 
   // Row totals, LSE (natural log) and the factor that normalizes O (0 for an empty row).
-  TILEFMHA_DEVICE void finish(float scale, float (&normalizer)[2], float (&lse)[2]) const {
+  // `sink2` is the base-2 sink logit (-inf: none), which joins only the denominator;
+  // `keep_scale` folds in the dropout rescaling 1 / (1 - p).
+  TILEFMHA_DEVICE void finish(float scale, float sink2, float keep_scale, float (&normalizer)[2],
+                              float (&lse)[2]) const {
     constexpr float kLn2 = 0.6931471805599453f;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float total = tile::quad_sum(row_sum[r]);
+      float total = tile::quad_sum(row_sum[r]);
+      float max2 = row_max[r] * scale;
+      float weight = 1.0f;  // share of the keys once the sink joins the denominator
+      if (sink2 != sm90_negative_infinity()) {
+        const float joint = tile::max_f32(max2, sink2);
+        weight = tile::exp2_approx(max2 - joint);
+        total = total * weight + tile::exp2_approx(sink2 - joint);
+        max2 = joint;
+      }
       const bool any = total > 0.0f;
-      normalizer[r] = any ? 1.0f / total : 0.0f;
-      lse[r] =
-          any ? (row_max[r] * scale + tile::log2_approx(total)) * kLn2 : sm90_negative_infinity();
+      normalizer[r] = any ? keep_scale * weight / total : 0.0f;
+      lse[r] = any ? (max2 + tile::log2_approx(total)) * kLn2 : sm90_negative_infinity();
     }
   }
 };

@@ -2,6 +2,7 @@
 // element type, head dims, tile, stages, the mask and logits hooks, and the consumer schedule.
 #pragma once
 
+#include "fmha/dropout.h"
 #include "fmha/fwd_sm90_shape.h"
 #include "fmha/logits.h"
 #include "tile/numeric_types.h"
@@ -9,11 +10,13 @@
 namespace tilefmha::fmha {
 
 template <class Element_, int HdimQ, int HdimV, int BlockM, int BlockN, int Stages, bool GroupMode,
-          class Mask_, class Logits_, bool StoreLse, Sm90Schedule Schedule>
+          class Mask_, class Logits_, class Dropout_, bool StoreLse, bool SinkLogit,
+          Sm90Schedule Schedule>
 struct Sm90FwdTraits {
   using Element = Element_;
   using Mask = Mask_;
   using Logits = Logits_;
+  using Dropout = Dropout_;
 
   static constexpr int kHdimQ = HdimQ;
   static constexpr int kHdimV = HdimV;
@@ -25,6 +28,7 @@ struct Sm90FwdTraits {
   static constexpr int kConsumerWarps = kConsumerGroups * 4;
   static constexpr bool kGroupMode = GroupMode;
   static constexpr bool kStoreLse = StoreLse;
+  static constexpr bool kSinkLogit = SinkLogit;
   static constexpr Sm90Schedule kSchedule = Schedule;
   static constexpr bool kOverlap = Schedule != Sm90Schedule::serial;
   static constexpr bool kPingpong = Schedule == Sm90Schedule::pingpong && kConsumerGroups > 1;

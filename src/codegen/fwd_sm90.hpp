@@ -3,6 +3,7 @@
 // pipeline == sm90_ws. The generic codegen entry points dispatch here for that pipeline.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "fmha/fwd_sm90_shape.h"
@@ -28,8 +29,12 @@ std::string generate_sm90_source(const KernelConfig& config, fmha::Sm90Schedule 
 // Threads per block: one producer plus block_m / 64 consumer warpgroups.
 int threads_per_block_sm90(const KernelConfig& config);
 
-// Grid (query blocks, query heads, sequences), block and dynamic shared memory. Throws
-// Error(not_supported) when the grid exceeds the hardware limits.
+// Block, dynamic shared memory and a 1D grid over the tiles (query blocks x query heads x
+// sequences): one CTA per tile, or with `max_ctas` > 0 at most that many CTAs, each running
+// tiles persistently (max_ctas = the SM count: one resident CTA per SM). The same compiled
+// kernel serves both. Throws Error(not_supported) past 2^31 - 1 tiles.
 jit::LaunchShape launch_shape_sm90(const KernelConfig& config, const Problem& problem);
+jit::LaunchShape launch_shape_sm90(const KernelConfig& config, const Problem& problem,
+                                   int64_t max_ctas);
 
 }  // namespace tilefmha::codegen

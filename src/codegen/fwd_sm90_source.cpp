@@ -53,6 +53,10 @@ std::string_view bias_hook(BiasKind bias) {
   return "tilefmha::fmha::NoBias";
 }
 
+std::string_view dropout_hook(bool dropout) {
+  return dropout ? "tilefmha::fmha::PhiloxDropout" : "tilefmha::fmha::NoDropout";
+}
+
 std::string_view schedule_name(fmha::Sm90Schedule schedule) {
   switch (schedule) {
     case fmha::Sm90Schedule::serial: return "tilefmha::fmha::Sm90Schedule::serial";
@@ -108,8 +112,6 @@ void check_supported_sm90(const KernelConfig& c) {
                 "S, P and O accumulators need " + std::to_string(accumulators) +
                     " registers per thread, over the " + std::to_string(budget) +
                     " a consumer has (would spill)");
-  if (c.dropout) unsupported("dropout", c.dropout, "sm90_ws has no dropout yet");
-  if (c.sink_logit) unsupported("sink_logit", c.sink_logit, "sm90_ws has no sink logit yet");
   if (c.page_table != PageTableKind::none)
     unsupported("page_table", c.page_table, "the fwd kernel reads contiguous K/V");
   if (c.rope != RopeKind::none) unsupported("rope", c.rope, "RoPE belongs to fwd_appendkv");
@@ -146,7 +148,9 @@ std::string generate_sm90_source(const KernelConfig& c, fmha::Sm90Schedule sched
      << "    /*group_mode=*/" << boolean(c.mode == Mode::group) << ",\n"
      << "    " << mask_hook(c.mask) << ",\n"
      << "    tilefmha::fmha::Logits<" << cap_hook(c.softcap) << ", " << bias_hook(c.bias) << ">,\n"
-     << "    /*store_lse=*/" << boolean(c.lse) << ",\n"
+     << "    " << dropout_hook(c.dropout) << ",\n"
+     << "    /*store_lse=*/" << boolean(c.lse) << ", /*sink_logit=*/" << boolean(c.sink_logit)
+     << ",\n"
      << "    " << schedule_name(schedule) << ">;\n"
      << "}  // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << threads_per_block_sm90(c) << ", 1) "
@@ -157,20 +161,25 @@ std::string generate_sm90_source(const KernelConfig& c, fmha::Sm90Schedule sched
 }
 
 jit::LaunchShape launch_shape_sm90(const KernelConfig& c, const Problem& problem) {
+  return launch_shape_sm90(c, problem, 0);
+}
+
+jit::LaunchShape launch_shape_sm90(const KernelConfig& c, const Problem& problem,
+                                   int64_t max_ctas) {
   check_supported_sm90(c);
-  constexpr int64_t kMaxGridYZ = 65535;
-  if (problem.nhead_q > kMaxGridYZ)
-    throw Error(ErrorKind::not_supported,
-                "nhead_q = " + std::to_string(problem.nhead_q) + " exceeds the grid's 65535 heads");
-  if (problem.batch > kMaxGridYZ)
-    throw Error(ErrorKind::not_supported,
-                "batch = " + std::to_string(problem.batch) + " exceeds the grid's 65535 sequences");
   const int64_t query_blocks = (problem.seqlen_q + c.block_m - 1) / c.block_m;
+  const int64_t tiles = query_blocks * problem.nhead_q * problem.batch;
+  // The kernel numbers tiles with 32-bit ints.
+  constexpr int64_t kMaxTiles = (int64_t{1} << 31) - 1;
+  if (tiles > kMaxTiles)
+    throw Error(ErrorKind::not_supported,
+                "seqlen_q = " + std::to_string(problem.seqlen_q) + ", nhead_q = " +
+                    std::to_string(problem.nhead_q) + ", batch = " + std::to_string(problem.batch) +
+                    ": " + std::to_string(tiles) + " tiles exceed the kernel's 2^31 - 1");
+  const int64_t ctas = max_ctas > 0 && max_ctas < tiles ? max_ctas : tiles;
   jit::LaunchShape shape;
-  // A grid needs one block even when every sequence is empty; such CTAs exit at once.
-  shape.grid[0] = static_cast<unsigned>(query_blocks > 0 ? query_blocks : 1);
-  shape.grid[1] = static_cast<unsigned>(problem.nhead_q);
-  shape.grid[2] = static_cast<unsigned>(problem.batch);
+  // A grid needs one block even when there is no tile; such a CTA exits at once.
+  shape.grid[0] = static_cast<unsigned>(ctas > 0 ? ctas : 1);
   shape.block[0] = static_cast<unsigned>(threads_per_block_sm90(c));
   shape.dynamic_shared_bytes = static_cast<unsigned>(
       fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).bytes);
