@@ -488,13 +488,14 @@ std::vector<uint16_t> random_bf16(int64_t count, uint64_t seed) {
 TEST_F(FwdSm90Gpu, Throughput) {
   if (std::getenv("TILEFMHA_SM90_SKIP_BENCH") != nullptr) GTEST_SKIP() << "benchmark skipped";
   struct Tile {
-    int hdim, block_m, block_n;
+    int hdim, block_m, block_n, stages;
     MaskKind mask;
   };
-  const Tile tiles[] = {{128, 128, 128, MaskKind::none},   {128, 128, 176, MaskKind::none},
-                        {128, 128, 128, MaskKind::causal}, {64, 192, 128, MaskKind::none},
-                        {64, 192, 128, MaskKind::causal},  {256, 128, 80, MaskKind::none},
-                        {256, 128, 80, MaskKind::causal}};
+  const Tile tiles[] = {{128, 128, 128, 2, MaskKind::none},  {128, 128, 176, 2, MaskKind::none},
+                        {128, 128, 128, 3, MaskKind::none},  {128, 128, 128, 2, MaskKind::causal},
+                        {64, 192, 128, 2, MaskKind::none},   {64, 128, 128, 2, MaskKind::none},
+                        {64, 192, 128, 2, MaskKind::causal}, {64, 128, 128, 2, MaskKind::causal},
+                        {256, 128, 80, 2, MaskKind::none},   {256, 128, 80, 2, MaskKind::causal}};
   std::vector<std::pair<KernelConfig, fmha::Sm90Schedule>> kernels;
   for (const Tile& t : tiles) {
     KernelConfig c = sm90_config(DType::bf16, t.hdim, t.hdim, t.block_m, t.block_n, t.stages);
