@@ -3,7 +3,8 @@
 // own CTA, a grid of one CTA per SM runs persistently, and the kernel is the same. The
 // numbering puts query blocks fastest, so CTAs running together share a head's K/V in L2;
 // under masks that give later query blocks more keys (causal, bottom-right windows), each
-// head's blocks are numbered longest first.
+// head's blocks are numbered longest first, and a persistent grid (fewer CTAs than tiles)
+// takes the longest blocks of all heads first, so its static round-robin stays balanced.
 #pragma once
 
 #include "fmha/fwd_params.h"
@@ -31,6 +32,14 @@ struct Sm90TileScheduler {
   TILEFMHA_DEVICE Sm90Tile tile(int index) const {
     const int heads = int(p.nhead_q);
     const int m_count = m_blocks();
+    if (LongestFirst && int(gridDim.x) < tiles()) {
+      // Persistent CTAs take tiles round-robin, so each round must hold tiles of one length:
+      // the longest query block of every (sequence, head) first, then the next longest.
+      const int sequences = heads * int(p.batch);
+      const int m_from_end = index / sequences;
+      const int rest = index - m_from_end * sequences;
+      return {m_count - 1 - m_from_end, rest % heads, rest / heads};
+    }
     const int m = index % m_count;
     const int rest = index / m_count;
     return {LongestFirst ? m_count - 1 - m : m, rest % heads, rest / heads};
