@@ -1,0 +1,61 @@
+#include "host_views.hpp"
+
+#include <string>
+
+#include "tilefmha/error.hpp"
+
+namespace tilefmha::python {
+namespace py = pybind11;
+
+namespace {
+
+[[noreturn]] void bad_argument(const std::string& message) {
+  throw Error(ErrorKind::invalid_argument, message);
+}
+
+std::string dtype_name(const py::dtype& dtype) {
+  return std::string(py::str(py::handle(dtype)));
+}
+
+}  // namespace
+
+DType storage_dtype(const py::dtype& dtype, std::string_view field) {
+  const char kind = dtype.kind();
+  const auto size = dtype.itemsize();
+  if (kind == 'f' && size == 4) return DType::fp32;
+  if (kind == 'f' && size == 2) return DType::fp16;
+  if (kind == 'u' && size == 2) return DType::bf16;
+  if (size == 2 && dtype_name(dtype) == "bfloat16") return DType::bf16;
+  if (kind == 'i' && size == 4) return DType::int32;
+  if (kind == 'i' && size == 8) return DType::int64;
+  if (kind == 'u' && size == 1) return DType::uint8;
+  bad_argument(std::string(field) + ".dtype = " + dtype_name(dtype) +
+               " is not supported (float32, float16, or bf16 as uint16 bit patterns)");
+}
+
+TensorView host_view(const py::array& array, std::string_view field, bool writable) {
+  const std::string name(field);
+  if (array.ndim() > kMaxRank)
+    bad_argument(name + " has " + std::to_string(array.ndim()) + " dimensions; at most " +
+                 std::to_string(kMaxRank) + " are supported");
+  if (writable && !array.writeable())
+    bad_argument(name + " is a read-only array but tilefmha writes into it");
+  TensorView view;
+  view.dtype = storage_dtype(array.dtype(), field);
+  view.space = MemorySpace::host;
+  view.rank = static_cast<int>(array.ndim());
+  const auto itemsize = static_cast<int64_t>(array.itemsize());
+  for (int d = 0; d < view.rank; ++d) {
+    view.shape[d] = static_cast<int64_t>(array.shape(d));
+    const auto bytes = static_cast<int64_t>(array.strides(d));
+    if (bytes % itemsize != 0)
+      bad_argument(name + ".stride[" + std::to_string(d) + "] = " + std::to_string(bytes) +
+                   " bytes is not a multiple of the element size " + std::to_string(itemsize));
+    view.stride[d] = bytes / itemsize;
+  }
+  // mutable_data would throw on read-only inputs; the engine writes only what `writable` allowed.
+  view.data = const_cast<void*>(array.data());
+  return view;
+}
+
+}  // namespace tilefmha::python

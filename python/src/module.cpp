@@ -1,0 +1,59 @@
+// The `tilefmha._core` extension: the engine's problem handle, the CPU reference and the GPU
+// dispatcher. The public API (argument checking, output allocation, backends) is the pure-Python
+// layer in python/tilefmha; this module is its private back end.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "errors.hpp"
+#include "gpu_session.hpp"
+#include "jit/cuda_driver.hpp"
+#include "problem_handle.hpp"
+
+namespace py = pybind11;
+using tilefmha::python::GpuSession;
+using tilefmha::python::ProblemHandle;
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "tilefmha engine bindings (private; use the tilefmha package)";
+  tilefmha::python::register_error_translation();
+
+  py::class_<ProblemHandle>(m, "Problem")
+      .def(py::init<const std::string&>(), py::arg("family"))
+      .def("set_dtype", &ProblemHandle::set_dtype, py::arg("dtype"))
+      .def("set_shape", &ProblemHandle::set_shape, py::arg("batch"), py::arg("nhead_q"),
+           py::arg("nhead_k"), py::arg("seqlen_q"), py::arg("seqlen_k"), py::arg("hdim_q"),
+           py::arg("hdim_v"))
+      .def("set_group", &ProblemHandle::set_group, py::arg("seqstart_q"), py::arg("seqstart_k"))
+      .def("set_key_lengths", &ProblemHandle::set_key_lengths, py::arg("seqlen_k_per_batch"))
+      .def("set_scale", &ProblemHandle::set_scale, py::arg("scale"))
+      .def("set_softcap", &ProblemHandle::set_softcap, py::arg("cap"))
+      .def("set_mask", &ProblemHandle::set_mask, py::arg("kind"), py::arg("align"),
+           py::arg("window_left"), py::arg("window_right"), py::arg("sink_tokens"))
+      .def("set_dropout", &ProblemHandle::set_dropout, py::arg("p"), py::arg("seed"),
+           py::arg("offset"))
+      .def("set_block_table", &ProblemHandle::set_block_table, py::arg("layout"),
+           py::arg("page_size"), py::arg("num_pages"), py::arg("block_table"),
+           py::arg("max_pages_per_seq"))
+      .def("set_page_list", &ProblemHandle::set_page_list, py::arg("layout"), py::arg("page_size"),
+           py::arg("num_pages"), py::arg("page_indptr"), py::arg("page_indices"))
+      .def("set_append", &ProblemHandle::set_append, py::arg("seqlen_knew"), py::arg("rope"),
+           py::arg("rotary_dim"), py::arg("rotate_q"))
+      .def("set_deterministic", &ProblemHandle::set_deterministic, py::arg("deterministic"))
+      .def("attach_host", &ProblemHandle::attach_host, py::arg("field"), py::arg("array"),
+           py::arg("writable") = false)
+      .def("attach_device", &ProblemHandle::attach_device, py::arg("field"), py::arg("capsule"),
+           py::arg("writable") = false)
+      .def_property_readonly("device", &ProblemHandle::device)
+      .def("describe", &ProblemHandle::describe)
+      .def("run_reference", &ProblemHandle::run_reference);
+
+  py::class_<GpuSession>(m, "GpuSession")
+      .def(py::init<int>(), py::arg("device"))
+      .def_property_readonly("device", &GpuSession::device_ordinal)
+      .def_property_readonly("device_name", &GpuSession::device_name)
+      .def("run", &GpuSession::run, py::arg("problem"), py::arg("stream"));
+
+  m.def("gpu_unavailable_reason", &tilefmha::jit::gpu_unavailable_reason,
+        "Empty when a CUDA driver and a GPU are usable, else why not.");
+}

@@ -1,0 +1,220 @@
+#include "problem_handle.hpp"
+
+#include <array>
+#include <functional>
+#include <string_view>
+#include <utility>
+
+#include "dlpack_views.hpp"
+#include "host_views.hpp"
+#include "tilefmha/error.hpp"
+#include "tilefmha/reference.hpp"
+
+namespace tilefmha::python {
+namespace py = pybind11;
+
+namespace {
+
+using Attach = void (*)(ProblemBuilder&, const TensorView&);
+
+// Views that live inside a sub-struct are set by copying the struct, since the builder takes
+// those structs whole.
+void attach_append(ProblemBuilder& b, TensorView AppendKv::*member, const TensorView& v) {
+  AppendKv append = b.peek().append;
+  append.*member = v;
+  b.append(std::move(append));
+}
+
+void attach_backward(ProblemBuilder& b, TensorView Backward::*member, const TensorView& v) {
+  Backward backward = b.peek().bwd;
+  backward.*member = v;
+  b.backward(std::move(backward));
+}
+
+struct TensorField {
+  std::string_view name;
+  Attach attach;
+};
+
+// One row per tensor the Python layer may attach; names are the engine's field names.
+constexpr std::array kTensorFields = {
+    TensorField{"q", [](ProblemBuilder& b, const TensorView& v) { b.q(v); }},
+    TensorField{"k", [](ProblemBuilder& b, const TensorView& v) { b.k(v); }},
+    TensorField{"v", [](ProblemBuilder& b, const TensorView& v) { b.v(v); }},
+    TensorField{"o", [](ProblemBuilder& b, const TensorView& v) { b.o(v); }},
+    TensorField{"lse", [](ProblemBuilder& b, const TensorView& v) { b.lse(v); }},
+    TensorField{"bias", [](ProblemBuilder& b, const TensorView& v) { b.bias(v); }},
+    TensorField{"alibi_slopes", [](ProblemBuilder& b, const TensorView& v) { b.alibi(v); }},
+    TensorField{"sink_logits", [](ProblemBuilder& b, const TensorView& v) { b.sink_logits(v); }},
+    TensorField{"append.k_new", [](ProblemBuilder& b,
+                                   const TensorView& v) { attach_append(b, &AppendKv::k_new, v); }},
+    TensorField{"append.v_new", [](ProblemBuilder& b,
+                                   const TensorView& v) { attach_append(b, &AppendKv::v_new, v); }},
+    TensorField{
+        "append.rope_cos",
+        [](ProblemBuilder& b, const TensorView& v) { attach_append(b, &AppendKv::rope_cos, v); }},
+    TensorField{
+        "append.rope_sin",
+        [](ProblemBuilder& b, const TensorView& v) { attach_append(b, &AppendKv::rope_sin, v); }},
+    TensorField{"bwd.d_o", [](ProblemBuilder& b,
+                              const TensorView& v) { attach_backward(b, &Backward::d_o, v); }},
+    TensorField{"bwd.dq", [](ProblemBuilder& b,
+                             const TensorView& v) { attach_backward(b, &Backward::dq, v); }},
+    TensorField{"bwd.dk", [](ProblemBuilder& b,
+                             const TensorView& v) { attach_backward(b, &Backward::dk, v); }},
+    TensorField{"bwd.dv", [](ProblemBuilder& b,
+                             const TensorView& v) { attach_backward(b, &Backward::dv, v); }},
+    TensorField{"bwd.dbias", [](ProblemBuilder& b,
+                                const TensorView& v) { attach_backward(b, &Backward::dbias, v); }},
+};
+
+Attach attach_for(std::string_view field) {
+  for (const TensorField& entry : kTensorFields)
+    if (entry.name == field) return entry.attach;
+  std::string known;
+  for (const TensorField& entry : kTensorFields)
+    known += (known.empty() ? "" : ", ") + std::string(entry.name);
+  throw Error(ErrorKind::invalid_argument,
+              "unknown tensor field '" + std::string(field) + "' (known: " + known + ")");
+}
+
+// A contiguous fp32 view of `shape` over `storage`, or an empty view when `like` is absent
+// (validation then names the missing input).
+TensorView scratch_like(const TensorView& like, std::vector<float>& storage) {
+  if (like.empty()) return {};
+  TensorView view = like;
+  view.dtype = DType::fp32;
+  int64_t elements = 1;
+  for (int d = view.rank - 1; d >= 0; --d) {
+    view.stride[d] = elements;
+    elements *= view.shape[d];
+  }
+  storage.assign(static_cast<size_t>(elements), 0.0f);
+  view.data = storage.data();
+  return view;
+}
+
+}  // namespace
+
+ProblemHandle::ProblemHandle(const std::string& family) : builder_(parse_enum<Family>(family)) {}
+
+void ProblemHandle::set_dtype(const std::string& dtype) {
+  builder_.dtype(parse_enum<DType>(dtype));
+}
+
+void ProblemHandle::set_shape(int64_t batch, int64_t nhead_q, int64_t nhead_k, int64_t seqlen_q,
+                              int64_t seqlen_k, int64_t hdim_q, int64_t hdim_v) {
+  builder_.shape(batch, nhead_q, nhead_k, seqlen_q, seqlen_k, hdim_q, hdim_v);
+}
+
+void ProblemHandle::set_group(std::vector<int64_t> seqstart_q, std::vector<int64_t> seqstart_k) {
+  builder_.group(std::move(seqstart_q), std::move(seqstart_k));
+}
+
+void ProblemHandle::set_key_lengths(std::vector<int64_t> seqlen_k_per_batch) {
+  builder_.key_lengths(std::move(seqlen_k_per_batch));
+}
+
+void ProblemHandle::set_scale(double scale) {
+  builder_.scale(scale);
+}
+
+void ProblemHandle::set_softcap(double cap) {
+  builder_.softcap(cap);
+}
+
+void ProblemHandle::set_mask(const std::string& kind, const std::string& align, int64_t window_left,
+                             int64_t window_right, int64_t sink_tokens) {
+  const MaskAlign alignment = parse_enum<MaskAlign>(align);
+  switch (parse_enum<MaskKind>(kind)) {
+    case MaskKind::none: break;
+    case MaskKind::causal: builder_.causal(alignment); break;
+    case MaskKind::window: builder_.window(window_left, window_right, alignment); break;
+  }
+  builder_.sink_tokens(sink_tokens);
+}
+
+void ProblemHandle::set_dropout(double p, uint64_t seed, uint64_t offset) {
+  builder_.dropout(p, seed, offset);
+}
+
+void ProblemHandle::set_block_table(const std::string& layout, int64_t page_size, int64_t num_pages,
+                                    std::vector<int32_t> block_table, int64_t max_pages_per_seq) {
+  PagedKv paged;
+  paged.table = PageTableKind::vllm_block_table;
+  paged.layout = parse_enum<KvLayout>(layout);
+  paged.page_size = page_size;
+  paged.num_pages = num_pages;
+  paged.block_table = std::move(block_table);
+  paged.max_pages_per_seq = max_pages_per_seq;
+  builder_.paged(std::move(paged));
+}
+
+void ProblemHandle::set_page_list(const std::string& layout, int64_t page_size, int64_t num_pages,
+                                  std::vector<int64_t> page_indptr,
+                                  std::vector<int32_t> page_indices) {
+  PagedKv paged;
+  paged.table = PageTableKind::sglang_page_list;
+  paged.layout = parse_enum<KvLayout>(layout);
+  paged.page_size = page_size;
+  paged.num_pages = num_pages;
+  paged.page_indptr = std::move(page_indptr);
+  paged.page_indices = std::move(page_indices);
+  builder_.paged(std::move(paged));
+}
+
+void ProblemHandle::set_append(int64_t seqlen_knew, const std::string& rope, int64_t rotary_dim,
+                               bool rotate_q) {
+  AppendKv append = builder_.peek().append;
+  append.seqlen_knew = seqlen_knew;
+  append.rope = parse_enum<RopeKind>(rope);
+  append.rotary_dim = rotary_dim;
+  append.rotate_q = rotate_q;
+  builder_.append(std::move(append));
+}
+
+void ProblemHandle::set_deterministic(bool deterministic) {
+  Backward backward = builder_.peek().bwd;
+  backward.deterministic = deterministic;
+  builder_.backward(std::move(backward));
+}
+
+void ProblemHandle::attach_host(const std::string& field, const py::array& array, bool writable) {
+  const Attach attach = attach_for(field);
+  attach(builder_, host_view(array, field, writable));
+  owners_.push_back(array);
+}
+
+void ProblemHandle::attach_device(const std::string& field, const py::capsule& capsule,
+                                  bool writable) {
+  const Attach attach = attach_for(field);
+  const DeviceTensor tensor = device_view(capsule, field, writable);
+  if (device_ && *device_ != tensor.device_ordinal)
+    throw Error(ErrorKind::invalid_argument,
+                field + " is on cuda:" + std::to_string(tensor.device_ordinal) +
+                    " but the tensors before it are on cuda:" + std::to_string(*device_));
+  device_ = tensor.device_ordinal;
+  attach(builder_, tensor.view);
+  owners_.push_back(capsule);
+}
+
+void ProblemHandle::run_reference() {
+  if (device_)
+    throw Error(ErrorKind::invalid_argument,
+                "the CPU reference reads host memory, but tensors of this problem are on cuda:" +
+                    std::to_string(*device_));
+  Problem problem = builder_.peek();
+  std::vector<float> d, dq_acc;
+  if (problem.is_backward()) {
+    // D has LSE's shape and the dQ accumulator Q's; both are internal to the three stages.
+    problem.bwd.d = scratch_like(problem.lse, d);
+    problem.bwd.dq_acc = scratch_like(problem.q, dq_acc);
+  }
+  py::gil_scoped_release release;
+  if (problem.is_backward())
+    reference::backward(problem);
+  else
+    reference::run(problem);
+}
+
+}  // namespace tilefmha::python

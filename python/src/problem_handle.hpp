@@ -1,0 +1,62 @@
+// One call's problem as the Python layer assembles it: the engine's ProblemBuilder plus the
+// Python objects (arrays, DLPack capsules) whose memory the views point at, kept alive as long
+// as the handle. Tensors are attached by the engine's own field names ("q", "bwd.d_o",
+// "append.k_new"...), so validation messages name the same fields the handle was given.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tilefmha/problem.hpp"
+
+namespace tilefmha::python {
+
+class ProblemHandle {
+ public:
+  explicit ProblemHandle(const std::string& family);
+
+  void set_dtype(const std::string& dtype);
+  void set_shape(int64_t batch, int64_t nhead_q, int64_t nhead_k, int64_t seqlen_q,
+                 int64_t seqlen_k, int64_t hdim_q, int64_t hdim_v);
+  void set_group(std::vector<int64_t> seqstart_q, std::vector<int64_t> seqstart_k);
+  void set_key_lengths(std::vector<int64_t> seqlen_k_per_batch);
+  void set_scale(double scale);
+  void set_softcap(double cap);
+  // kind "none", "causal" or "window"; window bounds -1 = unbounded.
+  void set_mask(const std::string& kind, const std::string& align, int64_t window_left,
+                int64_t window_right, int64_t sink_tokens);
+  void set_dropout(double p, uint64_t seed, uint64_t offset);
+  void set_block_table(const std::string& layout, int64_t page_size, int64_t num_pages,
+                       std::vector<int32_t> block_table, int64_t max_pages_per_seq);
+  void set_page_list(const std::string& layout, int64_t page_size, int64_t num_pages,
+                     std::vector<int64_t> page_indptr, std::vector<int32_t> page_indices);
+  void set_append(int64_t seqlen_knew, const std::string& rope, int64_t rotary_dim, bool rotate_q);
+  void set_deterministic(bool deterministic);
+
+  // A NumPy array as the view of `field`; `writable` for outputs and caches updated in place.
+  void attach_host(const std::string& field, const pybind11::array& array, bool writable);
+  // A DLPack capsule (from `__dlpack__`) as a device view of `field`; all device tensors of one
+  // problem must share a device.
+  void attach_device(const std::string& field, const pybind11::capsule& capsule, bool writable);
+
+  // The device ordinal of the attached device tensors (none when all are host arrays).
+  std::optional<int> device() const { return device_; }
+  // The problem as attached so far (validation happens when it runs).
+  Problem problem() const { return builder_.peek(); }
+  std::string describe() const { return builder_.peek().describe(); }
+
+  // The CPU reference for the handle's family (backward: all three stages, with the fp32
+  // scratch D and dQ accumulator allocated here). Releases the GIL while it computes.
+  void run_reference();
+
+ private:
+  ProblemBuilder builder_;
+  std::vector<pybind11::object> owners_;  // what the attached views point into
+  std::optional<int> device_;
+};
+
+}  // namespace tilefmha::python

@@ -1,0 +1,38 @@
+"""tilefmha: fused multi-head attention for NVIDIA GPUs, with an exact CPU reference.
+
+NumPy arrays run on the CPU backend (the engine's double-accumulated reference); PyTorch CUDA
+tensors (any object with ``__dlpack__`` on a CUDA device) run on the GPU through the
+dispatcher, on the tensor's current stream, without copies. See docs/python.md.
+
+    o = tilefmha.attention(q, k, v, causal=True)               # [batch, seq, head, dim]
+    o, lse = tilefmha.attention_varlen(q, k, v, cu_q, cu_k, return_lse=True)
+    o = tilefmha.paged_attention(q, k_cache, v_cache, block_table, seqlens_k)
+    dq, dk, dv = tilefmha.attention_backward(q, k, v, o, lse, do, causal=True)
+
+Engine errors become ValueError (invalid problem or argument, naming the field),
+NotImplementedError (not supported yet) or RuntimeError (no kernel, compilation, driver).
+The PyTorch autograd wrapper lives in ``tilefmha.torch`` (imports torch on use).
+"""
+
+from ._append import append_kv, rope_tables
+from ._backends import is_cuda
+from ._backward import attention_backward
+from ._core import gpu_unavailable_reason
+from ._dtypes import bf16_from_float32, bf16_to_float32
+from ._forward import attention, attention_varlen, batch_prefill, paged_attention
+
+__all__ = [
+    "append_kv",
+    "attention",
+    "attention_backward",
+    "attention_varlen",
+    "batch_prefill",
+    "bf16_from_float32",
+    "bf16_to_float32",
+    "gpu_unavailable_reason",
+    "is_cuda",
+    "paged_attention",
+    "rope_tables",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,204 @@
+"""Where a call computes: the CPU reference on host arrays, or the GPU dispatcher on CUDA tensors.
+
+Both backends offer the same small interface to the attention functions: turn an argument into
+the backend's native tensor (a NumPy array, or the caller's CUDA tensor), allocate outputs,
+attach tensors to an engine problem without copying, run it, and hand results back in the
+caller's kind of tensor.
+"""
+
+import threading
+
+import numpy as np
+
+from . import _core
+
+_DL_CPU = 1
+_DL_CUDA = 2
+_DL_CUDA_MANAGED = 13
+_DL_LEGACY_DEFAULT_STREAM = 1  # the DLPack protocol's name for CUDA stream 0
+
+BACKENDS = ("auto", "cpu", "gpu")
+
+
+def _is_torch(x):
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+def _dlpack_device(x):
+    query = getattr(x, "__dlpack_device__", None)
+    return None if query is None else tuple(int(v) for v in query())
+
+
+def is_cuda(x):
+    """Whether `x` is a DLPack-capable tensor in CUDA memory (a PyTorch CUDA tensor, say)."""
+    device = _dlpack_device(x)
+    return device is not None and device[0] in (_DL_CUDA, _DL_CUDA_MANAGED)
+
+
+def select_backend(backend, q):
+    """The backend of a call: 'auto' follows where q lives."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend = {backend!r}: expected 'auto', 'cpu' or 'gpu'")
+    cuda = is_cuda(q)
+    if backend == "auto":
+        backend = "gpu" if cuda else "cpu"
+    if backend == "cpu":
+        if cuda:
+            raise ValueError("backend='cpu' computes on host arrays, but q is on a CUDA device "
+                             "(use backend='gpu' or move the tensors to the host)")
+        return HostBackend(torch_results=_is_torch(q))
+    if not cuda:
+        raise ValueError(
+            f"backend='gpu' takes CUDA tensors (objects with __dlpack__ on a CUDA device, such "
+            f"as PyTorch CUDA tensors), but q is a host {type(q).__name__}")
+    return CudaBackend(_dlpack_device(q)[1])
+
+
+def _memory_order(strides):
+    """Axes from outermost to innermost by stride (ties keep axis order)."""
+    return sorted(range(len(strides)), key=lambda axis: (-abs(strides[axis]), axis))
+
+
+def _inverse(permutation):
+    return [permutation.index(axis) for axis in range(len(permutation))]
+
+
+class HostBackend:
+    """NumPy arrays (and PyTorch CPU tensors, viewed as NumPy) through the CPU reference."""
+
+    name = "cpu"
+
+    def __init__(self, torch_results=False):
+        # PyTorch CPU inputs get PyTorch results, sharing memory with the NumPy outputs.
+        self._torch_results = torch_results
+
+    def tensor(self, x, field):
+        if isinstance(x, np.ndarray):
+            return x
+        if is_cuda(x):
+            raise ValueError(f"{field} is on a CUDA device but the call runs on the CPU backend")
+        if _is_torch(x):
+            import torch
+
+            t = x.detach()
+            if t.dtype == torch.bfloat16:
+                return t.view(torch.int16).numpy().view(np.uint16)
+            return t.numpy()
+        return np.asarray(x)
+
+    def float32_array(self, x, field):
+        return np.ascontiguousarray(self.tensor(x, field), dtype=np.float32)
+
+    def broadcast(self, x, shape, field):
+        try:
+            return np.broadcast_to(x, shape)
+        except ValueError:
+            raise ValueError(f"{field}.shape = {list(x.shape)} does not broadcast to "
+                             f"[batch, nhead_q, seqlen_q, seqlen_k] = {list(shape)}") from None
+
+    def empty_like_layout(self, like, shape):
+        """An uninitialized array of `shape` and like's dtype, axes in like's memory order."""
+        order = _memory_order(like.strides)
+        storage = np.empty([shape[axis] for axis in order], dtype=like.dtype)
+        return storage.transpose(_inverse(order))
+
+    def empty_float32(self, shape):
+        return np.empty(shape, dtype=np.float32)
+
+    def attach(self, problem, field, x, writable=False):
+        problem.attach_host(field, x, writable)
+
+    def run(self, problem):
+        problem.run_reference()
+
+    def result(self, array):
+        if not self._torch_results:
+            return array
+        import torch
+
+        if array.dtype == np.uint16:  # bf16 bit patterns from a PyTorch bfloat16 input
+            return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(array)
+
+
+class _GpuSessions:
+    """One engine GPU session (dispatcher, plan cache, loaded kernels) per device per process."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._sessions = {}
+
+    def get(self, device):
+        with self._lock:
+            if device not in self._sessions:
+                self._sessions[device] = _core.GpuSession(device)
+            return self._sessions[device]
+
+
+_gpu_sessions = _GpuSessions()
+
+
+class CudaBackend:
+    """CUDA tensors through the GPU dispatcher, on the current PyTorch stream of their device.
+
+    Tensors travel by DLPack (no copies, strides kept). Outputs are allocated with PyTorch, which
+    is imported only here; without PyTorch the GPU backend cannot allocate its outputs.
+    """
+
+    name = "gpu"
+
+    def __init__(self, device):
+        self.device = device
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        self._torch = torch
+        # The DLPack producer orders its pending work before this stream; the kernels run on it.
+        self.stream = torch.cuda.current_stream(device).cuda_stream if torch else 0
+
+    def _require_torch(self):
+        if self._torch is None:
+            raise RuntimeError("backend='gpu' allocates its outputs as PyTorch tensors, but torch "
+                               "does not import")
+        return self._torch
+
+    def tensor(self, x, field):
+        if not is_cuda(x):
+            raise ValueError(f"{field} is on the host but backend='gpu' needs CUDA tensors")
+        device = _dlpack_device(x)[1]
+        if device != self.device:
+            raise ValueError(f"{field} is on cuda:{device} but q is on cuda:{self.device}")
+        return x.detach() if _is_torch(x) else x
+
+    def float32_array(self, x, field):
+        torch = self._require_torch()
+        return torch.as_tensor(x, dtype=torch.float32, device=f"cuda:{self.device}").contiguous()
+
+    def broadcast(self, x, shape, field):
+        try:
+            return x.expand(shape)
+        except RuntimeError:
+            raise ValueError(f"{field}.shape = {list(x.shape)} does not broadcast to "
+                             f"[batch, nhead_q, seqlen_q, seqlen_k] = {list(shape)}") from None
+
+    def empty_like_layout(self, like, shape):
+        torch = self._require_torch()
+        order = _memory_order(like.stride())
+        storage = torch.empty([shape[axis] for axis in order], dtype=like.dtype,
+                              device=like.device)
+        return storage.permute(_inverse(order))
+
+    def empty_float32(self, shape):
+        torch = self._require_torch()
+        return torch.empty(shape, dtype=torch.float32, device=f"cuda:{self.device}")
+
+    def attach(self, problem, field, x, writable=False):
+        stream = self.stream or _DL_LEGACY_DEFAULT_STREAM
+        problem.attach_device(field, x.__dlpack__(stream=stream), writable)
+
+    def run(self, problem):
+        _gpu_sessions.get(self.device).run(problem, self.stream)
+
+    def result(self, tensor):
+        return tensor

@@ -1,0 +1,95 @@
+"""Attention backward: dQ, dK, dV (and dBias) from the forward's inputs, O, LSE and dO.
+
+Runs on the CPU reference; the GPU backward kernels do not exist yet, so CUDA tensors raise
+NotImplementedError.
+"""
+
+import numpy as np
+
+from . import _core
+from ._backends import select_backend
+from ._dtypes import attention_dtype
+from ._features import Features
+from ._forward import BSHD, THD, inputs
+from ._shapes import index_list, longest
+
+_BSHD_GRADIENTS = dict(BSHD, o=(4, "[batch, seqlen_q, nhead_q, hdim_v]"),
+                       do=(4, "[batch, seqlen_q, nhead_q, hdim_v]"),
+                       lse=(3, "[batch, nhead_q, seqlen_q]"))
+_THD_GRADIENTS = dict(THD, o=(3, "[total_q, nhead_q, hdim_v]"),
+                      do=(3, "[total_q, nhead_q, hdim_v]"), lse=(2, "[nhead_q, total_q]"))
+
+
+def _dbias_like(bias_view, bias_shape):
+    """dBias storage summed over the dimensions the bias broadcasts, and its [batch, nhead_q,
+    seqlen_q, seqlen_k] view with zero strides exactly where the bias view has them."""
+    kept = [1 if stride == 0 else size for size, stride in zip(bias_view.shape, bias_view.strides)]
+    sums = np.empty(kept, dtype=bias_view.dtype)
+    strides = [0 if stride == 0 else own for stride, own in zip(bias_view.strides, sums.strides)]
+    view = np.lib.stride_tricks.as_strided(sums, bias_view.shape, strides, writeable=True)
+    # Hand back the caller's bias shape when it holds the same elements (it broadcast plainly).
+    result = sums.reshape(bias_shape) if sums.size == int(np.prod(bias_shape)) else sums
+    return result, view
+
+
+def attention_backward(q, k, v, o, lse, do, *, cu_seqlens_q=None, cu_seqlens_k=None,
+                       deterministic=False, return_dbias=False, dtype=None, backend="auto",
+                       **features):
+    """Gradients of attention(q, k, v, **features) for the output gradient `do`.
+
+    o and lse are the forward's outputs (attention(..., return_lse=True)); the feature keywords
+    must be the forward's (mask, scale, soft cap, bias, ALiBi, sink logits, dropout with the same
+    seed and offset). Tensors are [batch, seq, head, dim] with lse [batch, nhead_q, seqlen_q],
+    or, with cu_seqlens_q and cu_seqlens_k, packed [total, head, dim] with lse [nhead_q, total_q].
+    GQA gradients dk, dv are summed over each group of query heads.
+
+    Returns (dq, dk, dv) in the inputs' dtype and memory order, and with return_dbias also dbias
+    (the bias's shape, summed over the dimensions it broadcasts).
+    """
+    feature_set = Features(**features)
+    be = select_backend(backend, q)
+    if be.name != "cpu":
+        raise NotImplementedError("attention_backward runs on the CPU reference only so far (the "
+                                  "GPU backward kernels do not exist yet); pass host tensors")
+    if return_dbias and feature_set.bias is None:
+        raise ValueError("return_dbias=True needs a bias")
+    engine_dtype = attention_dtype(q, dtype)
+    group = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if group and (cu_seqlens_q is None or cu_seqlens_k is None):
+        raise ValueError("varlen backward needs both cu_seqlens_q and cu_seqlens_k")
+    tensors = inputs(be, _THD_GRADIENTS if group else _BSHD_GRADIENTS, q=q, k=k, v=v, o=o,
+                     lse=lse, do=do)
+    if group:
+        tensors = [x[None] for x in tensors]
+    q, k, v, o, lse, do = tensors
+
+    rows, seq, nhead_q, hdim_q = (int(n) for n in q.shape)
+    nhead_k, seqlen_k, hdim_v = int(k.shape[2]), int(k.shape[1]), int(v.shape[3])
+    problem = _core.Problem("bwd_dq_dk_dv")
+    problem.set_dtype(engine_dtype)
+    problem.set_shape(rows, nhead_q, nhead_k, seq, seqlen_k, hdim_q, hdim_v)
+    score_shape = (rows, nhead_q, seq, seqlen_k)
+    if group:
+        starts_q = index_list(cu_seqlens_q, "cu_seqlens_q")
+        starts_k = index_list(cu_seqlens_k, "cu_seqlens_k")
+        problem.set_group(starts_q, starts_k)
+        score_shape = (len(starts_q) - 1, nhead_q, longest(starts_q), longest(starts_k))
+    problem.set_deterministic(bool(deterministic))
+    feature_set.configure(problem)
+    bias_view = feature_set.attach_logit_inputs(problem, be, score_shape)
+
+    gradients = [be.empty_like_layout(x, x.shape) for x in (q, k, v)]
+    for field, x in (("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse), ("bwd.d_o", do)):
+        be.attach(problem, field, x)
+    for field, x in zip(("bwd.dq", "bwd.dk", "bwd.dv"), gradients):
+        be.attach(problem, field, x, writable=True)
+    dbias = None
+    if return_dbias:
+        dbias, dbias_view = _dbias_like(bias_view, be.tensor(feature_set.bias, "bias").shape)
+        be.attach(problem, "bwd.dbias", dbias_view, writable=True)
+    be.run(problem)
+
+    if group:
+        gradients = [x[0] for x in gradients]
+    results = tuple(be.result(x) for x in gradients)
+    return (results + (be.result(dbias),)) if return_dbias else results

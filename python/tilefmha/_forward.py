@@ -1,0 +1,177 @@
+"""Forward attention: dense (batch mode), varlen (group mode), paged decode and batch prefill.
+
+Every function takes the feature keywords of ``attention`` (see ``Features``), allocates O in
+the input's dtype (and LSE in float32) and returns ``o`` or ``(o, lse)``.
+"""
+
+from . import _core
+from ._backends import select_backend
+from ._dtypes import attention_dtype
+from ._features import Features
+from ._paging import PageTable, page_pools
+from ._shapes import index_list, longest, require_rank
+
+# Rank and dimension names of the caller's tensors, for messages about a wrong rank.
+BSHD = {
+    "q": (4, "[batch, seqlen_q, nhead_q, hdim_q]"),
+    "k": (4, "[batch, seqlen_k, nhead_k, hdim_q]"),
+    "v": (4, "[batch, seqlen_k, nhead_k, hdim_v]"),
+}
+THD = {
+    "q": (3, "[total_q, nhead_q, hdim_q]"),
+    "k": (3, "[total_k, nhead_k, hdim_q]"),
+    "v": (3, "[total_k, nhead_k, hdim_v]"),
+}
+
+
+def run_forward(family, backend, dtype, q, k, v, features, return_lse, *, seqstarts=None,
+                key_lengths=None, pages=None):
+    """Builds and runs one forward problem from engine views.
+
+    q: [rows, seq, nhead_q, hdim_q] (group mode: rows = 1, seq = total tokens). k, v: the same
+    layout, or page pools [num_pages, page_size, nhead_k, hdim] when `pages` is given.
+    seqstarts: (seqstart_q, seqstart_k) for group mode (seqstart_k may be empty when paged).
+    Returns (o, lse) as engine views (lse None unless return_lse).
+    """
+    rows, seq, nhead_q, hdim_q = (int(n) for n in q.shape)
+    nhead_k, hdim_v = int(k.shape[2]), int(v.shape[3])
+    problem = _core.Problem(family)
+    problem.set_dtype(dtype)
+    problem.set_shape(rows, nhead_q, nhead_k, seq, 0 if pages else int(k.shape[1]), hdim_q,
+                      hdim_v)
+    batch, seqlen_q, seqlen_k = rows, seq, 0 if pages else int(k.shape[1])
+    if seqstarts is not None:
+        problem.set_group(*seqstarts)
+        batch = len(seqstarts[0]) - 1
+        seqlen_q, seqlen_k = longest(seqstarts[0]), longest(seqstarts[1])
+    if key_lengths is not None:
+        problem.set_key_lengths(key_lengths)
+        seqlen_k = max([seqlen_k] + key_lengths)
+    if pages is not None:
+        pages.configure(problem)
+    features.configure(problem)
+    features.attach_logit_inputs(problem, backend, (batch, nhead_q, seqlen_q, seqlen_k))
+
+    o = backend.empty_like_layout(q, (rows, seq, nhead_q, hdim_v))
+    for field, x in (("q", q), ("k", k), ("v", v)):
+        backend.attach(problem, field, x)
+    backend.attach(problem, "o", o, writable=True)
+    lse = None
+    if return_lse:
+        lse = backend.empty_float32((rows, nhead_q, seq))
+        backend.attach(problem, "lse", lse, writable=True)
+    backend.run(problem)
+    return o, lse
+
+
+def inputs(backend, shapes, **tensors):
+    """The backend's views of the named tensors, each checked for its rank in `shapes`."""
+    views = []
+    for field, x in tensors.items():
+        view = backend.tensor(x, field)
+        rank, dims = shapes[field]
+        require_rank(view, rank, field, dims)
+        views.append(view)
+    return views
+
+
+def _results(backend, o, lse, return_lse):
+    if return_lse:
+        return backend.result(o), backend.result(lse)
+    return backend.result(o)
+
+
+def attention(q, k, v, *, causal=False, window=None, window_align="top_left", sink_tokens=0,
+              softcap=0.0, scale=None, bias=None, alibi_slopes=None, sink_logits=None,
+              dropout_p=0.0, seed=0, offset=0, return_lse=False, dtype=None, backend="auto"):
+    """Attention over [batch, seq, head, dim] tensors: O = softmax(scale * Q K^T + bias) V.
+
+    q: [batch, seqlen_q, nhead_q, hdim_q]; k: [batch, seqlen_k, nhead_k, hdim_q];
+    v: [batch, seqlen_k, nhead_k, hdim_v]; nhead_q a multiple of nhead_k (GQA/MQA). Any strides
+    (a transposed [batch, head, seq, dim] array works without a copy); the last dimension must
+    be contiguous.
+
+    dtype: NumPy float32 and float16 are read as they are; bf16 comes as PyTorch bfloat16, as
+    ml_dtypes bfloat16, or as NumPy uint16 bit patterns with dtype='bf16'.
+    backend: 'cpu' (the exact CPU reference), 'gpu' (CUDA tensors through the dispatcher, on the
+    current PyTorch stream) or 'auto' (where q lives).
+
+    Returns o [batch, seqlen_q, nhead_q, hdim_v] in q's dtype and memory order, and with
+    return_lse the float32 log-sum-exp [batch, nhead_q, seqlen_q] (natural log; -inf for rows
+    that see no key).
+    """
+    features = Features(causal, window, window_align, sink_tokens, softcap, scale, bias,
+                        alibi_slopes, sink_logits, dropout_p, seed, offset)
+    be = select_backend(backend, q)
+    engine_dtype = attention_dtype(q, dtype)
+    q, k, v = inputs(be, BSHD, q=q, k=k, v=v)
+    o, lse = run_forward("fwd", be, engine_dtype, q, k, v, features, return_lse)
+    return _results(be, o, lse, return_lse)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, return_lse=False, dtype=None,
+                     backend="auto", **features):
+    """Variable-length attention over packed sequences (group mode).
+
+    q: [total_q, nhead_q, hdim_q]; k: [total_k, nhead_k, hdim_q]; v: [total_k, nhead_k, hdim_v].
+    Sequence b owns rows cu_seqlens_q[b]:cu_seqlens_q[b+1] of q and cu_seqlens_k[b]:
+    cu_seqlens_k[b+1] of k and v (prefix sums starting at 0; empty sequences allowed). Masks
+    apply per sequence. Feature keywords as in attention(); a bias is
+    [batch, nhead_q, max seqlen_q, max seqlen_k] indexed by local positions.
+
+    Returns o [total_q, nhead_q, hdim_v] and with return_lse lse [nhead_q, total_q].
+    """
+    be = select_backend(backend, q)
+    engine_dtype = attention_dtype(q, dtype)
+    q, k, v = inputs(be, THD, q=q, k=k, v=v)
+    seqstarts = (index_list(cu_seqlens_q, "cu_seqlens_q"), index_list(cu_seqlens_k,
+                                                                      "cu_seqlens_k"))
+    o, lse = run_forward("fwd", be, engine_dtype, q[None], k[None], v[None],
+                         Features(**features), return_lse, seqstarts=seqstarts)
+    return _results(be, o[0], None if lse is None else lse[0], return_lse)
+
+
+def paged_attention(q, k_cache, v_cache, block_table, seqlens_k, page_size=None, layout="nhd", *,
+                    return_lse=False, dtype=None, backend="auto", **features):
+    """Attention of [batch, seqlen_q, nhead_q, hdim] queries (decode: seqlen_q = 1) over a paged
+    KV cache (family fwd_pagedkv).
+
+    k_cache, v_cache: page pools [num_pages, page_size, nhead_k, hdim] (layout 'nhd') or
+    [num_pages, nhead_k, page_size, hdim] ('hnd'). block_table: int [batch, max_pages]; key j of
+    sequence b lives in page block_table[b, j // page_size], slot j % page_size. seqlens_k: the
+    key count of each sequence. page_size defaults to the pools' (and must match it when given).
+    Feature keywords as in attention() (a bottom_right causal mask aligns the queries with the
+    newest keys). Returns o (and lse) as attention() does.
+    """
+    be = select_backend(backend, q)
+    engine_dtype = attention_dtype(q, dtype)
+    (q,) = inputs(be, BSHD, q=q)
+    k, v, held = page_pools(be, k_cache, v_cache, layout, page_size)
+    pages = PageTable.from_arguments(layout, held, int(k.shape[0]), block_table=block_table)
+    o, lse = run_forward("fwd_pagedkv", be, engine_dtype, q, k, v, Features(**features),
+                         return_lse, key_lengths=index_list(seqlens_k, "seqlens_k"),
+                         pages=pages)
+    return _results(be, o, lse, return_lse)
+
+
+def batch_prefill(q, k_cache, v_cache, cu_seqlens_q, seqlens_k, *, block_table=None,
+                  page_indptr=None, page_indices=None, page_size=None, layout="nhd",
+                  return_lse=False, dtype=None, backend="auto", **features):
+    """Packed variable-length queries against a paged KV cache (family batch_prefill).
+
+    q: [total_q, nhead_q, hdim] with cu_seqlens_q as in attention_varlen; k_cache, v_cache and
+    seqlens_k as in paged_attention. Pages come from a vLLM block_table [batch, max_pages] or an
+    SGLang page list: sequence b's pages are page_indices[page_indptr[b]:page_indptr[b+1]].
+    Returns o [total_q, nhead_q, hdim_v] and with return_lse lse [nhead_q, total_q].
+    """
+    be = select_backend(backend, q)
+    engine_dtype = attention_dtype(q, dtype)
+    (q,) = inputs(be, THD, q=q)
+    k, v, held = page_pools(be, k_cache, v_cache, layout, page_size)
+    pages = PageTable.from_arguments(layout, held, int(k.shape[0]), block_table, page_indptr,
+                                     page_indices)
+    seqstarts = (index_list(cu_seqlens_q, "cu_seqlens_q"), [])
+    o, lse = run_forward("batch_prefill", be, engine_dtype, q[None], k, v, Features(**features),
+                         return_lse, seqstarts=seqstarts,
+                         key_lengths=index_list(seqlens_k, "seqlens_k"), pages=pages)
+    return _results(be, o[0], None if lse is None else lse[0], return_lse)

@@ -1,0 +1,81 @@
+"""PyTorch autograd for tilefmha attention.
+
+Importing this module imports torch; ``import tilefmha`` alone never does.
+
+    from tilefmha.torch import attention
+    o = attention(q, k, v, causal=True)      # q, k, v: [batch, seq, head, dim] torch tensors
+    o.sum().backward()                       # fills q.grad, k.grad, v.grad (and bias.grad)
+
+Forward runs where the tensors live (CPU reference, or the GPU dispatcher for CUDA tensors).
+Backward runs on the CPU reference; for CUDA tensors it raises NotImplementedError until the
+GPU backward kernels exist.
+"""
+
+import dataclasses
+
+import torch
+
+from ._backward import attention_backward
+from ._features import Features
+from ._forward import attention as _attention
+
+
+def _feature_keywords(features):
+    # dataclasses.asdict would deep-copy the tensors inside.
+    return {field.name: getattr(features, field.name) for field in dataclasses.fields(features)}
+
+
+def _broadcasts(t):
+    return any(s == 0 and n > 1 for s, n in zip(t.stride(), t.shape))
+
+
+def _steppable(t):
+    """t itself unless a broadcast (zero) stride or a strided last dimension needs a copy; the
+    gradients autograd hands over are often expanded views of a scalar's."""
+    return t if t.stride(-1) == 1 and not _broadcasts(t) else t.contiguous()
+
+
+class AttentionFunction(torch.autograd.Function):
+    """apply(q, k, v, bias, features) -> (o, lse): attention with `features` (a
+    tilefmha._features.Features without its bias, which is passed separately so that autograd
+    sees it). lse is not differentiable."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, bias, features):
+        # A bias that is itself an expanded view gets one gradient per element of the view, so
+        # it is materialized rather than handed over with its zero strides (whose dBias the
+        # engine would sum).
+        if bias is not None and _broadcasts(bias):
+            bias = bias.contiguous()
+        features = dataclasses.replace(features, bias=bias)
+        o, lse = _attention(q, k, v, return_lse=True, **_feature_keywords(features))
+        ctx.save_for_backward(q, k, v, o, lse, bias)
+        ctx.features = features
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, d_o, d_lse):
+        q, k, v, o, lse, bias = ctx.saved_tensors
+        if q.is_cuda:
+            raise NotImplementedError(
+                "tilefmha.torch: backward of CUDA tensors is not implemented yet (no GPU "
+                "backward kernels); the forward ran on the GPU, gradients need CPU tensors")
+        features = dataclasses.replace(ctx.features, bias=bias)
+        want_dbias = bias is not None and ctx.needs_input_grad[3]
+        gradients = attention_backward(q, k, v, o, lse, _steppable(d_o),
+                                       return_dbias=want_dbias, **_feature_keywords(features))
+        dq, dk, dv = gradients[:3]
+        dbias = gradients[3] if want_dbias else None
+        return dq, dk, dv, dbias, None
+
+
+def attention(q, k, v, *, causal=False, window=None, window_align="top_left", sink_tokens=0,
+              softcap=0.0, scale=None, bias=None, alibi_slopes=None, sink_logits=None,
+              dropout_p=0.0, seed=0, offset=0, return_lse=False):
+    """tilefmha.attention for torch tensors with autograd (q, k, v and a bias may require
+    grad). Arguments and results as in tilefmha.attention."""
+    features = Features(causal, window, window_align, sink_tokens, softcap, scale, None,
+                        alibi_slopes, sink_logits, dropout_p, seed, offset)
+    o, lse = AttentionFunction.apply(q, k, v, bias, features)
+    return (o, lse) if return_lse else o
