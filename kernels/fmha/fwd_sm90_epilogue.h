@@ -54,9 +54,10 @@ TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& s
   const int m_begin = tile_id.m_block * Traits::kBlockM;
 
   float normalizer[2], lse[2];
-  float sink2 = sm90_negative_infinity();
+  float sink2 = 0.0f;
   if constexpr (Traits::kSinkLogit) sink2 = p.sink_logits[tile_id.head * p.sink_stride] * kLog2e;
-  state.softmax.finish(softmax_scale, sink2, keep_scale, normalizer, lse);
+  state.softmax.template finish<Traits::kSinkLogit>(softmax_scale, sink2, keep_scale, normalizer,
+                                                    lse);
   Sm90Consumer<Traits>::rescale(state.o, normalizer);
 
   // Registers -> swizzled shared tile (this warpgroup's rows of every panel).

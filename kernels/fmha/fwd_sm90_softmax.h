@@ -58,8 +58,9 @@ struct Sm90OnlineSoftmax {
   }
 
   // Row totals, LSE (natural log) and the factor that normalizes O (0 for an empty row).
-  // `sink2` is the base-2 sink logit (-inf: none), which joins only the denominator;
+  // With Sink, `sink2` is the base-2 sink logit, which joins only the denominator;
   // `keep_scale` folds in the dropout rescaling 1 / (1 - p).
+  template <bool Sink>
   TILEFMHA_DEVICE void finish(float scale, float sink2, float keep_scale, float (&normalizer)[2],
                               float (&lse)[2]) const {
     constexpr float kLn2 = 0.6931471805599453f;
@@ -68,7 +69,7 @@ struct Sm90OnlineSoftmax {
       float total = tile::quad_sum(row_sum[r]);
       float max2 = row_max[r] * scale;
       float weight = 1.0f;  // share of the keys once the sink joins the denominator
-      if (sink2 != sm90_negative_infinity()) {
+      if constexpr (Sink) {
         const float joint = tile::max_f32(max2, sink2);
         weight = tile::exp2_approx(max2 - joint);
         total = total * weight + tile::exp2_approx(sink2 - joint);
