@@ -3,7 +3,10 @@
 # The CUDA toolkit is expected at /usr/local/cuda (or $CUDA_HOME); it is not installed here.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ libgtest-dev nlohmann-json3-dev libcli11-dev python3)
+# python3-dev, pybind11-dev, python3-numpy and python3-pytest build and test the Python package
+# (python/) against Debian's interpreter.
+packages=(cmake ninja-build g++ libgtest-dev nlohmann-json3-dev libcli11-dev python3 python3-dev
+  pybind11-dev python3-numpy python3-pytest)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||

@@ -1,5 +1,6 @@
 #include "host_views.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "tilefmha/error.hpp"
@@ -45,6 +46,18 @@ TensorView host_view(const py::array& array, std::string_view field, bool writab
   view.space = MemorySpace::host;
   view.rank = static_cast<int>(array.ndim());
   const auto itemsize = static_cast<int64_t>(array.itemsize());
+  if (array.size() == 0) {
+    // NumPy gives empty arrays all-zero strides, which validation would take for an output
+    // broadcast onto one address; no element is addressed, so row-major strides serve.
+    int64_t row_major = 1;
+    for (int d = view.rank - 1; d >= 0; --d) {
+      view.shape[d] = static_cast<int64_t>(array.shape(d));
+      view.stride[d] = row_major;
+      row_major *= std::max<int64_t>(view.shape[d], 1);
+    }
+    view.data = const_cast<void*>(array.data());
+    return view;
+  }
   for (int d = 0; d < view.rank; ++d) {
     view.shape[d] = static_cast<int64_t>(array.shape(d));
     const auto bytes = static_cast<int64_t>(array.strides(d));

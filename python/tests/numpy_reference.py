@@ -52,7 +52,7 @@ def _expand_heads(k, nhead_q):
 def _softmax(s, sink_logits):
     """Probabilities with an optional per-head sink in the denominator, and the LSE; rows that
     see nothing give zero probabilities and LSE -inf."""
-    top = s.max(axis=-1, keepdims=True)
+    top = s.max(axis=-1, keepdims=True, initial=-np.inf)
     sink = None
     if sink_logits is not None:
         sink = np.asarray(sink_logits, dtype=np.float64)[None, :, None, None]

@@ -185,3 +185,12 @@ def test_torch_cpu_tensors_give_torch_results():
     expected, _ = ref.attention(q16.float().numpy(), k16.float().numpy(), v16.float().numpy(),
                                 causal=True)
     np.testing.assert_allclose(o16.float().numpy(), expected, rtol=8e-3, atol=8e-3)
+
+
+def test_empty_sequences_in_batch_mode():
+    rng = np.random.default_rng(14)
+    q, k, v = random_inputs(rng, np.float32, 2, 2, 2, 0, 5, 16, 16)
+    assert tilefmha.attention(q, k, v).shape == (2, 0, 2, 16)
+    q, k, v = random_inputs(rng, np.float32, 2, 2, 2, 3, 0, 16, 16)
+    o, lse = tilefmha.attention(q, k, v, return_lse=True)
+    assert np.all(o == 0) and np.all(np.isneginf(lse))
