@@ -137,9 +137,10 @@ TEST(FwdSm90Codegen, SourceSpellsTheConfig) {
         "Logits<tilefmha::fmha::SoftCap, tilefmha::fmha::AlibiBias>", "PhiloxDropout",
         "/*store_lse=*/true, /*sink_logit=*/true", "Sm90Schedule::pingpong"})
     EXPECT_NE(source.find(piece), std::string::npos) << piece;
-  EXPECT_NE(
-      codegen::generate_sm90_source(c, fmha::Sm90Schedule::serial).find("Sm90Schedule::serial"),
-      std::string::npos);
+  EXPECT_NE(source.find("/*persistent=*/false"), std::string::npos);
+  const std::string serial =
+      codegen::generate_sm90_source(c, codegen::Sm90Variant{fmha::Sm90Schedule::serial, true});
+  EXPECT_NE(serial.find("Sm90Schedule::serial, /*persistent=*/true"), std::string::npos);
 }
 
 TEST(FwdSm90Codegen, LaunchShapeFollowsTheTile) {
@@ -157,8 +158,11 @@ TEST(FwdSm90Codegen, LaunchShapeFollowsTheTile) {
   EXPECT_EQ(shape.dynamic_shared_bytes, 2u * (128 * 128 + 4 * 176 * 128) + 10 * 8 + 1024);
   EXPECT_LE(shape.dynamic_shared_bytes, 232448u);
   // Persistent: at most one CTA per SM, never more CTAs than tiles.
-  EXPECT_EQ(codegen::launch_shape_sm90(c, p, 132).grid[0], 132u);
-  EXPECT_EQ(codegen::launch_shape_sm90(c, p, 1000).grid[0], 144u);
+  const codegen::Sm90Variant persistent{fmha::Sm90Schedule::pingpong, true};
+  EXPECT_EQ(codegen::launch_shape_sm90(c, p, persistent, 132).grid[0], 132u);
+  EXPECT_EQ(codegen::launch_shape_sm90(c, p, persistent, 1000).grid[0], 144u);
+  // A kernel that runs one tile per CTA needs every tile's CTA whatever the cap.
+  EXPECT_EQ(codegen::launch_shape_sm90(c, p, codegen::default_sm90_variant(c), 132).grid[0], 144u);
 }
 
 TEST(FwdSm90Codegen, TensorMapsFollowTheViewStrides) {

@@ -382,12 +382,12 @@ class FwdSm90Gpu : public ::testing::Test {
       GTEST_SKIP() << "sm90_ws needs an sm_90 GPU, found sm_" << context_->compute_capability();
   }
 
-  // Compiles every (config, schedule) once, in parallel.
+  // Compiles every (config, variant) once, in parallel.
   std::vector<jit::BuildResult> build(
-      const std::vector<std::pair<KernelConfig, fmha::Sm90Schedule>>& kernels) {
+      const std::vector<std::pair<KernelConfig, codegen::Sm90Variant>>& kernels) {
     std::vector<jit::BuildJob> jobs;
-    for (const auto& [c, schedule] : kernels)
-      jobs.push_back({c.symbol(), codegen::generate_sm90_source(c, schedule)});
+    for (const auto& [c, variant] : kernels)
+      jobs.push_back({c.symbol(), codegen::generate_sm90_source(c, variant)});
     jit::BuildOptions options;
     options.compile.arch = "sm_90a";
     options.compile.extra_arguments = {"--ptxas-options=-v"};
@@ -397,10 +397,11 @@ class FwdSm90Gpu : public ::testing::Test {
     return std::move(report.results);
   }
 
-  // max_ctas 0: one CTA per tile; else at most that many CTAs, each running tiles in turn.
+  // A persistent variant runs on at most max_ctas CTAs, each looping over tiles.
   void launch(const jit::LoadedModule& module, const KernelConfig& config,
-              const fmha::Sm90FwdParams& params, const Problem& problem, int64_t max_ctas = 0) {
-    const jit::LaunchShape shape = codegen::launch_shape_sm90(config, problem, max_ctas);
+              const codegen::Sm90Variant& variant, const fmha::Sm90FwdParams& params,
+              const Problem& problem, int64_t max_ctas) {
+    const jit::LaunchShape shape = codegen::launch_shape_sm90(config, problem, variant, max_ctas);
     fmha::Sm90FwdParams argument = params;
     void* arguments[] = {&argument};
     jit::launch_kernel(module.function(config.symbol()), shape, arguments);
@@ -411,33 +412,37 @@ class FwdSm90Gpu : public ::testing::Test {
 
 TEST_F(FwdSm90Gpu, MatchesReference) {
   const std::vector<Case> all = cases();
-  std::vector<std::pair<KernelConfig, fmha::Sm90Schedule>> kernels;
-  for (const Case& c : all) kernels.emplace_back(c.config, c.schedule);
+  std::vector<std::pair<KernelConfig, codegen::Sm90Variant>> kernels;
+  // Each case twice: one CTA per tile, and persistent on 7 CTAs that each run many tiles (ring
+  // positions, Q buffer reuse and turn taking carried across tiles).
+  for (const Case& c : all) {
+    kernels.emplace_back(c.config, codegen::Sm90Variant{c.schedule, false});
+    kernels.emplace_back(c.config, codegen::Sm90Variant{c.schedule, true});
+  }
   const std::vector<jit::BuildResult> built = build(kernels);
-  ASSERT_EQ(built.size(), all.size());
+  ASSERT_EQ(built.size(), 2 * all.size());
   std::printf("device: %s (sm_%d)\n", context_->device_name().c_str(),
               context_->compute_capability());
 
   for (size_t n = 0; n < all.size(); ++n) {
     const Case& test = all[n];
     SCOPED_TRACE(test.name);
-    ASSERT_TRUE(built[n].ok) << built[n].error;
     TensorPool pool(std::random_device{}());
     const Problem host = test.make(pool);
-    jit::LoadedModule module(built[n].cubin);
     reference::forward(host);
     const bool fp16 = host.dtype == DType::fp16;
 
-    // One CTA per tile, then 7 CTAs that each run many tiles (ring positions, Q buffer reuse
-    // and turn taking carried across tiles), each on freshly poisoned outputs.
-    for (int64_t max_ctas : {0, 7}) {
-      const DeviceProblem device(host);
+    for (size_t k = 2 * n; k < 2 * n + 2; ++k) {
+      ASSERT_TRUE(built[k].ok) << built[k].error;
+      const jit::LoadedModule module(built[k].cubin);
+      const codegen::Sm90Variant& variant = kernels[k].second;
+      const DeviceProblem device(host);  // freshly poisoned outputs
       const fmha::Sm90FwdParams params =
           runtime::make_fwd_sm90_params(device.problem(), device.indices(), test.config);
-      const std::string label = test.name + (max_ctas == 0 ? "" : " persistent");
+      const std::string label = test.name + (variant.persistent ? " persistent" : "");
       std::printf("%-60s launching\n", label.c_str());
       std::fflush(stdout);  // a hung kernel must not take the log of the earlier cases with it
-      launch(module, test.config, params, device.problem(), max_ctas);
+      launch(module, test.config, variant, params, device.problem(), 7);
       context_->synchronize();
 
       const auto o = device.download(device.problem().o);
@@ -457,10 +462,11 @@ TEST_F(FwdSm90Gpu, MatchesReference) {
     }
     // The ptxas report: registers and spills of the entry function.
     std::string report;
-    for (size_t begin = 0; begin < built[n].note.size();) {
-      size_t end = built[n].note.find('\n', begin);
-      if (end == std::string::npos) end = built[n].note.size();
-      const std::string line = built[n].note.substr(begin, end - begin);
+    const std::string& note = built[2 * n].note;
+    for (size_t begin = 0; begin < note.size();) {
+      size_t end = note.find('\n', begin);
+      if (end == std::string::npos) end = note.size();
+      const std::string line = note.substr(begin, end - begin);
       if (line.find("spill") != std::string::npos || line.find("Used") != std::string::npos)
         report += "    " + line + "\n";
       begin = end + 1;
@@ -496,11 +502,14 @@ TEST_F(FwdSm90Gpu, Throughput) {
                         {64, 192, 128, 2, MaskKind::none},   {64, 128, 128, 2, MaskKind::none},
                         {64, 192, 128, 2, MaskKind::causal}, {64, 128, 128, 2, MaskKind::causal},
                         {256, 128, 80, 2, MaskKind::none},   {256, 128, 80, 2, MaskKind::causal}};
-  std::vector<std::pair<KernelConfig, fmha::Sm90Schedule>> kernels;
+  std::vector<std::pair<KernelConfig, codegen::Sm90Variant>> kernels;
   for (const Tile& t : tiles) {
     KernelConfig c = sm90_config(DType::bf16, t.hdim, t.hdim, t.block_m, t.block_n, t.stages);
     c.mask = t.mask;
-    kernels.emplace_back(c, codegen::default_sm90_schedule(c));
+    codegen::Sm90Variant variant = codegen::default_sm90_variant(c);
+    kernels.emplace_back(c, variant);
+    variant.persistent = true;
+    kernels.emplace_back(c, variant);
   }
   const std::vector<jit::BuildResult> built = build(kernels);
   std::vector<jit::LoadedModule> modules;
@@ -533,8 +542,12 @@ TEST_F(FwdSm90Gpu, Throughput) {
         const DeviceProblem& device = causal ? device_causal : device_plain;
         const fmha::Sm90FwdParams params =
             runtime::make_fwd_sm90_params(device.problem(), device.indices(), c);
-        for (int64_t max_ctas : {int64_t{0}, int64_t{context_->multiprocessor_count()}}) {
-          auto run = [&] { launch(modules[n], c, params, device.problem(), max_ctas); };
+        {
+          const codegen::Sm90Variant& variant = kernels[n].second;
+          auto run = [&] {
+            launch(modules[n], c, variant, params, device.problem(),
+                   context_->multiprocessor_count());
+          };
           for (int warm = 0; warm < 3; ++warm) run();
           context_->synchronize();
           const int repeats = s >= 4096 ? 20 : 50;
@@ -549,7 +562,7 @@ TEST_F(FwdSm90Gpu, Throughput) {
           std::printf(
               "d%-3lld m%-3d n%-3d s%d %-6s %-10s b%-2lld h%-2lld s%-5lld %8.3f ms %6.1f TFLOP/s\n",
               static_cast<long long>(d), c.block_m, c.block_n, c.stages, causal ? "causal" : "none",
-              max_ctas == 0 ? "per-tile" : "persistent", static_cast<long long>(b),
+              variant.persistent ? "persistent" : "per-tile", static_cast<long long>(b),
               static_cast<long long>(h), static_cast<long long>(s), seconds * 1e3,
               flops / seconds / 1e12);
           std::fflush(stdout);

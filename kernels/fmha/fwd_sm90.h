@@ -81,6 +81,7 @@ TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
       const float softmax_scale = Traits::kFusedScale ? p.scale_log2 : 1.0f;
       sm90_epilogue<Traits>(params, epilogue_seq, again, consumer, state, softmax_scale,
                             dropout.keep_scale());
+      if constexpr (!Traits::kPersistent) break;
     }
     consumer.close_turns();
   }

@@ -74,10 +74,10 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
       }
     };
 
-    // K0 first: it can land while the consumers still store the previous tile's O from the Q
-    // buffer.
+    // Persistent CTAs load K0 first: it can land while the consumers still store the previous
+    // tile's O from the Q buffer.
     const int steps = blocks.count();
-    if (steps > 0) load_k(0);
+    if (Traits::kPersistent && steps > 0) load_k(0);
     tile::mbarrier_wait(barriers.q_empty(), (tile::u32(q_loads) & 1u) ^ 1u);
     tile::mbarrier_arrive_expect_tx(barriers.q_full(), Traits::kQBytes);
 #pragma unroll
@@ -87,6 +87,7 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
                         head, batch);
     }
     ++q_loads;
+    if (!Traits::kPersistent && steps > 0) load_k(0);
     if (steps > 0) {
       for (int step = 1; step < steps; ++step) {
         load_k(step);
@@ -95,6 +96,7 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
       load_v(steps - 1);
     }
     step_base += steps;
+    if constexpr (!Traits::kPersistent) break;
   }
 }
 

@@ -11,7 +11,7 @@ namespace tilefmha::fmha {
 
 template <class Element_, int HdimQ, int HdimV, int BlockM, int BlockN, int Stages, bool GroupMode,
           class Mask_, class Logits_, class Dropout_, bool StoreLse, bool SinkLogit,
-          Sm90Schedule Schedule>
+          Sm90Schedule Schedule, bool Persistent>
 struct Sm90FwdTraits {
   using Element = Element_;
   using Mask = Mask_;
@@ -30,6 +30,9 @@ struct Sm90FwdTraits {
   static constexpr bool kStoreLse = StoreLse;
   static constexpr bool kSinkLogit = SinkLogit;
   static constexpr Sm90Schedule kSchedule = Schedule;
+  // Persistent: a CTA loops over tiles (grid of at most one CTA per SM); else it runs exactly
+  // one tile (grid of one CTA per tile) and keeps no state across tiles.
+  static constexpr bool kPersistent = Persistent;
   static constexpr bool kOverlap = Schedule != Sm90Schedule::serial;
   static constexpr bool kPingpong = Schedule == Sm90Schedule::pingpong && kConsumerGroups > 1;
   // Register reallocation pays only when one warpgroup's registers can feed another's.

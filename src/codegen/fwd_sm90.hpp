@@ -17,24 +17,34 @@ namespace tilefmha::codegen {
 // not implement, so a dispatcher can fall back to sm80_mma.
 void check_supported_sm90(const KernelConfig& config);
 
-// The schedule a config gets by default: pingpong when the tile has several consumer
-// warpgroups, else intra-warpgroup overlap.
-fmha::Sm90Schedule default_sm90_schedule(const KernelConfig& config);
+// Implementation choices that are not part of a kernel's identity (its KernelConfig): how the
+// consumer warpgroups schedule GEMMs and softmax, and whether CTAs loop over tiles.
+struct Sm90Variant {
+  fmha::Sm90Schedule schedule = fmha::Sm90Schedule::pingpong;
+  // One CTA per tile (false) or at most one CTA per SM looping over tiles (true). Measured on
+  // H100 (bf16): persistent wins a few percent at short sequences (s <= 1k, non-causal) and
+  // loses up to 20% on long causal ones, so it is opt-in.
+  bool persistent = false;
+};
 
-// The translation unit of `config` (checks support first). The schedule is an implementation
-// choice, not part of the kernel's identity; the overload exists for tests and tuning.
+// Pingpong when the tile has several consumer warpgroups, else intra-warpgroup overlap; one
+// CTA per tile.
+Sm90Variant default_sm90_variant(const KernelConfig& config);
+
+// The translation unit of `config` (checks support first).
 std::string generate_sm90_source(const KernelConfig& config);
-std::string generate_sm90_source(const KernelConfig& config, fmha::Sm90Schedule schedule);
+std::string generate_sm90_source(const KernelConfig& config, const Sm90Variant& variant);
 
 // Threads per block: one producer plus block_m / 64 consumer warpgroups.
 int threads_per_block_sm90(const KernelConfig& config);
 
 // Block, dynamic shared memory and a 1D grid over the tiles (query blocks x query heads x
-// sequences): one CTA per tile, or with `max_ctas` > 0 at most that many CTAs, each running
-// tiles persistently (max_ctas = the SM count: one resident CTA per SM). The same compiled
-// kernel serves both. Throws Error(not_supported) past 2^31 - 1 tiles.
+// sequences) of the default variant: one CTA per tile.
 jit::LaunchShape launch_shape_sm90(const KernelConfig& config, const Problem& problem);
+// For a persistent variant, at most `max_ctas` CTAs (the SM count: one resident CTA per SM),
+// never more than tiles; a non-persistent variant always gets one CTA per tile. Throws
+// Error(not_supported) past 2^31 - 1 tiles.
 jit::LaunchShape launch_shape_sm90(const KernelConfig& config, const Problem& problem,
-                                   int64_t max_ctas);
+                                   const Sm90Variant& variant, int64_t max_ctas);
 
 }  // namespace tilefmha::codegen
