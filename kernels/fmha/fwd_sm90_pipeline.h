@@ -9,9 +9,6 @@
 
 namespace tilefmha::fmha {
 
-// Phases: a consumer waits for a full barrier's phase `phase`, the producer for the empty
-// barrier's phase `phase ^ 1` (a fresh barrier counts the phase before its first as complete,
-// so the first pass through the ring is free).
 // Shared-window addresses of the kernel's mbarriers (see Sm90SmemLayout::barrier_offset):
 // q_full / q_empty guard the Q tile (reused by the epilogue for O, so it is free again only
 // once the tile's O has left), then full / empty per stage of the K and V rings.
@@ -43,7 +40,9 @@ struct Sm90Barriers {
 };
 
 // Ring slot and phase of the `step`-th key block a CTA processes (counted over all its
-// tiles): both roles derive positions from the count, so no ring state stays live.
+// tiles): both roles derive positions from the count, so no ring state stays live. A consumer
+// waits for a full barrier's phase `phase`, the producer for the empty barrier's `phase ^ 1`
+// (a fresh barrier counts the phase before its first as complete: the first pass is free).
 template <int Stages>
 TILEFMHA_DEVICE int ring_stage(int step) {
   return step % Stages;

@@ -1,6 +1,6 @@
 // Which tiles a CTA computes. Tiles (query block, query head, sequence) are numbered once and
 // CTA c takes tiles c, c + gridDim.x, ...: a grid of one CTA per tile runs each tile in its
-// own CTA, a grid of one CTA per SM runs persistently, and the kernel is the same. The
+// own CTA, a persistent kernel (Traits::kPersistent) on one CTA per SM loops over many. The
 // numbering puts query blocks fastest, so CTAs running together share a head's K/V in L2;
 // under masks that give later query blocks more keys (causal, bottom-right windows), each
 // head's blocks are numbered longest first, and a persistent grid (fewer CTAs than tiles)
