@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "enumerate/family_traits.hpp"
+#include "fmha/fwd_sm90_shape.h"
 
 namespace tilefmha::enumerate {
 namespace {
@@ -39,11 +40,12 @@ int64_t tile_smem_bytes(const KernelConfig& c) {
   const int64_t hq = c.hdim_q, hv = c.hdim_v;
   if (is_forward_like_family(c.family)) {
     if (c.pipeline == Pipeline::sm90_ws) {
-      // Q tile (reused for O, so sized by the wider head dim), K and V per stage, an mbarrier
-      // per (Q) and per stage (K full/empty, V full/empty), and one swizzle atom of alignment
-      // slack: the layout of kernels/fmha/fwd_sm90_shape.h.
+      // Q tile (reused for O, so sized by the wider head dim), K and V per stage, the
+      // kernel's mbarriers (one count, shared with the kernel), and one swizzle atom of
+      // alignment slack: the layout of kernels/fmha/fwd_sm90_shape.h.
       int64_t bytes = e * (bm * std::max(hq, hv) + stages * bn * (hq + hv)) +
-                      kMbarrierBytes * (1 + 4 * stages) + kSwizzleAtomBytes;
+                      kMbarrierBytes * fmha::sm90_barrier_count(static_cast<int>(stages)) +
+                      kSwizzleAtomBytes;
       if (is_fp8(c.dtype)) bytes += e * stages * bn * hv;  // V transposed for the PV wgmma
       return bytes;
     }
