@@ -161,8 +161,8 @@ TEST(ArchSpec, SharedMemoryMatchesTheKernelLayouts) {
 TEST(ArchSpec, ResourceFormulas) {
   RegisterModel model{32, 24};
   KernelConfig c = hopper_tile(Family::fwd, DType::bf16, 128, 128, 176, 12, 2);
-  // 2 B * (128*128 Q/O + 2 stages * 176 * (128 + 128) K,V) + 9 mbarriers + one swizzle atom
-  EXPECT_EQ(tile_smem_bytes(c), 212992 + 8 * 9 + 1024);
+  // 2 B * (128*128 Q/O + 2 stages * 176 * (128 + 128) K,V) + 10 mbarriers (Q full/empty, 4 per stage) + one swizzle atom
+  EXPECT_EQ(tile_smem_bytes(c), 212992 + 8 * 10 + 1024);
   TileResources r = estimate_tile_resources(c, model);
   EXPECT_EQ(r.threads, 384);
   EXPECT_EQ(r.math_threads, 256);
@@ -172,7 +172,7 @@ TEST(ArchSpec, ResourceFormulas) {
 
   // FP8 adds a transposed V copy per stage.
   c = hopper_tile(Family::fwd, DType::fp8_e4m3, 128, 128, 224, 12, 2);
-  EXPECT_EQ(tile_smem_bytes(c), 128 * 128 + 2 * 224 * 256 + 8 * 9 + 1024 + 2 * 224 * 128);
+  EXPECT_EQ(tile_smem_bytes(c), 128 * 128 + 2 * 224 * 256 + 8 * 10 + 1024 + 2 * 224 * 128);
 
   // Backward: Q, dO per stage; K, V; P, dS; LSE, D; the fp32 dQ staging tile of sm90_ws.
   c = hopper_tile(Family::bwd_dq_dk_dv, DType::bf16, 128, 64, 128, 12, 2);
