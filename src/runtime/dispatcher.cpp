@@ -32,8 +32,10 @@ double preference(const KernelConfig& kernel, const Problem& problem, const Devi
   const bool ragged_q = problem.mode == Mode::group || problem.seqlen_q % kernel.block_m != 0;
   const bool ragged_k = problem.mode == Mode::group || !problem.seqlen_k_per_batch.empty() ||
                         problem.seqlen_k % kernel.block_n != 0;
-  if (kernel.pad_seqlen_q && !ragged_q) score -= 20;
-  if (kernel.pad_seqlen_k && !ragged_k) score -= 20;
+  // Predicated loads cost the portable pipeline; TMA bounds-checks sequence tiles for free.
+  const bool padding_costs = kernel.pipeline != Pipeline::sm90_ws;
+  if (padding_costs && kernel.pad_seqlen_q && !ragged_q) score -= 20;
+  if (padding_costs && kernel.pad_seqlen_k && !ragged_k) score -= 20;
   if ((kernel.pad_hdim_q && kernel.hdim_q == problem.hdim_q) ||
       (kernel.pad_hdim_v && kernel.hdim_v == problem.hdim_v))
     score -= 10;
