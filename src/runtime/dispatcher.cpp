@@ -44,10 +44,11 @@ double preference(const KernelConfig& kernel, const Problem& problem, const Devi
   const double wave_efficiency = static_cast<double>(ctas) / (waves * device.sm_count);
   score += 100 * wave_efficiency;
   // Bigger tiles amortize the K/V traffic once the grid fills the machine; key blocks wider
-  // than 128 pay off only on long unmasked rows (measured on H100 with sm90_ws, hdim 128).
+  // than 128 pay off only on long rows: from 4k keys unmasked, from 16k causal (sm90_ws at
+  // hdim 128 on H100, docs/performance.md).
   if (ctas >= device.sm_count) score += kernel.block_m / 16.0 + kernel.block_n / 32.0;
-  const bool long_unmasked = problem.mask.kind == MaskKind::none && problem.seqlen_k >= 8192;
-  if (kernel.block_n > 128 && !long_unmasked) score -= 10;
+  const int64_t long_rows = problem.mask.kind == MaskKind::none ? 4096 : 16384;
+  if (kernel.block_n > 128 && problem.seqlen_k < long_rows) score -= 10;
   score += kernel.stages;  // deeper pipelines hide latency when shared memory allows
   return score;
 }
