@@ -18,6 +18,25 @@ void expect_validates(const std::string& flags) {
 
 }  // namespace
 
+// The forward issue's shape list, through each tensor-core pipeline and through the
+// dispatcher's own choice: decode (sq = 1), tiny and ragged lengths, GQA 7:1, both causal
+// alignments with sq != sk, bshd and bhsd.
+TEST(CliGpu, ForwardShapeListOnEveryPipeline) {
+  const char* shapes[] = {
+      "--seqlen-q 1 --seqlen-k 1000 --nhead-q 14 --nhead-k 2",
+      "--seqlen-q 17 --seqlen-k 17 --causal top_left",
+      "--seqlen-q 1000 --seqlen-k 700 --nhead-q 7 --nhead-k 1 --causal bottom_right --lse",
+      "--seqlen-q 300 --seqlen-k 1000 --causal top_left --layout bhsd --lse",
+  };
+  for (const char* pipeline : {"", "--pipeline sm80_mma ", "--pipeline sm90_ws "})
+    for (const char* shape : shapes) expect_validates(std::string(pipeline) + shape);
+}
+
+TEST(CliGpu, PortableHeadDims) {
+  expect_validates("--seqlen-q 130 --hdim-q 96 --causal top_left");
+  expect_validates("--seqlen-q 130 --hdim-q 72 --nhead-q 7 --nhead-k 1");
+}
+
 TEST(CliGpu, PlainBf16) {
   expect_validates("--seqlen-q 256 --hdim-q 128 --input-seed 1");
 }

@@ -38,7 +38,9 @@ void run(const RunOptions& options) {
   std::string backend = "cpu";
   std::optional<Validation> validation;
   if (options.backend == "gpu") {
-    const GpuRun gpu = run_on_gpu(stages);
+    const GpuRun gpu =
+        run_on_gpu(stages, options.pipeline ? std::optional(parse_enum<Pipeline>(*options.pipeline))
+                                            : std::nullopt);
     seconds = gpu.seconds;
     backend = "gpu " + gpu.device_name;
     if (options.explain) std::printf("%s", gpu.explanation.c_str());

@@ -61,7 +61,7 @@ std::string agreement_line(const char* name, const runtime::Agreement& a, runtim
 
 }  // namespace
 
-GpuRun run_on_gpu(const std::vector<Problem>& stages) {
+GpuRun run_on_gpu(const std::vector<Problem>& stages, std::optional<Pipeline> pipeline) {
   for (const Problem& stage : stages)
     if (stage.family != Family::fwd)
       throw Error(ErrorKind::not_supported,
@@ -75,6 +75,9 @@ GpuRun run_on_gpu(const std::vector<Problem>& stages) {
   runtime::Registry registry;
   runtime::DispatcherOptions options;
   options.candidates = runtime::default_candidates(device.arch, {Family::fwd});
+  if (pipeline)
+    std::erase_if(options.candidates,
+                  [&](const KernelConfig& config) { return config.pipeline != *pipeline; });
   options.cache = std::make_shared<jit::KernelCache>(jit::KernelCache::default_directory());
   runtime::Dispatcher dispatcher(registry, device, options);
 

@@ -2,6 +2,7 @@
 // against the CPU reference.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,8 @@ struct GpuRun {
 // Runs the stages on the GPU; the results land in the host problems' output views. Throws
 // Error(invalid_argument) when no GPU is usable and Error(not_supported) for families the GPU
 // backend does not run yet.
-GpuRun run_on_gpu(const std::vector<Problem>& stages);
+// `pipeline`, when set, restricts the dispatcher's candidates to that pipeline.
+GpuRun run_on_gpu(const std::vector<Problem>& stages, std::optional<Pipeline> pipeline);
 
 struct Validation {
   bool passed = true;

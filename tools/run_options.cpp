@@ -188,6 +188,10 @@ void add_run_options(CLI::App& command, RunOptions& o) {
                    "element is outside atol + rtol*|ref| (bf16 1.6e-2, fp16 2e-3, fp32 2e-5; "
                    "LSE 1e-3 + 1e-4*|ref|)");
   command.add_flag("--explain", o.explain, "gpu: print which kernel each stage uses and why");
+  add_optional(command, "--pipeline", o.pipeline,
+               "gpu: consider only kernels of this pipeline (sm80_mma, sm90_ws, simt_f32) "
+               "[default: the dispatcher's best fit]")
+      ->check(CLI::IsMember(names_of<Pipeline>()));
   command.add_option("--input-seed", o.input_seed, "Seed of the random inputs")
       ->capture_default_str();
   add_optional(command, "--load", o.load_dir, "Read inputs from DIR (see Files below)")

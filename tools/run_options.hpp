@@ -57,8 +57,9 @@ struct RunOptions {
   bool rotate_q = false;
 
   std::string backend = "cpu";
-  bool validate = false;  // gpu: compare with the CPU reference
-  bool explain = false;   // gpu: print the dispatcher's choice
+  bool validate = false;                // gpu: compare with the CPU reference
+  bool explain = false;                 // gpu: print the dispatcher's choice
+  std::optional<std::string> pipeline;  // gpu: only kernels of this pipeline
   uint64_t input_seed = 0;
   std::optional<std::string> load_dir;
   std::optional<std::string> save_dir;

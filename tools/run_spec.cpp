@@ -327,8 +327,8 @@ int64_t total_keys(const Problem& problem) {
 }
 
 RunSpec resolve_run_spec(const RunOptions& o, InputDir* input) {
-  if (o.backend != "gpu" && (o.validate || o.explain))
-    bad_flags("--validate and --explain need --backend gpu");
+  if (o.backend != "gpu" && (o.validate || o.explain || o.pipeline))
+    bad_flags("--validate, --explain and --pipeline need --backend gpu");
   RunSpec spec;
   spec.input_seed = o.input_seed;
   const Family family = parse_family(o.family);
