@@ -2,6 +2,7 @@
 // means one case here and one file of its own.
 #include "codegen/generate.hpp"
 
+#include "codegen/fwd_simt.hpp"
 #include "codegen/fwd_sm80.hpp"
 #include "codegen/fwd_sm90.hpp"
 #include "tilefmha/error.hpp"
@@ -13,7 +14,7 @@ namespace {
   throw Error(ErrorKind::not_supported,
               "pipeline = " + std::string(to_string(config.pipeline)) + " for family " +
                   std::string(to_string(config.family)) +
-                  ": codegen implements fwd on sm80_mma and sm90_ws only");
+                  ": codegen implements fwd on sm80_mma, sm90_ws and simt_f32 only");
 }
 
 bool is_forward(const KernelConfig& config) {
@@ -26,6 +27,7 @@ void check_supported(const KernelConfig& config) {
   if (config.pipeline == Pipeline::sm90_ws && is_forward(config))
     return check_supported_sm90(config);
   if (config.pipeline == Pipeline::sm80_mma) return check_supported_sm80(config);
+  if (config.pipeline == Pipeline::simt_f32) return check_supported_simt(config);
   no_template(config);
 }
 
@@ -33,6 +35,7 @@ std::string generate_source(const KernelConfig& config) {
   if (config.pipeline == Pipeline::sm90_ws && is_forward(config))
     return generate_sm90_source(config);
   if (config.pipeline == Pipeline::sm80_mma) return generate_sm80_source(config);
+  if (config.pipeline == Pipeline::simt_f32) return generate_simt_source(config);
   no_template(config);
 }
 
@@ -40,6 +43,7 @@ int threads_per_block(const KernelConfig& config) {
   if (config.pipeline == Pipeline::sm90_ws && is_forward(config))
     return threads_per_block_sm90(config);
   if (config.pipeline == Pipeline::sm80_mma) return threads_per_block_sm80(config);
+  if (config.pipeline == Pipeline::simt_f32) return threads_per_block_simt(config);
   no_template(config);
 }
 
@@ -47,6 +51,7 @@ jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem
   if (config.pipeline == Pipeline::sm90_ws && is_forward(config))
     return launch_shape_sm90(config, problem);
   if (config.pipeline == Pipeline::sm80_mma) return launch_shape_sm80(config, problem);
+  if (config.pipeline == Pipeline::simt_f32) return launch_shape_simt(config, problem);
   no_template(config);
 }
 

@@ -163,7 +163,7 @@ void Dispatcher::run(const Plan& plan, const Problem& problem, jit::CUstream str
       void* arguments[] = {&params};
       jit::launch_kernel(function, stage.shape, arguments, stream);
     } else {
-      fmha::FwdParams params = make_fwd_params(problem, indices);
+      fmha::FwdParams params = make_fwd_params(problem, indices, stage.kernel.pipeline);
       void* arguments[] = {&params};
       jit::launch_kernel(function, stage.shape, arguments, stream);
     }

@@ -25,8 +25,8 @@ void require_device(const TensorView& view, const char* field) {
          std::string(field) + " is in host memory; the GPU kernel needs a device view");
 }
 
-// A Q/K/V/O view the kernel reads in 16-byte chunks.
-fmha::TokenStrides token_strides(const TensorView& view, const char* field) {
+// A Q/K/V/O view the kernel reads in 16-byte chunks, or element by element (`chunked` false).
+fmha::TokenStrides token_strides(const TensorView& view, const char* field, bool chunked) {
   require_device(view, field);
   const int64_t element = dtype_size(view.dtype);
   const int64_t granule = kChunkBytes / element;
@@ -34,6 +34,12 @@ fmha::TokenStrides token_strides(const TensorView& view, const char* field) {
     fail(ErrorKind::not_supported, std::string(field) +
                                        ".stride[3] = " + std::to_string(view.stride[3]) +
                                        ": the GPU kernel needs a contiguous head dim");
+  if (!chunked) {
+    if (reinterpret_cast<uintptr_t>(view.data) % element != 0)
+      fail(ErrorKind::not_supported, std::string(field) + ".data is not aligned to its " +
+                                         std::to_string(element) + "-byte elements");
+    return {view.stride[0], view.stride[1], view.stride[2]};
+  }
   const char* names[] = {"batch", "seq", "head"};
   for (int d = 0; d < 3; ++d) {
     if (view.stride[d] % granule != 0)
@@ -68,16 +74,24 @@ const long long* device_index(const int64_t* pointer, bool needed, const char* f
 
 }  // namespace
 
-fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indices) {
+fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indices,
+                                Pipeline pipeline) {
   validate(p);
   if (p.family != Family::fwd)
     fail(ErrorKind::not_supported,
          "family = " + std::string(to_string(p.family)) + ": FwdParams serve the fwd family");
-  if (p.dtype != DType::fp16 && p.dtype != DType::bf16)
-    fail(ErrorKind::not_supported, "dtype = " + std::string(to_string(p.dtype)) +
-                                       ": the sm80_mma kernel computes on fp16 or bf16");
+  // The CUDA-core pipeline reads fp32 element by element; the tensor-core ones 16-byte chunks
+  // of 16-bit values.
+  const bool chunked = pipeline != Pipeline::simt_f32;
+  if (chunked && p.dtype != DType::fp16 && p.dtype != DType::bf16)
+    fail(ErrorKind::not_supported, "dtype = " + std::string(to_string(p.dtype)) + ": the " +
+                                       std::string(to_string(pipeline)) +
+                                       " kernel computes on fp16 or bf16");
+  if (!chunked && p.dtype != DType::fp32)
+    fail(ErrorKind::not_supported,
+         "dtype = " + std::string(to_string(p.dtype)) + ": the simt_f32 kernel computes on fp32");
   for (const auto& [name, dim] : {std::pair{"hdim_q", p.hdim_q}, std::pair{"hdim_v", p.hdim_v}}) {
-    if (dim % (kChunkBytes / dtype_size(p.dtype)) != 0)
+    if (chunked && dim % (kChunkBytes / dtype_size(p.dtype)) != 0)
       fail(ErrorKind::not_supported, std::string(name) + " = " + std::to_string(dim) +
                                          ": the GPU kernel needs a multiple of 8 (16-byte rows)");
   }
@@ -96,10 +110,10 @@ fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indice
   params.k = p.k.data;
   params.v = p.v.data;
   params.o = p.o.data;
-  params.q_strides = token_strides(p.q, "q");
-  params.k_strides = token_strides(p.k, "k");
-  params.v_strides = token_strides(p.v, "v");
-  params.o_strides = token_strides(p.o, "o");
+  params.q_strides = token_strides(p.q, "q", chunked);
+  params.k_strides = token_strides(p.k, "k", chunked);
+  params.v_strides = token_strides(p.v, "v", chunked);
+  params.o_strides = token_strides(p.o, "o", chunked);
   if (p.return_lse) {
     require_device(p.lse, "lse");
     params.lse = static_cast<float*>(p.lse.data);

@@ -1,6 +1,6 @@
-// Problem -> FwdParams of the sm80_mma forward kernel. The problem's tensors must be device
-// views (MemorySpace::device); its index metadata lives in host vectors, so the caller uploads
-// it and passes the device copies here.
+// Problem -> FwdParams of the forward kernels (sm80_mma, simt_f32; sm90_ws extends them). The
+// problem's tensors must be device views (MemorySpace::device); its index metadata lives in host
+// vectors, so the caller uploads it and passes the device copies here.
 #pragma once
 
 #include <cstdint>
@@ -18,13 +18,16 @@ struct FwdDeviceIndices {
   const int64_t* seqlen_k_per_batch = nullptr;
 };
 
-// Validates the problem, then checks what the kernel additionally needs, throwing
+// Validates the problem, then checks what the kernel of `pipeline` additionally needs, throwing
 // Error(invalid_problem) or Error(not_supported) naming the field and value:
-//   * family fwd, dtype fp16 or bf16;
+//   * family fwd; dtype fp16 or bf16 for the tensor-core pipelines (sm80_mma, sm90_ws), fp32
+//     for simt_f32;
 //   * every tensor the kernel reads or writes in device memory;
-//   * Q/K/V/O: dim stride 1, other strides multiples of 8 elements, data 16-byte aligned and
-//     head dims multiples of 8 (the kernel moves 16-byte chunks);
+//   * Q/K/V/O: dim stride 1; for the tensor-core pipelines also other strides multiples of
+//     8 elements, data 16-byte aligned and head dims multiples of 8 (they move 16-byte chunks),
+//     while simt_f32 moves single elements and takes any stride, alignment and head dim;
 //   * the device index arrays the problem's mode needs.
-fmha::FwdParams make_fwd_params(const Problem& problem, const FwdDeviceIndices& indices);
+fmha::FwdParams make_fwd_params(const Problem& problem, const FwdDeviceIndices& indices,
+                                Pipeline pipeline = Pipeline::sm80_mma);
 
 }  // namespace tilefmha::runtime
