@@ -1,9 +1,9 @@
 #include "run_files.hpp"
 
 #include <cstring>
-#include <functional>
 
 #include "core/numeric.hpp"
+#include "core/tensor_iteration.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::cli {
@@ -16,25 +16,6 @@ int64_t element_count(const std::vector<int64_t>& shape) {
 }
 
 }  // namespace
-
-void for_each_element(const TensorView& view,
-                      const std::function<void(int64_t linear, int64_t offset)>& visit) {
-  const int64_t count = view.numel();
-  if (count == 0) return;
-  std::array<int64_t, kMaxRank> index{};
-  int64_t offset = 0;
-  for (int64_t linear = 0; linear < count; ++linear) {
-    visit(linear, offset);
-    // Odometer step: bump the last dimension, carry into the ones before it.
-    for (int d = view.rank - 1; d >= 0; --d) {
-      ++index[d];
-      offset += view.stride[d];
-      if (index[d] < view.shape[d]) break;
-      offset -= index[d] * view.stride[d];
-      index[d] = 0;
-    }
-  }
-}
 
 io::NpyArray view_to_npy(const TensorView& view, DType file_dtype,
                          std::vector<int64_t> file_shape) {

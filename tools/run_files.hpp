@@ -35,11 +35,6 @@ struct FileShape {
   std::string meaning;  // e.g. "[batch, seqlen_q, nhead_q, hdim_q]"
 };
 
-// Calls visit(linear, offset) for every logical element of `view` in row-major order: linear
-// counts elements, offset is the element's position in the view's memory.
-void for_each_element(const TensorView& view,
-                      const std::function<void(int64_t linear, int64_t offset)>& visit);
-
 // The logical elements of `view` in row-major order as an array of `file_dtype` and
 // `file_shape` (same element count; e.g. a group-mode view [1, tokens, head, dim] saved as
 // [tokens, head, dim]).

@@ -4,10 +4,9 @@
 #include <cstdio>
 #include <memory>
 
-#include "core/numeric.hpp"
+#include "host_buffer.hpp"
 #include "jit/cuda_driver.hpp"
 #include "jit/kernel_cache.hpp"
-#include "run_files.hpp"
 #include "runtime/candidates.hpp"
 #include "runtime/device_info.hpp"
 #include "runtime/device_mirror.hpp"
@@ -19,35 +18,6 @@
 
 namespace tilefmha::cli {
 namespace {
-
-// A host buffer shaped like `like`, contiguous, for the reference's copy of an output.
-struct HostCopy {
-  std::vector<std::byte> bytes;
-  TensorView view;
-  explicit HostCopy(const TensorView& like) : view(like) {
-    if (like.empty()) return;
-    int64_t running = 1;
-    for (int d = view.rank - 1; d >= 0; --d) {
-      view.stride[d] = running;
-      running *= view.shape[d];
-    }
-    bytes.resize(static_cast<size_t>(running * dtype_size(view.dtype)));
-    view.data = bytes.data();
-  }
-};
-
-runtime::Agreement compare(const TensorView& gpu, const TensorView& ref, runtime::Tolerance tol) {
-  runtime::Agreement agreement;
-  std::vector<double> reference_values;
-  reference_values.reserve(static_cast<size_t>(ref.numel()));
-  for_each_element(ref, [&](int64_t, int64_t offset) {
-    reference_values.push_back(numeric::load(ref.data, ref.dtype, offset));
-  });
-  for_each_element(gpu, [&](int64_t linear, int64_t offset) {
-    agreement.add(numeric::load(gpu.data, gpu.dtype, offset), reference_values[linear], tol);
-  });
-  return agreement;
-}
 
 std::string agreement_line(const char* name, const runtime::Agreement& a, runtime::Tolerance t) {
   char line[256];
@@ -103,16 +73,18 @@ Validation validate_against_reference(const std::vector<Problem>& stages) {
   Validation validation;
   for (const Problem& stage : stages) {
     Problem on_cpu = stage;
-    HostCopy o(stage.o), lse(stage.lse);
+    HostBuffer o(stage.o), lse(stage.lse);
     on_cpu.o = o.view;
     on_cpu.lse = lse.view;
     reference::run(on_cpu);
     const auto o_tolerance = runtime::output_tolerance(stage.out_dtype);
-    const auto o_agreement = compare(stage.o, o.view, o_tolerance);
+    runtime::Agreement o_agreement;
+    o_agreement.add(stage.o, o.view, o_tolerance);
     validation.passed = validation.passed && o_agreement.mismatches == 0;
     validation.report += agreement_line("o", o_agreement, o_tolerance) + "\n";
     if (!stage.lse.empty()) {
-      const auto lse_agreement = compare(stage.lse, lse.view, runtime::kLseTolerance);
+      runtime::Agreement lse_agreement;
+      lse_agreement.add(stage.lse, lse.view, runtime::kLseTolerance);
       validation.passed = validation.passed && lse_agreement.mismatches == 0;
       validation.report += agreement_line("lse", lse_agreement, runtime::kLseTolerance) + "\n";
     }

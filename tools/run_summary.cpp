@@ -5,6 +5,7 @@
 
 #include "core/numeric.hpp"
 #include "core/parallel.hpp"
+#include "core/tensor_iteration.hpp"
 
 namespace tilefmha::cli {
 

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "core/numeric.hpp"
+#include "core/tensor_iteration.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::cli {

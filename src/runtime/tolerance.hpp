@@ -1,12 +1,14 @@
 // Agreement between a GPU result and the CPU reference: |gpu - ref| <= atol + rtol * |ref| per
-// element, with tolerances per output dtype (the documented contract of `run --validate` and of
-// the GPU tests). 16-bit outputs are dominated by the final rounding (bf16 keeps 8 bits, fp16
-// 11) plus fp32 accumulation-order differences; LSE is fp32 computed from fp32 partial sums.
+// element, with tolerances per output dtype (the documented contract of `run --validate`, of
+// `bench --verify` and of the GPU tests). 16-bit outputs are dominated by the final rounding
+// (bf16 keeps 8 bits, fp16 11) plus fp32 accumulation-order differences; LSE is fp32 computed
+// from fp32 partial sums.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
+#include "tilefmha/tensor.hpp"
 #include "tilefmha/types.hpp"
 
 namespace tilefmha::runtime {
@@ -42,6 +44,10 @@ struct Agreement {
     max_abs_error = std::max(max_abs_error, error);
     max_rel_error = std::max(max_rel_error, error / std::max(std::fabs(ref), tol.atol));
   }
+
+  // Every logical element of two views of the same shape (their strides may differ); throws
+  // Error(invalid_argument) when the shapes differ.
+  void add(const TensorView& gpu, const TensorView& ref, Tolerance tol);
 };
 
 }  // namespace tilefmha::runtime

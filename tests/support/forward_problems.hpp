@@ -2,12 +2,13 @@
 // with random inputs, for the forward, split-KV, paged and dropout tests.
 #pragma once
 
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
 
+#include "core/numeric.hpp"
+#include "core/tensor_iteration.hpp"
 #include "support/tensor_pool.hpp"
 #include "tilefmha/problem.hpp"
 
@@ -21,17 +22,8 @@ inline constexpr double kUnwritten = std::numeric_limits<double>::quiet_NaN();
 
 // Every logical element of a view set to `value` (padding untouched).
 inline void fill_logical(const TensorView& view, double value) {
-  std::array<int64_t, kMaxRank> index{};
-  const int64_t count = view.numel();
-  for (int64_t n = 0; n < count; ++n) {
-    int64_t rest = n, offset = 0;
-    for (int d = view.rank - 1; d >= 0; --d) {
-      index[d] = rest % view.shape[d];
-      rest /= view.shape[d];
-      offset += index[d] * view.stride[d];
-    }
-    numeric::store(view.data, view.dtype, offset, value);
-  }
+  for_each_element(
+      view, [&](int64_t, int64_t offset) { numeric::store(view.data, view.dtype, offset, value); });
 }
 
 inline DType default_out_dtype(DType dtype) {
