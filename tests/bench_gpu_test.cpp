@@ -10,10 +10,9 @@
 #include <vector>
 
 #include "jit/module.hpp"
-#include "jit/nvrtc_api.hpp"
 #include "runtime/timing.hpp"
+#include "support/gpu_availability.hpp"
 #include "support/run_cli.hpp"
-#include "tilefmha/error.hpp"
 #include "tilefmha/kernel_config.hpp"
 
 namespace tilefmha {
@@ -21,18 +20,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::CliResult;
+using testing::gpu_skip_reason;
 using testing::run_cli;
-
-std::string gpu_skip_reason() {
-  std::string reason = jit::gpu_unavailable_reason();
-  if (!reason.empty()) return reason;
-  try {
-    jit::nvrtc_api();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return {};
-}
 
 fs::path fresh_dir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();

@@ -9,170 +9,32 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <map>
 #include <memory>
-#include <span>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/fwd_sm90.hpp"
 #include "core/numeric.hpp"
 #include "jit/build_pipeline.hpp"
 #include "jit/module.hpp"
-#include "jit/nvrtc_api.hpp"
 #include "runtime/fwd_sm90_params.hpp"
 #include "support/forward_problems.hpp"
-#include "tilefmha/error.hpp"
+#include "support/gpu_problem.hpp"
 #include "tilefmha/reference.hpp"
 
 namespace tilefmha {
 namespace {
 
+using testing::clobbered_padding;
+using testing::compare;
+using testing::DeviceProblem;
 using testing::Dims;
+using testing::gapped;
+using testing::gpu_skip_reason;
 using testing::QkvLayout;
 using testing::TensorPool;
-
-constexpr unsigned char kPoisonByte = 0xFF;  // NaN in fp16, bf16 and fp32
-
-std::string gpu_skip_reason() {
-  std::string reason = jit::gpu_unavailable_reason();
-  if (!reason.empty()) return reason;
-  try {
-    jit::nvrtc_api();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return {};
-}
-
-// Device copies of a host problem's tensors and index vectors; outputs poisoned.
-class DeviceProblem {
- public:
-  explicit DeviceProblem(const Problem& host) : problem_(host) {
-    problem_.q = upload(host.q);
-    problem_.k = upload(host.k);
-    problem_.v = upload(host.v);
-    problem_.o = poisoned(host.o);
-    if (host.return_lse) problem_.lse = poisoned(host.lse);
-    problem_.bias = upload(host.bias);
-    problem_.alibi_slopes = upload(host.alibi_slopes);
-    problem_.sink_logits = upload(host.sink_logits);
-    indices_.seqstart_q = upload_indices(host.seqstart_q);
-    indices_.seqstart_k = upload_indices(host.seqstart_k);
-    indices_.seqlen_k_per_batch = upload_indices(host.seqlen_k_per_batch);
-  }
-
-  const Problem& problem() const { return problem_; }
-  const runtime::FwdDeviceIndices& indices() const { return indices_; }
-
-  struct Download {
-    std::vector<std::byte> bytes;
-    TensorView view;
-  };
-  Download download(const TensorView& device) const {
-    const jit::DeviceBuffer& buffer = *buffers_.at(device.data);
-    Download out{std::vector<std::byte>(buffer.bytes()), device};
-    buffer.copy_to_host(out.bytes);
-    out.view.data = out.bytes.data();
-    out.view.space = MemorySpace::host;
-    return out;
-  }
-
- private:
-  jit::DeviceBuffer& allocate(const TensorView& host, TensorView& device) {
-    auto buffer = std::make_unique<jit::DeviceBuffer>(host.extent() * dtype_size(host.dtype));
-    device = host;
-    device.data = reinterpret_cast<void*>(buffer->address());
-    device.space = MemorySpace::device;
-    jit::DeviceBuffer& ref = *buffer;
-    buffers_[device.data] = std::move(buffer);
-    return ref;
-  }
-  TensorView upload(const TensorView& host) {
-    if (host.empty()) return host;
-    TensorView device;
-    allocate(host, device)
-        .copy_from_host({static_cast<const std::byte*>(host.data),
-                         static_cast<size_t>(host.extent() * dtype_size(host.dtype))});
-    return device;
-  }
-  TensorView poisoned(const TensorView& host) {
-    TensorView device;
-    allocate(host, device).fill_bytes(kPoisonByte);
-    return device;
-  }
-  const int64_t* upload_indices(const std::vector<int64_t>& values) {
-    if (values.empty()) return nullptr;
-    auto buffer = std::make_unique<jit::DeviceBuffer>(values.size() * sizeof(int64_t));
-    buffer->copy_from_host(std::as_bytes(std::span(values)));
-    const auto* address = reinterpret_cast<const int64_t*>(buffer->address());
-    buffers_[reinterpret_cast<const void*>(address)] = std::move(buffer);
-    return address;
-  }
-
-  Problem problem_;
-  runtime::FwdDeviceIndices indices_;
-  std::map<const void*, std::unique_ptr<jit::DeviceBuffer>> buffers_;
-};
-
-void for_each_element(const TensorView& view, const std::function<void(int64_t)>& visit) {
-  const int64_t count = view.numel();
-  for (int64_t n = 0; n < count; ++n) {
-    int64_t rest = n, offset = 0;
-    for (int d = view.rank - 1; d >= 0; --d) {
-      offset += (rest % view.shape[d]) * view.stride[d];
-      rest /= view.shape[d];
-    }
-    visit(offset);
-  }
-}
-
-struct Errors {
-  double max_abs = 0;
-  int64_t bad = 0;  // outside the tolerance, NaN included
-  int64_t compared = 0;
-};
-
-Errors compare(const TensorView& expected, const TensorView& actual, double atol, double rtol) {
-  Errors errors;
-  for_each_element(expected, [&](int64_t offset) {
-    const double want = numeric::load(expected.data, expected.dtype, offset);
-    const double got = numeric::load(actual.data, actual.dtype, offset);
-    ++errors.compared;
-    if (std::isinf(want) || std::isinf(got)) {
-      if (want != got) ++errors.bad;
-      return;
-    }
-    const double error = std::fabs(got - want);
-    if (!(error <= atol + rtol * std::fabs(want))) ++errors.bad;
-    if (!(error <= errors.max_abs)) errors.max_abs = std::isnan(error) ? INFINITY : error;
-  });
-  return errors;
-}
-
-// Bytes of the buffer outside the view's logical elements that lost their poison.
-int64_t clobbered_padding(const DeviceProblem::Download& download) {
-  const int64_t element = dtype_size(download.view.dtype);
-  std::vector<bool> logical(download.bytes.size() / element, false);
-  for_each_element(download.view, [&](int64_t offset) { logical[offset] = true; });
-  int64_t clobbered = 0;
-  for (size_t e = 0; e < logical.size(); ++e) {
-    if (logical[e]) continue;
-    for (int64_t b = 0; b < element; ++b)
-      clobbered += download.bytes[e * element + b] != std::byte{kPoisonByte};
-  }
-  return clobbered;
-}
-
-// bshd memory with gaps after every head, row and batch (strides stay multiples of 16 bytes).
-TensorView gapped(TensorPool& pool, DType dtype, int64_t batch, int64_t seq, int64_t heads,
-                  int64_t dim) {
-  const int64_t head_stride = dim + 8;
-  const int64_t seq_stride = heads * head_stride + 16;
-  const int64_t batch_stride = seq * seq_stride + 24;
-  return pool.strided(dtype, batch * batch_stride, {batch, seq, heads, dim},
-                      {batch_stride, seq_stride, head_stride, 1}, -1, 1);
-}
 
 KernelConfig sm90_config(DType dtype, int hdim_q, int hdim_v, int block_m, int block_n,
                          int stages = 2) {
@@ -446,17 +308,19 @@ TEST_F(FwdSm90Gpu, MatchesReference) {
       context_->synchronize();
 
       const auto o = device.download(device.problem().o);
-      const Errors o_errors = compare(host.o, o.view, fp16 ? 2e-3 : 1e-2, fp16 ? 1e-2 : 2e-2);
-      EXPECT_EQ(o_errors.bad, 0) << label << ": of " << o_errors.compared << " O elements";
-      std::printf("%-60s O max abs error %.3g", label.c_str(), o_errors.max_abs);
+      const runtime::Agreement o_errors =
+          compare(host.o, o.view, fp16 ? 2e-3 : 1e-2, fp16 ? 1e-2 : 2e-2);
+      EXPECT_EQ(o_errors.mismatches, 0) << label << ": of " << o_errors.compared << " O elements";
+      std::printf("%-60s O max abs error %.3g", label.c_str(), o_errors.max_abs_error);
       if (test.check_padding) {
         EXPECT_EQ(clobbered_padding(o), 0) << label << ": bytes written outside O";
       }
       if (host.return_lse) {
         const auto lse = device.download(device.problem().lse);
-        const Errors lse_errors = compare(host.lse, lse.view, 1e-3, 1e-4);
-        EXPECT_EQ(lse_errors.bad, 0) << label << ": of " << lse_errors.compared << " LSE elements";
-        std::printf(", LSE %.3g", lse_errors.max_abs);
+        const runtime::Agreement lse_errors = compare(host.lse, lse.view, 1e-3, 1e-4);
+        EXPECT_EQ(lse_errors.mismatches, 0)
+            << label << ": of " << lse_errors.compared << " LSE elements";
+        std::printf(", LSE %.3g", lse_errors.max_abs_error);
       }
       std::printf("\n");
     }

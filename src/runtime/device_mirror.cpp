@@ -1,6 +1,6 @@
 #include "runtime/device_mirror.hpp"
 
-#include <cstddef>
+#include <algorithm>
 #include <span>
 
 #include "tilefmha/error.hpp"
@@ -26,7 +26,7 @@ TensorView DeviceMirror::mirror(const TensorView& host, bool poison) {
   const int64_t bytes = view_bytes(host);
   auto buffer = std::make_unique<jit::DeviceBuffer>(std::max<int64_t>(bytes, 1));
   if (poison) {
-    buffer->fill_bytes(0xFF);
+    buffer->fill_bytes(kPoisonByte);
   } else if (bytes > 0) {
     buffer->copy_from_host(std::span(static_cast<const std::byte*>(host.data), bytes));
   }
@@ -44,16 +44,31 @@ DeviceMirror::DeviceMirror(const Problem& host) : device_(host) {
     device_.*member = mirror(host.*member, is_output(host, host.*member));
 }
 
+const jit::DeviceBuffer* DeviceMirror::find_buffer(const void* device_data) const {
+  for (const auto& buffer : buffers_)
+    if (reinterpret_cast<const void*>(buffer->address()) == device_data) return buffer.get();
+  return nullptr;
+}
+
 void DeviceMirror::copy_outputs_to(const Problem& host) const {
   for (TensorView Problem::*member : {&Problem::o, &Problem::lse}) {
     const TensorView& target = host.*member;
     if (target.empty()) continue;
-    const int64_t bytes = view_bytes(target);
-    for (const auto& buffer : buffers_) {
-      if (reinterpret_cast<void*>(buffer->address()) != (device_.*member).data) continue;
-      buffer->copy_to_host(std::span(static_cast<std::byte*>(target.data), bytes));
-    }
+    if (const jit::DeviceBuffer* buffer = find_buffer((device_.*member).data))
+      buffer->copy_to_host(std::span(static_cast<std::byte*>(target.data), view_bytes(target)));
   }
+}
+
+DeviceMirror::HostBytes DeviceMirror::download(const TensorView& device_view) const {
+  const jit::DeviceBuffer* buffer = find_buffer(device_view.data);
+  if (buffer == nullptr)
+    throw Error(ErrorKind::invalid_argument,
+                "DeviceMirror::download: the view is not one of this mirror's tensors");
+  HostBytes host{std::vector<std::byte>(static_cast<size_t>(buffer->bytes())), device_view};
+  buffer->copy_to_host(host.bytes);
+  host.view.data = host.bytes.data();
+  host.view.space = MemorySpace::host;
+  return host;
 }
 
 }  // namespace tilefmha::runtime

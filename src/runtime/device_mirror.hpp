@@ -3,6 +3,7 @@
 // an element a kernel forgets to write cannot pass validation, and results copy back.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -10,6 +11,9 @@
 #include "tilefmha/problem.hpp"
 
 namespace tilefmha::runtime {
+
+// The byte every output buffer starts as: NaN in fp16, bf16 and fp32.
+inline constexpr unsigned char kPoisonByte = 0xFF;
 
 class DeviceMirror {
  public:
@@ -22,8 +26,20 @@ class DeviceMirror {
   // Copies the outputs of the problem's family (O, LSE) back into the host problem's views.
   void copy_outputs_to(const Problem& host) const;
 
+  // The whole buffer behind one of device_problem()'s views, padding included, with the view
+  // re-pointed at the host copy (moving keeps the view valid; a copy would still point at the
+  // original's bytes).
+  struct HostBytes {
+    std::vector<std::byte> bytes;
+    TensorView view;
+  };
+  // Throws Error(invalid_argument) unless `device_view` is one of this mirror's views.
+  HostBytes download(const TensorView& device_view) const;
+
  private:
   TensorView mirror(const TensorView& host, bool poison);
+  // The buffer that starts at `device_data`, or null.
+  const jit::DeviceBuffer* find_buffer(const void* device_data) const;
   Problem device_;
   std::vector<std::unique_ptr<jit::DeviceBuffer>> buffers_;
 };
