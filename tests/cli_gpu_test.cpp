@@ -59,3 +59,14 @@ TEST(CliGpu, HdimSeventyTwoAndAsymmetric) {
   expect_validates("--seqlen-q 130 --hdim-q 72");
   expect_validates("--seqlen-q 130 --hdim-q 192 --hdim-v 128");
 }
+// fp32 runs on the accurate CUDA-core pipeline (2e-5 tolerance): chosen by the dispatcher for
+// a padded head dim with GQA and a bottom-right causal mask, and named explicitly with dropout,
+// a sink logit and bhsd.
+TEST(CliGpu, Fp32OnCudaCores) {
+  expect_validates(
+      "--dtype fp32 --seqlen-q 130 --seqlen-k 200 --nhead-q 6 --nhead-k 2 --hdim-q 72 "
+      "--causal bottom_right --lse");
+  expect_validates(
+      "--dtype fp32 --pipeline simt_f32 --seqlen-q 77 --dropout 0.1 --seed 3 --sink-logit 0.5 "
+      "--layout bhsd --lse");
+}

@@ -14,6 +14,7 @@
 #include "jit/compiler.hpp"
 #include "jit/nvrtc_api.hpp"
 #include "runtime/candidates.hpp"
+#include "runtime/dispatcher.hpp"
 #include "runtime/fwd_params.hpp"
 #include "support/forward_problems.hpp"
 #include "tilefmha/error.hpp"
@@ -222,6 +223,36 @@ TEST(FwdSimtCodegen, FwdParamsAcceptFp32AtAnyStride) {
   Problem strided_dim = p;
   strided_dim.v.stride[3] = 2;
   EXPECT_NE(params_refusal(strided_dim, Pipeline::simt_f32).find("v.stride[3]"), std::string::npos);
+}
+
+// The dispatcher's own choice for fp32 problems, among the default candidates of each arch: a
+// simt_f32 kernel with the narrowest head dims that fit and the problem's traits.
+TEST(FwdSimtCodegen, DispatcherPicksSimtForFp32) {
+  TensorPool pool(12);
+  Problem p = testing::batch_problem(pool, Family::fwd, DType::fp32, {2, 14, 2, 130, 200, 72, 72})
+                  .window(16, 0, MaskAlign::bottom_right)
+                  .sink_tokens(2)
+                  .build();
+  mark_device(p);
+  Problem wide =
+      testing::batch_problem(pool, Family::fwd, DType::fp32, {1, 2, 2, 64, 96, 192, 128}).build();
+  mark_device(wide);
+  for (Arch arch : {Arch::sm80, Arch::sm90}) {
+    runtime::Registry registry;
+    runtime::DispatcherOptions options;
+    options.candidates = runtime::default_candidates(arch, {Family::fwd});
+    runtime::Dispatcher dispatcher(registry, {arch, 132, "test"}, options);
+    const KernelConfig best = dispatcher.explain(p).front().kernel;
+    EXPECT_EQ(dispatcher.explain(p).front().rejection, "");
+    EXPECT_EQ(best.pipeline, Pipeline::simt_f32) << best.name();
+    EXPECT_EQ(best.hdim_q, 96) << best.name();
+    EXPECT_TRUE(best.pad_hdim_q && best.pad_hdim_v && best.pad_seqlen_q) << best.name();
+    EXPECT_EQ(best.mask, MaskKind::window) << best.name();
+    const KernelConfig asymmetric = dispatcher.explain(wide).front().kernel;
+    EXPECT_EQ(asymmetric.pipeline, Pipeline::simt_f32);
+    EXPECT_EQ(asymmetric.hdim_q, 192);
+    EXPECT_EQ(asymmetric.hdim_v, 128);
+  }
 }
 
 struct PtxasReport {
