@@ -9,6 +9,7 @@
 #include "jit/cached_compiler.hpp"
 #include "jit/cuda_driver.hpp"
 #include "jit/target_arch.hpp"
+#include "runtime/device_indices.hpp"
 #include "runtime/fwd_params.hpp"
 #include "runtime/fwd_sm90_params.hpp"
 #include "runtime/kernel_match.hpp"
@@ -146,17 +147,8 @@ void Dispatcher::run(const Plan& plan, const Problem& problem, jit::CUstream str
                                                 std::string(to_string(stage.kernel.family)) +
                                                 " kernels on the GPU is not implemented yet");
     // Index metadata lives in host vectors; it can change between calls of one signature.
-    std::vector<std::unique_ptr<jit::DeviceBuffer>> uploads;
-    auto upload = [&](const std::vector<int64_t>& values) -> const int64_t* {
-      if (values.empty()) return nullptr;
-      auto buffer = std::make_unique<jit::DeviceBuffer>(
-          static_cast<int64_t>(values.size() * sizeof(int64_t)));
-      buffer->copy_from_host(std::as_bytes(std::span(values)));
-      uploads.push_back(std::move(buffer));
-      return reinterpret_cast<const int64_t*>(uploads.back()->address());
-    };
-    FwdDeviceIndices indices{upload(problem.seqstart_q), upload(problem.seqstart_k),
-                             upload(problem.seqlen_k_per_batch)};
+    const DeviceIndexVectors uploads(problem);
+    const FwdDeviceIndices& indices = uploads.pointers();
     const jit::CUfunction function = registry_.function(stage.kernel);
     if (stage.kernel.pipeline == Pipeline::sm90_ws) {
       fmha::Sm90FwdParams params = make_fwd_sm90_params(problem, indices, stage.kernel);
