@@ -12,11 +12,11 @@
 #include "codegen/fwd_simt.hpp"
 #include "codegen/generate.hpp"
 #include "jit/compiler.hpp"
-#include "jit/nvrtc_api.hpp"
 #include "runtime/candidates.hpp"
 #include "runtime/dispatcher.hpp"
 #include "runtime/fwd_params.hpp"
 #include "support/forward_problems.hpp"
+#include "support/gpu_availability.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha {
@@ -50,15 +50,6 @@ std::string refusal(const KernelConfig& c) {
     return e.what();
   }
   return {};
-}
-
-bool nvrtc_available() {
-  try {
-    jit::nvrtc_api();
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
 }
 
 // The full profile's fwd candidates (what the dispatcher may JIT) include simt_f32 kernels on
@@ -274,7 +265,7 @@ PtxasReport ptxas_report(const std::string& log) {
 // Compile-only (no GPU): enumerated shapes with every feature hook compile for both targets and
 // keep O, S and the softmax state in registers.
 TEST(FwdSimtCodegen, CompilesForSm80AndSm90aWithoutSpills) {
-  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
+  if (!testing::nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
   struct Case {
     KernelConfig config;
     const char* target;

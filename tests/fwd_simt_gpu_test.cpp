@@ -4,46 +4,26 @@
 // reference at the fp32 tolerance (2e-5 abs + 2e-5 rel). Skipped without a GPU, driver or NVRTC.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <string>
-#include <vector>
 
-#include "core/numeric.hpp"
-#include "jit/cuda_driver.hpp"
 #include "jit/kernel_cache.hpp"
 #include "jit/module.hpp"
-#include "jit/nvrtc_api.hpp"
 #include "runtime/candidates.hpp"
 #include "runtime/device_info.hpp"
-#include "runtime/device_mirror.hpp"
 #include "runtime/dispatcher.hpp"
-#include "runtime/tolerance.hpp"
 #include "support/forward_problems.hpp"
-#include "tilefmha/error.hpp"
+#include "support/gpu_problem.hpp"
 #include "tilefmha/reference.hpp"
 
 namespace tilefmha {
 namespace {
 
 using testing::Dims;
+using testing::gpu_skip_reason;
 using testing::QkvLayout;
 using testing::TensorPool;
-
-std::string gpu_skip_reason() {
-  std::string reason = jit::gpu_unavailable_reason();
-  if (!reason.empty()) return reason;
-  try {
-    jit::nvrtc_api();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return {};
-}
 
 // One context, registry and dispatcher for the whole suite, so kernels compile once.
 struct GpuSession {
@@ -59,32 +39,6 @@ struct GpuSession {
     return options;
   }
 };
-
-// Calls visit(offset) for every logical element of a view, in row-major order.
-template <class Visit>
-void for_each_offset(const TensorView& view, Visit&& visit) {
-  const int64_t count = view.numel();
-  for (int64_t n = 0; n < count; ++n) {
-    int64_t rest = n, offset = 0;
-    for (int d = view.rank - 1; d >= 0; --d) {
-      offset += (rest % view.shape[d]) * view.stride[d];
-      rest /= view.shape[d];
-    }
-    visit(offset);
-  }
-}
-
-runtime::Agreement compare(const TensorView& gpu, const TensorView& ref, runtime::Tolerance tol) {
-  std::vector<double> expected;
-  for_each_offset(
-      ref, [&](int64_t offset) { expected.push_back(numeric::load(ref.data, ref.dtype, offset)); });
-  runtime::Agreement agreement;
-  size_t n = 0;
-  for_each_offset(gpu, [&](int64_t offset) {
-    agreement.add(numeric::load(gpu.data, gpu.dtype, offset), expected[n++], tol);
-  });
-  return agreement;
-}
 
 // A contiguous fp32 tensor of the view's logical shape (rank 3 or 4), preset to NaN, for the
 // reference's outputs.
@@ -123,12 +77,16 @@ class FwdSimtGpu : public ::testing::Test {
     reference::forward(on_cpu);
 
     const runtime::Tolerance o_tolerance = runtime::output_tolerance(DType::fp32);
-    const runtime::Agreement o = compare(host.o, on_cpu.o, o_tolerance);
+    const runtime::Agreement o =
+        testing::compare(on_cpu.o, host.o, o_tolerance.atol, o_tolerance.rtol);
     EXPECT_EQ(o.mismatches, 0) << "O: max abs err " << o.max_abs_error << ", max rel err "
                                << o.max_rel_error << " of " << o.compared;
     EXPECT_EQ(o.compared, host.o.numel());
+    // Nothing written outside O's logical elements (the gaps of strided layouts).
+    EXPECT_EQ(testing::clobbered_padding(mirror.download(mirror.device_problem().o)), 0);
     if (host.return_lse) {
-      const runtime::Agreement lse = compare(host.lse, on_cpu.lse, runtime::kLseTolerance);
+      const runtime::Agreement lse = testing::compare(
+          on_cpu.lse, host.lse, runtime::kLseTolerance.atol, runtime::kLseTolerance.rtol);
       EXPECT_EQ(lse.mismatches, 0) << "LSE: max abs err " << lse.max_abs_error;
     }
     std::printf("  %-60s %s: O max abs err %.2e\n", host.describe().c_str(),
