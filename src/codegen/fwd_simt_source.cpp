@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "codegen/fwd_simt.hpp"
+#include "codegen/hook_names.hpp"
 #include "fmha/fwd_simt_shape.h"
 #include "tilefmha/error.hpp"
 
@@ -18,32 +19,6 @@ template <class T>
   else
     message << field << " = " << value << ": " << why;
   throw Error(ErrorKind::not_supported, message.str());
-}
-
-// A window kernel serves causal problems too (causal is window(-1, 0) with runtime bounds).
-std::string_view mask_hook(MaskKind mask) {
-  return mask == MaskKind::none ? "tilefmha::fmha::NoMask" : "tilefmha::fmha::WindowMask";
-}
-
-std::string_view cap_hook(bool softcap) {
-  return softcap ? "tilefmha::fmha::SoftCap" : "tilefmha::fmha::PlainScale";
-}
-
-std::string_view bias_hook(BiasKind bias) {
-  switch (bias) {
-    case BiasKind::elementwise: return "tilefmha::fmha::ElementwiseBias";
-    case BiasKind::alibi: return "tilefmha::fmha::AlibiBias";
-    case BiasKind::none: break;
-  }
-  return "tilefmha::fmha::NoBias";
-}
-
-std::string_view dropout_hook(bool dropout) {
-  return dropout ? "tilefmha::fmha::PhiloxDropout" : "tilefmha::fmha::NoDropout";
-}
-
-const char* boolean(bool value) {
-  return value ? "true" : "false";
 }
 
 // fp32 values a thread may keep live (O and S) before the kernel would spill.
@@ -104,11 +79,7 @@ std::string generate_simt_source(const KernelConfig& c) {
      << boolean(c.pad_seqlen_k) << ",\n"
      << "    /*pad_hdim_q=*/" << boolean(c.pad_hdim_q) << ", /*pad_hdim_v=*/"
      << boolean(c.pad_hdim_v) << ",\n"
-     << "    " << mask_hook(c.mask) << ",\n"
-     << "    tilefmha::fmha::Logits<" << cap_hook(c.softcap) << ", " << bias_hook(c.bias) << ">,\n"
-     << "    " << dropout_hook(c.dropout) << ",\n"
-     << "    /*store_lse=*/" << boolean(c.lse) << ", /*sink_logit=*/" << boolean(c.sink_logit)
-     << ">;\n"
+     << feature_hook_arguments(c) << ">;\n"
      << "}  // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << threads_per_block_simt(c) << ") "
      << c.symbol() << "(const tilefmha::fmha::FwdParams params) {\n"

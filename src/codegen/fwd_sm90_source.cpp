@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "codegen/fwd_sm90.hpp"
+#include "codegen/hook_names.hpp"
 #include "fmha/fwd_sm90_shape.h"
 #include "tilefmha/error.hpp"
 
@@ -32,31 +33,6 @@ bool whole_panels(int hdim) {
   return hdim % fmha::kSm90PanelElements == 0 && hdim >= 64 && hdim <= 256;
 }
 
-std::string_view element_type(DType dtype) {
-  return dtype == DType::fp16 ? "tilefmha::tile::half_t" : "tilefmha::tile::bfloat16_t";
-}
-
-std::string_view mask_hook(MaskKind mask) {
-  return mask == MaskKind::none ? "tilefmha::fmha::NoMask" : "tilefmha::fmha::WindowMask";
-}
-
-std::string_view cap_hook(bool softcap) {
-  return softcap ? "tilefmha::fmha::SoftCap" : "tilefmha::fmha::PlainScale";
-}
-
-std::string_view bias_hook(BiasKind bias) {
-  switch (bias) {
-    case BiasKind::elementwise: return "tilefmha::fmha::ElementwiseBias";
-    case BiasKind::alibi: return "tilefmha::fmha::AlibiBias";
-    case BiasKind::none: break;
-  }
-  return "tilefmha::fmha::NoBias";
-}
-
-std::string_view dropout_hook(bool dropout) {
-  return dropout ? "tilefmha::fmha::PhiloxDropout" : "tilefmha::fmha::NoDropout";
-}
-
 std::string_view schedule_name(fmha::Sm90Schedule schedule) {
   switch (schedule) {
     case fmha::Sm90Schedule::serial: return "tilefmha::fmha::Sm90Schedule::serial";
@@ -64,10 +40,6 @@ std::string_view schedule_name(fmha::Sm90Schedule schedule) {
     case fmha::Sm90Schedule::pingpong: break;
   }
   return "tilefmha::fmha::Sm90Schedule::pingpong";
-}
-
-const char* boolean(bool value) {
-  return value ? "true" : "false";
 }
 
 }  // namespace
@@ -149,11 +121,7 @@ std::string generate_sm90_source(const KernelConfig& c, const Sm90Variant& varia
      << "    /*block_m=*/" << c.block_m << ", /*block_n=*/" << c.block_n << ", /*stages=*/"
      << c.stages << ",\n"
      << "    /*group_mode=*/" << boolean(c.mode == Mode::group) << ",\n"
-     << "    " << mask_hook(c.mask) << ",\n"
-     << "    tilefmha::fmha::Logits<" << cap_hook(c.softcap) << ", " << bias_hook(c.bias) << ">,\n"
-     << "    " << dropout_hook(c.dropout) << ",\n"
-     << "    /*store_lse=*/" << boolean(c.lse) << ", /*sink_logit=*/" << boolean(c.sink_logit)
-     << ",\n"
+     << feature_hook_arguments(c) << ",\n"
      << "    " << schedule_name(variant.schedule) << ", /*persistent=*/"
      << boolean(variant.persistent) << ">;\n"
      << "}  // namespace\n\n"
