@@ -1,25 +1,15 @@
 #include <sstream>
 #include <string>
 #include <string_view>
-#include <type_traits>
 
 #include "codegen/fwd_simt.hpp"
 #include "codegen/hook_names.hpp"
+#include "codegen/unsupported.hpp"
 #include "fmha/fwd_simt_shape.h"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::codegen {
 namespace {
-
-template <class T>
-[[noreturn]] void unsupported(std::string_view field, T value, std::string_view why) {
-  std::ostringstream message;
-  if constexpr (std::is_enum_v<T>)
-    message << field << " = " << to_string(value) << ": " << why;
-  else
-    message << field << " = " << value << ": " << why;
-  throw Error(ErrorKind::not_supported, message.str());
-}
 
 // fp32 values a thread may keep live (O and S) before the kernel would spill.
 constexpr int kMaxAccumulators = 128;

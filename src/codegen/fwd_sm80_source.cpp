@@ -1,27 +1,14 @@
 #include <sstream>
 #include <string>
 #include <string_view>
-#include <type_traits>
 
 #include "codegen/fwd_sm80.hpp"
 #include "codegen/hook_names.hpp"
+#include "codegen/unsupported.hpp"
 #include "fmha/fwd_shape.h"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::codegen {
-namespace {
-
-template <class T>
-[[noreturn]] void unsupported(std::string_view field, T value, std::string_view why) {
-  std::ostringstream message;
-  if constexpr (std::is_enum_v<T>)
-    message << field << " = " << to_string(value) << ": " << why;
-  else
-    message << field << " = " << value << ": " << why;
-  throw Error(ErrorKind::not_supported, message.str());
-}
-
-}  // namespace
 
 void check_supported_sm80(const KernelConfig& c) {
   if (c.family != Family::fwd) unsupported("family", c.family, "codegen implements fwd only");

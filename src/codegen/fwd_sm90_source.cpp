@@ -1,27 +1,15 @@
 #include <sstream>
 #include <string>
 #include <string_view>
-#include <type_traits>
 
 #include "codegen/fwd_sm90.hpp"
 #include "codegen/hook_names.hpp"
+#include "codegen/unsupported.hpp"
 #include "fmha/fwd_sm90_shape.h"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::codegen {
 namespace {
-
-template <class T>
-[[noreturn]] void unsupported(std::string_view field, T value, std::string_view why) {
-  std::ostringstream message;
-  if constexpr (std::is_enum_v<T>)
-    message << field << " = " << to_string(value) << ": " << why;
-  else if constexpr (std::is_same_v<T, bool>)
-    message << field << " = " << (value ? "true" : "false") << ": " << why;
-  else
-    message << field << " = " << value << ": " << why;
-  throw Error(ErrorKind::not_supported, message.str());
-}
 
 // Hopper's opt-in shared memory per block (data/arch/sm90.json limits).
 constexpr int kMaxSharedBytes = 232448;

@@ -1,0 +1,26 @@
+// The support checks' refusal: Error(not_supported) whose message names the field, its value and
+// why no kernel template implements it, e.g. "block_n = 40: must be a multiple of 16 in 16..128".
+#pragma once
+
+#include <sstream>
+#include <string_view>
+#include <type_traits>
+
+#include "tilefmha/error.hpp"
+#include "tilefmha/kernel_config.hpp"
+
+namespace tilefmha::codegen {
+
+template <class T>
+[[noreturn]] void unsupported(std::string_view field, T value, std::string_view why) {
+  std::ostringstream message;
+  if constexpr (std::is_enum_v<T>)
+    message << field << " = " << to_string(value) << ": " << why;
+  else if constexpr (std::is_same_v<T, bool>)
+    message << field << " = " << (value ? "true" : "false") << ": " << why;
+  else
+    message << field << " = " << value << ": " << why;
+  throw Error(ErrorKind::not_supported, message.str());
+}
+
+}  // namespace tilefmha::codegen
