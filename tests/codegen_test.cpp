@@ -11,40 +11,28 @@
 
 #include "codegen/generate.hpp"
 #include "jit/build_pipeline.hpp"
-#include "jit/nvrtc_api.hpp"
+#include "support/gpu_availability.hpp"
+#include "support/kernel_configs.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha {
 namespace {
 
-KernelConfig fwd_config(DType dtype, int hdim_q, int hdim_v, int block_m, int block_n, int warps,
-                        int stages) {
-  KernelConfig c;
-  c.family = Family::fwd;
-  c.pipeline = Pipeline::sm80_mma;
-  c.arch = Arch::sm80;
-  c.dtype = c.out_dtype = dtype;
-  c.hdim_q = hdim_q;
-  c.hdim_v = hdim_v;
-  c.block_m = block_m;
-  c.block_n = block_n;
-  c.warps = warps;
-  c.stages = stages;
-  return c;
-}
+using testing::nvrtc_available;
+using testing::sm80_fwd_config;
 
 // A spread of tiles and every hook at least once.
 std::vector<KernelConfig> sample_configs() {
   std::vector<KernelConfig> configs;
-  configs.push_back(fwd_config(DType::bf16, 128, 128, 128, 64, 8, 2));
+  configs.push_back(sm80_fwd_config(DType::bf16, 128, 128, 128, 64, 8, 2));
 
-  KernelConfig causal = fwd_config(DType::fp16, 64, 64, 64, 128, 4, 3);
+  KernelConfig causal = sm80_fwd_config(DType::fp16, 64, 64, 64, 128, 4, 3);
   causal.mask = MaskKind::causal;
   causal.pad_seqlen_q = causal.pad_seqlen_k = true;
   causal.lse = true;
   configs.push_back(causal);
 
-  KernelConfig group = fwd_config(DType::bf16, 72, 72, 128, 32, 4, 2);
+  KernelConfig group = sm80_fwd_config(DType::bf16, 72, 72, 128, 32, 4, 2);
   group.mode = Mode::group;
   group.pad_seqlen_q = group.pad_seqlen_k = group.pad_hdim_q = group.pad_hdim_v = true;
   group.mask = MaskKind::window;
@@ -54,21 +42,12 @@ std::vector<KernelConfig> sample_configs() {
   group.lse = true;
   configs.push_back(group);
 
-  KernelConfig wide = fwd_config(DType::fp16, 192, 128, 64, 64, 4, 2);
+  KernelConfig wide = sm80_fwd_config(DType::fp16, 192, 128, 64, 64, 4, 2);
   wide.bias = BiasKind::elementwise;
   wide.softcap = true;
   wide.pad_seqlen_k = true;
   configs.push_back(wide);
   return configs;
-}
-
-bool nvrtc_available() {
-  try {
-    jit::nvrtc_api();
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
 }
 
 TEST(Codegen, SourceSpellsTheConfig) {
@@ -149,7 +128,7 @@ TEST(Codegen, RefusesWhatNoTemplateImplements) {
 }
 
 TEST(Codegen, LaunchShapeFollowsTheTile) {
-  KernelConfig c = fwd_config(DType::bf16, 128, 128, 128, 64, 8, 2);
+  KernelConfig c = sm80_fwd_config(DType::bf16, 128, 128, 128, 64, 8, 2);
   Problem p;
   p.batch = 3;
   p.nhead_q = 5;
@@ -164,14 +143,14 @@ TEST(Codegen, LaunchShapeFollowsTheTile) {
   EXPECT_EQ(shape.dynamic_shared_bytes, (128u * 128 + 2 * 64 * 256) * 2);
 
   // Head dims pad to 32-column panels: 72 -> 96; 3 stages.
-  c = fwd_config(DType::fp16, 72, 40, 64, 32, 4, 3);
+  c = sm80_fwd_config(DType::fp16, 72, 40, 64, 32, 4, 3);
   const jit::LaunchShape padded = codegen::launch_shape(c, p);
   EXPECT_EQ(padded.dynamic_shared_bytes, (64u * 96 + 3 * 32 * (96 + 64)) * 2);
   EXPECT_EQ(padded.grid[0], 5u);  // ceil(300 / 64)
   EXPECT_EQ(padded.block[0], 128u);
 
   // The O tile may outgrow the main loop's buffers.
-  c = fwd_config(DType::bf16, 32, 256, 128, 16, 4, 2);
+  c = sm80_fwd_config(DType::bf16, 32, 256, 128, 16, 4, 2);
   EXPECT_EQ(codegen::launch_shape(c, p).dynamic_shared_bytes, 128u * 256 * 2);
 
   p.nhead_q = 70000;

@@ -21,6 +21,7 @@
 #include "runtime/fwd_params.hpp"
 #include "support/forward_problems.hpp"
 #include "support/gpu_problem.hpp"
+#include "support/kernel_configs.hpp"
 #include "tilefmha/reference.hpp"
 
 namespace tilefmha {
@@ -33,23 +34,8 @@ using testing::Dims;
 using testing::gapped;
 using testing::gpu_skip_reason;
 using testing::QkvLayout;
+using testing::sm80_fwd_config;
 using testing::TensorPool;
-
-KernelConfig fwd_config(DType dtype, int hdim_q, int hdim_v, int block_m, int block_n, int warps,
-                        int stages) {
-  KernelConfig c;
-  c.family = Family::fwd;
-  c.pipeline = Pipeline::sm80_mma;
-  c.arch = Arch::sm80;
-  c.dtype = c.out_dtype = dtype;
-  c.hdim_q = hdim_q;
-  c.hdim_v = hdim_v;
-  c.block_m = block_m;
-  c.block_n = block_n;
-  c.warps = warps;
-  c.stages = stages;
-  return c;
-}
 
 struct Case {
   std::string name;
@@ -65,14 +51,14 @@ ProblemBuilder batch(TensorPool& pool, DType dtype, Dims d, QkvLayout layout = Q
 std::vector<Case> cases() {
   std::vector<Case> all;
   {
-    KernelConfig c = fwd_config(DType::bf16, 128, 128, 128, 64, 8, 2);
+    KernelConfig c = sm80_fwd_config(DType::bf16, 128, 128, 128, 64, 8, 2);
     c.lse = true;
     all.push_back({"bf16_d128_plain", c, [](TensorPool& pool) {
                      return batch(pool, DType::bf16, {2, 4, 4, 256, 256, 128, 128}).build();
                    }});
   }
   {
-    KernelConfig c = fwd_config(DType::fp16, 64, 64, 64, 128, 4, 3);
+    KernelConfig c = sm80_fwd_config(DType::fp16, 64, 64, 64, 128, 4, 3);
     c.mask = MaskKind::causal;
     c.pad_seqlen_q = c.pad_seqlen_k = true;
     c.lse = true;
@@ -84,7 +70,7 @@ std::vector<Case> cases() {
                    }});
   }
   {
-    KernelConfig c = fwd_config(DType::bf16, 72, 72, 128, 64, 4, 2);
+    KernelConfig c = sm80_fwd_config(DType::bf16, 72, 72, 128, 64, 4, 2);
     c.mask = MaskKind::causal;
     c.pad_seqlen_q = c.pad_seqlen_k = c.pad_hdim_q = c.pad_hdim_v = true;
     c.lse = true;
@@ -96,7 +82,7 @@ std::vector<Case> cases() {
                    }});
   }
   {
-    KernelConfig c = fwd_config(DType::bf16, 192, 128, 128, 32, 4, 2);
+    KernelConfig c = sm80_fwd_config(DType::bf16, 192, 128, 128, 32, 4, 2);
     c.mask = MaskKind::window;
     c.pad_seqlen_q = c.pad_seqlen_k = true;
     c.lse = true;
@@ -120,7 +106,7 @@ std::vector<Case> cases() {
                    true});
   }
   {
-    KernelConfig c = fwd_config(DType::fp16, 128, 128, 64, 64, 4, 2);
+    KernelConfig c = sm80_fwd_config(DType::fp16, 128, 128, 64, 64, 4, 2);
     c.mode = Mode::group;
     c.mask = MaskKind::causal;
     c.bias = BiasKind::alibi;
@@ -138,7 +124,7 @@ std::vector<Case> cases() {
                    }});
   }
   {
-    KernelConfig c = fwd_config(DType::bf16, 32, 32, 64, 32, 4, 2);
+    KernelConfig c = sm80_fwd_config(DType::bf16, 32, 32, 64, 32, 4, 2);
     c.bias = BiasKind::elementwise;
     c.softcap = true;
     c.pad_seqlen_q = c.pad_seqlen_k = true;
@@ -157,7 +143,7 @@ std::vector<Case> cases() {
                    }});
   }
   {
-    KernelConfig c = fwd_config(DType::bf16, 256, 256, 64, 32, 4, 2);
+    KernelConfig c = sm80_fwd_config(DType::bf16, 256, 256, 64, 32, 4, 2);
     c.dropout = true;
     c.sink_logit = true;
     c.pad_seqlen_q = c.pad_seqlen_k = true;
@@ -171,7 +157,7 @@ std::vector<Case> cases() {
                    }});
   }
   {
-    KernelConfig c = fwd_config(DType::fp16, 160, 160, 128, 64, 8, 3);
+    KernelConfig c = sm80_fwd_config(DType::fp16, 160, 160, 128, 64, 8, 3);
     c.mask = MaskKind::window;
     c.pad_seqlen_q = c.pad_seqlen_k = true;
     c.lse = true;
@@ -184,7 +170,7 @@ std::vector<Case> cases() {
   }
   {
     // block_n 48: the tile copy takes its irregular path (192 chunks a panel, 128 threads).
-    KernelConfig c = fwd_config(DType::bf16, 96, 96, 64, 48, 4, 2);
+    KernelConfig c = sm80_fwd_config(DType::bf16, 96, 96, 64, 48, 4, 2);
     c.mask = MaskKind::window;
     c.bias = BiasKind::elementwise;
     c.pad_seqlen_q = c.pad_seqlen_k = true;
@@ -202,7 +188,7 @@ std::vector<Case> cases() {
                    }});
   }
   {
-    KernelConfig c = fwd_config(DType::fp16, 128, 128, 128, 64, 8, 2);
+    KernelConfig c = sm80_fwd_config(DType::fp16, 128, 128, 128, 64, 8, 2);
     c.bias = BiasKind::alibi;
     c.lse = true;
     all.push_back({"fp16_d128_alibi_per_sequence", c, [](TensorPool& pool) {
@@ -324,7 +310,7 @@ TEST_F(FwdGpu, EveryTileMatchesReference) {
   for (auto [m, w] : {std::pair{64, 4}, std::pair{128, 4}, std::pair{128, 8}}) {
     for (int n : {32, 64, 128}) {
       for (int stages : {2, 3}) {
-        KernelConfig c = fwd_config(DType::bf16, 128, 128, m, n, w, stages);
+        KernelConfig c = sm80_fwd_config(DType::bf16, 128, 128, m, n, w, stages);
         c.mask = MaskKind::causal;
         c.pad_seqlen_q = c.pad_seqlen_k = true;
         c.lse = true;
@@ -370,7 +356,7 @@ TEST_F(FwdGpu, Throughput) {
          {std::array{128, 64, 8, 2}, std::array{128, 128, 8, 2}, std::array{128, 64, 4, 2},
           std::array{128, 32, 4, 2}, std::array{128, 64, 4, 3}, std::array{64, 64, 4, 2},
           std::array{64, 128, 4, 2}}) {
-      KernelConfig c = fwd_config(DType::bf16, d, d, m, n, w, st);
+      KernelConfig c = sm80_fwd_config(DType::bf16, d, d, m, n, w, st);
       c.mask = mask;
       configs.push_back(c);
     }

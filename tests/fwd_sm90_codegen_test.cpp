@@ -13,39 +13,17 @@
 #include "fmha/fwd_sm90_shape.h"
 #include "jit/build_pipeline.hpp"
 #include "jit/compiler.hpp"
-#include "jit/nvrtc_api.hpp"
 #include "runtime/fwd_sm90_params.hpp"
 #include "support/forward_problems.hpp"
+#include "support/gpu_availability.hpp"
+#include "support/kernel_configs.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha {
 namespace {
 
-KernelConfig sm90_config(DType dtype, int hdim_q, int hdim_v, int block_m, int block_n,
-                         int stages = 2) {
-  KernelConfig c;
-  c.family = Family::fwd;
-  c.pipeline = Pipeline::sm90_ws;
-  c.arch = Arch::sm90;
-  c.dtype = c.out_dtype = dtype;
-  c.hdim_q = hdim_q;
-  c.hdim_v = hdim_v;
-  c.block_m = block_m;
-  c.block_n = block_n;
-  c.block_k = hdim_q;
-  c.warps = 4 * (block_m / 64 + 1);
-  c.stages = stages;
-  return c;
-}
-
-bool nvrtc_available() {
-  try {
-    jit::nvrtc_api();
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
+using testing::nvrtc_available;
+using testing::sm90_fwd_config;
 
 std::string not_supported_message(const KernelConfig& c) {
   try {
@@ -65,7 +43,7 @@ TEST(FwdSm90Codegen, TileTableShapesAreSupported) {
                 {192, 128, 128, 112}, {192, 192, 128, 112}, {256, 256, 128, 80}};
   for (const auto& s : shapes) {
     for (DType dtype : {DType::fp16, DType::bf16}) {
-      KernelConfig c = sm90_config(dtype, s.hq, s.hv, s.m, s.n);
+      KernelConfig c = sm90_fwd_config(dtype, s.hq, s.hv, s.m, s.n);
       c.mask = MaskKind::causal;
       c.lse = true;
       EXPECT_EQ(not_supported_message(c), "") << c.name();
@@ -78,7 +56,7 @@ TEST(FwdSm90Codegen, UnsupportedFieldsAreNamed) {
     const std::string message = not_supported_message(c);
     EXPECT_EQ(message.rfind(field + " = ", 0), 0u) << "expected " << field << ": " << message;
   };
-  const KernelConfig good = sm90_config(DType::bf16, 128, 128, 128, 128);
+  const KernelConfig good = sm90_fwd_config(DType::bf16, 128, 128, 128, 128);
   KernelConfig c = good;
   c.pipeline = Pipeline::sm80_mma;
   expect_field(c, "pipeline");
@@ -102,7 +80,7 @@ TEST(FwdSm90Codegen, UnsupportedFieldsAreNamed) {
   c.stages = 4;
   c.block_n = 176;
   expect_field(c, "stages");  // 4 x 2 x 44 KiB of K/V does not fit
-  c = sm90_config(DType::bf16, 256, 256, 128, 128, 1);
+  c = sm90_fwd_config(DType::bf16, 256, 256, 128, 128, 1);
   expect_field(c, "block_n");  // O (128) + S (64) + P (32) registers would spill
   c = good;
   c.page_table = PageTableKind::vllm_block_table;
@@ -117,7 +95,7 @@ TEST(FwdSm90Codegen, UnsupportedFieldsAreNamed) {
 }
 
 TEST(FwdSm90Codegen, SourceSpellsTheConfig) {
-  KernelConfig c = sm90_config(DType::fp16, 64, 64, 192, 128);
+  KernelConfig c = sm90_fwd_config(DType::fp16, 64, 64, 192, 128);
   c.mode = Mode::group;
   c.mask = MaskKind::window;
   c.bias = BiasKind::alibi;
@@ -148,7 +126,7 @@ TEST(FwdSm90Codegen, LaunchShapeFollowsTheTile) {
   const Problem p =
       testing::batch_problem(pool, Family::fwd, DType::bf16, {3, 6, 2, 1000, 700, 128, 128})
           .build();
-  const KernelConfig c = sm90_config(DType::bf16, 128, 128, 128, 176);
+  const KernelConfig c = sm90_fwd_config(DType::bf16, 128, 128, 128, 176);
   const jit::LaunchShape shape = codegen::launch_shape_sm90(c, p);
   EXPECT_EQ(shape.grid[0], 8u * 6 * 3);  // ceil(1000 / 128) query blocks x heads x batch
   EXPECT_EQ(shape.grid[1], 1u);
@@ -167,7 +145,7 @@ TEST(FwdSm90Codegen, LaunchShapeFollowsTheTile) {
 
 TEST(FwdSm90Codegen, TensorMapsFollowTheViewStrides) {
   testing::TensorPool pool(5);
-  const KernelConfig c = sm90_config(DType::fp16, 64, 64, 192, 128);
+  const KernelConfig c = sm90_fwd_config(DType::fp16, 64, 64, 192, 128);
   for (testing::QkvLayout layout : {testing::QkvLayout::bshd, testing::QkvLayout::bhsd}) {
     const Problem p =
         testing::batch_problem(pool, Family::fwd, DType::fp16, {2, 8, 2, 300, 500, 64, 64}, layout)
@@ -202,7 +180,7 @@ TEST(FwdSm90Codegen, TensorMapsFollowTheViewStrides) {
     EXPECT_NE(std::string(e.what()).find("k.stride[1] (seq)"), std::string::npos) << e.what();
   }
   // The kernel's head dim must be the problem's.
-  const KernelConfig wide = sm90_config(DType::fp16, 128, 128, 128, 128);
+  const KernelConfig wide = sm90_fwd_config(DType::fp16, 128, 128, 128, 128);
   EXPECT_THROW(runtime::sm90_tensor_map_specs(p, wide), Error);
 }
 
@@ -227,14 +205,14 @@ PtxasReport ptxas_report(const std::string& log) {
 TEST(FwdSm90Codegen, CompilesForSm90aWithWgmmaTmaAndSetmaxnreg) {
   if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
   std::vector<KernelConfig> configs;
-  KernelConfig causal = sm90_config(DType::bf16, 128, 128, 128, 128);
+  KernelConfig causal = sm90_fwd_config(DType::bf16, 128, 128, 128, 128);
   causal.mask = MaskKind::causal;
   causal.lse = true;
   configs.push_back(causal);
-  KernelConfig wide = sm90_config(DType::fp16, 64, 64, 192, 128);
+  KernelConfig wide = sm90_fwd_config(DType::fp16, 64, 64, 192, 128);
   wide.mode = Mode::group;
   configs.push_back(wide);
-  KernelConfig features = sm90_config(DType::bf16, 128, 128, 128, 128);
+  KernelConfig features = sm90_fwd_config(DType::bf16, 128, 128, 128, 128);
   features.mask = MaskKind::window;
   features.softcap = true;
   features.bias = BiasKind::alibi;

@@ -22,6 +22,7 @@
 #include "runtime/fwd_sm90_params.hpp"
 #include "support/forward_problems.hpp"
 #include "support/gpu_problem.hpp"
+#include "support/kernel_configs.hpp"
 #include "tilefmha/reference.hpp"
 
 namespace tilefmha {
@@ -36,20 +37,10 @@ using testing::gpu_skip_reason;
 using testing::QkvLayout;
 using testing::TensorPool;
 
+// Every case pads sequences: TMA bounds-checks them at no cost.
 KernelConfig sm90_config(DType dtype, int hdim_q, int hdim_v, int block_m, int block_n,
                          int stages = 2) {
-  KernelConfig c;
-  c.family = Family::fwd;
-  c.pipeline = Pipeline::sm90_ws;
-  c.arch = Arch::sm90;
-  c.dtype = c.out_dtype = dtype;
-  c.hdim_q = hdim_q;
-  c.hdim_v = hdim_v;
-  c.block_m = block_m;
-  c.block_n = block_n;
-  c.block_k = hdim_q;
-  c.warps = 4 * (block_m / 64 + 1);
-  c.stages = stages;
+  KernelConfig c = testing::sm90_fwd_config(dtype, hdim_q, hdim_v, block_m, block_n, stages);
   c.pad_seqlen_q = c.pad_seqlen_k = true;
   return c;
 }
