@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/numeric.hpp"
+#include "reference/dot.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::reference::detail {
@@ -17,21 +18,6 @@ void require_view(const TensorView& view, std::string_view field, Family stage) 
     throw Error(ErrorKind::invalid_problem, std::string(field) +
                                                 " is in device memory; the CPU reference needs "
                                                 "host memory");
-}
-
-// Four independent partial sums: one running sum is a long dependency chain, and the dot
-// products dominate the reference backward's time.
-double dot(const double* a, const double* b, int64_t n) {
-  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-  int64_t d = 0;
-  for (; d + 4 <= n; d += 4) {
-    s0 += a[d] * b[d];
-    s1 += a[d + 1] * b[d + 1];
-    s2 += a[d + 2] * b[d + 2];
-    s3 += a[d + 3] * b[d + 3];
-  }
-  for (; d < n; ++d) s0 += a[d] * b[d];
-  return (s0 + s1) + (s2 + s3);
 }
 
 }  // namespace
