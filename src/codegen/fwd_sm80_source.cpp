@@ -4,6 +4,7 @@
 
 #include "codegen/fwd_sm80.hpp"
 #include "codegen/hook_names.hpp"
+#include "codegen/launch_grid.hpp"
 #include "codegen/unsupported.hpp"
 #include "fmha/fwd_shape.h"
 #include "tilefmha/error.hpp"
@@ -28,13 +29,7 @@ void check_supported_sm80(const KernelConfig& c) {
   if (c.block_n < 16 || c.block_n > 128 || c.block_n % 16 != 0)
     unsupported("block_n", c.block_n, "must be a multiple of 16 in 16..128");
   if (c.stages < 2 || c.stages > 4) unsupported("stages", c.stages, "must be 2..4");
-  if (c.page_table != PageTableKind::none)
-    unsupported("page_table", c.page_table, "the fwd kernel reads contiguous K/V");
-  if (c.rope != RopeKind::none) unsupported("rope", c.rope, "RoPE belongs to fwd_appendkv");
-  if (c.fp8_scale != Fp8ScaleKind::none)
-    unsupported("fp8_scale", c.fp8_scale, "sm80_mma has no fp8 path");
-  if (c.deterministic) unsupported("deterministic", c.deterministic, "backward only");
-  if (c.dbias) unsupported("dbias", c.dbias, "backward only");
+  check_forward_fields(c, "sm80_mma has no fp8 path");
   if (c.mode == Mode::group && !(c.pad_seqlen_q && c.pad_seqlen_k))
     unsupported("mode", c.mode, "group mode needs pad_seqlen_q and pad_seqlen_k");
 }
@@ -54,12 +49,7 @@ std::string generate_sm80_source(const KernelConfig& c) {
      << "    /*hdim_q=*/" << c.hdim_q << ", /*hdim_v=*/" << c.hdim_v << ",\n"
      << "    /*block_m=*/" << c.block_m << ", /*block_n=*/" << c.block_n << ", /*warps=*/"
      << c.warps << ", /*stages=*/" << c.stages << ",\n"
-     << "    /*group_mode=*/" << boolean(c.mode == Mode::group) << ",\n"
-     << "    /*pad_seqlen_q=*/" << boolean(c.pad_seqlen_q) << ", /*pad_seqlen_k=*/"
-     << boolean(c.pad_seqlen_k) << ",\n"
-     << "    /*pad_hdim_q=*/" << boolean(c.pad_hdim_q) << ", /*pad_hdim_v=*/"
-     << boolean(c.pad_hdim_v) << ",\n"
-     << feature_hook_arguments(c) << ">;\n"
+     << padding_arguments(c) << feature_hook_arguments(c) << ">;\n"
      << "}  // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << threads_per_block_sm80(c) << ") "
      << c.symbol() << "(const tilefmha::fmha::FwdParams params) {\n"
@@ -70,20 +60,7 @@ std::string generate_sm80_source(const KernelConfig& c) {
 
 jit::LaunchShape launch_shape_sm80(const KernelConfig& c, const Problem& problem) {
   check_supported_sm80(c);
-  constexpr int64_t kMaxGridYZ = 65535;
-  if (problem.nhead_q > kMaxGridYZ)
-    throw Error(ErrorKind::not_supported,
-                "nhead_q = " + std::to_string(problem.nhead_q) + " exceeds the grid's 65535 heads");
-  if (problem.batch > kMaxGridYZ)
-    throw Error(ErrorKind::not_supported,
-                "batch = " + std::to_string(problem.batch) + " exceeds the grid's 65535 sequences");
-  const int64_t query_blocks = (problem.seqlen_q + c.block_m - 1) / c.block_m;
-  jit::LaunchShape shape;
-  // A grid needs one block even when every sequence is empty; such CTAs exit at once.
-  shape.grid[0] = static_cast<unsigned>(query_blocks > 0 ? query_blocks : 1);
-  shape.grid[1] = static_cast<unsigned>(problem.nhead_q);
-  shape.grid[2] = static_cast<unsigned>(problem.batch);
-  shape.block[0] = static_cast<unsigned>(threads_per_block_sm80(c));
+  jit::LaunchShape shape = query_block_grid(problem, c.block_m, threads_per_block_sm80(c));
   shape.dynamic_shared_bytes = static_cast<unsigned>(fmha::fwd_sm80_shared_bytes(
       c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages, static_cast<int>(dtype_size(c.dtype))));
   return shape;

@@ -72,13 +72,7 @@ void check_supported_sm90(const KernelConfig& c) {
                 "S, P and O accumulators need " + std::to_string(accumulators) +
                     " registers per thread, over the " + std::to_string(budget) +
                     " a consumer has (would spill)");
-  if (c.page_table != PageTableKind::none)
-    unsupported("page_table", c.page_table, "the fwd kernel reads contiguous K/V");
-  if (c.rope != RopeKind::none) unsupported("rope", c.rope, "RoPE belongs to fwd_appendkv");
-  if (c.fp8_scale != Fp8ScaleKind::none)
-    unsupported("fp8_scale", c.fp8_scale, "sm90_ws has no fp8 path yet");
-  if (c.deterministic) unsupported("deterministic", c.deterministic, "backward only");
-  if (c.dbias) unsupported("dbias", c.dbias, "backward only");
+  check_forward_fields(c, "sm90_ws has no fp8 path yet");
 }
 
 Sm90Variant default_sm90_variant(const KernelConfig& c) {

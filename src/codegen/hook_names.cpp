@@ -31,6 +31,22 @@ const char* boolean(bool value) {
   return value ? "true" : "false";
 }
 
+std::string padding_arguments(const KernelConfig& c) {
+  std::string text;
+  text.append("    /*group_mode=*/").append(boolean(c.mode == Mode::group)).append(",\n");
+  text.append("    /*pad_seqlen_q=*/")
+      .append(boolean(c.pad_seqlen_q))
+      .append(", /*pad_seqlen_k=*/")
+      .append(boolean(c.pad_seqlen_k))
+      .append(",\n");
+  text.append("    /*pad_hdim_q=*/")
+      .append(boolean(c.pad_hdim_q))
+      .append(", /*pad_hdim_v=*/")
+      .append(boolean(c.pad_hdim_v))
+      .append(",\n");
+  return text;
+}
+
 std::string feature_hook_arguments(const KernelConfig& c) {
   std::string text;
   text.append("    ").append(mask_hook(c.mask)).append(",\n");

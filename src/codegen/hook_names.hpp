@@ -20,6 +20,10 @@ std::string_view bias_hook(BiasKind bias);
 std::string_view dropout_hook(bool dropout);
 const char* boolean(bool value);
 
+// The group-mode and padding traits arguments of the kernels that predicate their loads
+// (sm80_mma, simt_f32): one line each, indented for the traits list, each ending in ",\n".
+std::string padding_arguments(const KernelConfig& config);
+
 // The traits arguments every forward kernel takes after its tile and padding: the mask, the
 // logits (softcap and bias), the dropout, then store_lse and sink_logit. One line each, indented
 // for the traits list, with no separator after the last.

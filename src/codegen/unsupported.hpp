@@ -1,5 +1,6 @@
 // The support checks' refusal: Error(not_supported) whose message names the field, its value and
-// why no kernel template implements it, e.g. "block_n = 40: must be a multiple of 16 in 16..128".
+// why no kernel template implements it, e.g. "block_n = 40: must be a multiple of 16 in 16..128";
+// and the checks every forward pipeline shares.
 #pragma once
 
 #include <sstream>
@@ -22,5 +23,10 @@ template <class T>
     message << field << " = " << value << ": " << why;
   throw Error(ErrorKind::not_supported, message.str());
 }
+
+// Refuses the fields no forward kernel implements, in this order: a paged K/V table, RoPE (which
+// belongs to fwd_appendkv), fp8 scales (`fp8_why` says why the pipeline has none) and the
+// backward-only flags.
+void check_forward_fields(const KernelConfig& config, std::string_view fp8_why);
 
 }  // namespace tilefmha::codegen
