@@ -13,6 +13,7 @@
 #include "runtime/timing.hpp"
 #include "support/gpu_availability.hpp"
 #include "support/run_cli.hpp"
+#include "support/scratch_dirs.hpp"
 #include "tilefmha/kernel_config.hpp"
 
 namespace tilefmha {
@@ -24,11 +25,7 @@ using testing::gpu_skip_reason;
 using testing::run_cli;
 
 fs::path fresh_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path dir = fs::path(::testing::TempDir()) / "bench_gpu_test" / info->name();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return testing::fresh_test_dir("bench_gpu_test");
 }
 
 class BenchGpu : public ::testing::Test {

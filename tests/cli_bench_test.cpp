@@ -13,6 +13,7 @@
 
 #include "jit/cuda_driver.hpp"
 #include "support/run_cli.hpp"
+#include "support/scratch_dirs.hpp"
 
 namespace tilefmha {
 namespace {
@@ -24,11 +25,7 @@ using testing::run_cli;
 const fs::path kRepoSweep = fs::path(TILEFMHA_DATA_DIR) / ".." / "bench" / "fa3_sweep.json";
 
 fs::path fresh_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path dir = fs::path(::testing::TempDir()) / "cli_bench_test" / info->name();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return testing::fresh_test_dir("cli_bench_test");
 }
 
 fs::path write_file(const fs::path& path, const std::string& text) {

@@ -9,6 +9,7 @@
 
 #include "jit/cuda_driver.hpp"
 #include "support/run_cli.hpp"
+#include "support/scratch_dirs.hpp"
 
 namespace tilefmha {
 namespace {
@@ -23,11 +24,7 @@ const std::string kSmallBuild =
     "build fwd_ci --arch sm80 --no-progress --filter \"c.dtype == 'bf16' and c.hdim_q == 64\"";
 
 fs::path fresh_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path dir = fs::path(::testing::TempDir()) / "cli_build_test" / info->name();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return testing::fresh_test_dir("cli_build_test");
 }
 
 // The number printed after `label` at the start of a report line, or -1.

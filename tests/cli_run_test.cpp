@@ -14,6 +14,7 @@
 #include "io/npy.hpp"
 #include "jit/cuda_driver.hpp"
 #include "support/run_cli.hpp"
+#include "support/scratch_dirs.hpp"
 
 namespace tilefmha {
 namespace {
@@ -25,11 +26,7 @@ using tilefmha::testing::run_cli;
 
 // A fresh directory per test, under the test's temp dir.
 fs::path fresh_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path dir = fs::path(::testing::TempDir()) / "cli_run_test" / info->name();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return testing::fresh_test_dir("cli_run_test");
 }
 
 std::string file_bytes(const fs::path& path) {

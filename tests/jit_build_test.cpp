@@ -1,38 +1,21 @@
 // The parallel build pipeline: counts, per-job results, failures, cache reuse, load stage.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <random>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "jit/build_pipeline.hpp"
+#include "support/scratch_dirs.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::jit {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TemporaryDirectory {
- public:
-  TemporaryDirectory() {
-    std::random_device entropy;
-    path_ = fs::temp_directory_path() / ("tilefmha_jit_build_test_" + std::to_string(::getpid()) +
-                                         "_" + std::to_string(entropy()));
-  }
-  ~TemporaryDirectory() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using testing::TemporaryDirectory;
 
 // Eight distinct small kernels: each scales by its own constant.
 std::vector<BuildJob> scale_jobs(int count) {
@@ -56,7 +39,7 @@ BuildOptions two_workers() {
 }
 
 TEST(JitBuild, EightJobsOnTwoWorkersThenAllHits) {
-  TemporaryDirectory directory;
+  const TemporaryDirectory directory("tilefmha_jit_build_test_");
   const KernelCache cache(directory.path());
   const std::vector<BuildJob> jobs = scale_jobs(8);
 

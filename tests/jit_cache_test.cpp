@@ -1,12 +1,10 @@
 // The on-disk cubin cache: keys, hits, atomic writes, corruption detection and rebuild.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,12 +12,14 @@
 #include "jit/cached_compiler.hpp"
 #include "jit/content_hash.hpp"
 #include "jit/kernel_cache.hpp"
+#include "support/scratch_dirs.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::jit {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::TemporaryDirectory;
 
 constexpr const char* axpy_kernel = R"(
 #include "tile/fast_math.h"
@@ -34,24 +34,6 @@ CompileOptions sm80() {
   options.arch = "sm_80";
   return options;
 }
-
-class TemporaryDirectory {
- public:
-  TemporaryDirectory() {
-    std::random_device entropy;
-    path_ = fs::temp_directory_path() / ("tilefmha_jit_cache_test_" + std::to_string(::getpid()) +
-                                         "_" + std::to_string(entropy()));
-    fs::create_directories(path_);
-  }
-  ~TemporaryDirectory() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 std::vector<char> read_bytes(const fs::path& path) {
   std::ifstream file(path, std::ios::binary);
@@ -98,7 +80,7 @@ TEST(JitCacheKey, DependsOnEveryInput) {
 }
 
 TEST(JitCache, MissThenHitServesIdenticalBytesFaster) {
-  TemporaryDirectory directory;
+  const TemporaryDirectory directory("tilefmha_jit_cache_test_");
   const KernelCache cache(directory.path());
   const CachedKernel first = compile_cached("axpy", axpy_kernel, sm80(), &cache);
   EXPECT_EQ(first.outcome, CacheOutcome::miss);
@@ -137,7 +119,7 @@ class CorruptEntry : public ::testing::Test {
     EXPECT_EQ(compile_cached("axpy", axpy_kernel, sm80(), cache_.get()).outcome, CacheOutcome::hit);
   }
 
-  TemporaryDirectory directory_;
+  const TemporaryDirectory directory_{"tilefmha_jit_cache_test_"};
   std::unique_ptr<KernelCache> cache_;
   std::vector<char> original_;
   fs::path entry_;
@@ -192,7 +174,7 @@ TEST_F(CorruptEntry, ReadReportsAndRemovesIt) {
 }
 
 TEST(JitCache, ConcurrentWritersNeverExposeAPartialEntry) {
-  TemporaryDirectory directory;
+  const TemporaryDirectory directory("tilefmha_jit_cache_test_");
   const KernelCache cache(directory.path());
   const std::string key(32, 'c');
   // Large enough that a non-atomic write would be observed half-written.
@@ -266,7 +248,7 @@ TEST(JitCache, DefaultDirectoryFollowsTheEnvironment) {
 }
 
 TEST(JitCache, UncreatableDirectoryIsAnIoErrorNamingIt) {
-  TemporaryDirectory directory;
+  const TemporaryDirectory directory("tilefmha_jit_cache_test_");
   const fs::path blocker = directory.path() / "a_file";
   write_bytes(blocker, {'x'});
   try {
