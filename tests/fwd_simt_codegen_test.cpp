@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -17,12 +16,15 @@
 #include "runtime/fwd_params.hpp"
 #include "support/forward_problems.hpp"
 #include "support/gpu_availability.hpp"
+#include "support/ptxas_report.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha {
 namespace {
 
 using testing::Dims;
+using testing::ptxas_report;
+using testing::PtxasReport;
 using testing::QkvLayout;
 using testing::TensorPool;
 
@@ -244,22 +246,6 @@ TEST(FwdSimtCodegen, DispatcherPicksSimtForFp32) {
     EXPECT_EQ(asymmetric.hdim_q, 192);
     EXPECT_EQ(asymmetric.hdim_v, 128);
   }
-}
-
-struct PtxasReport {
-  int registers = -1;
-  int spill_bytes = 0;
-};
-PtxasReport ptxas_report(const std::string& log) {
-  PtxasReport report;
-  std::smatch match;
-  if (std::regex_search(log, match, std::regex("Used ([0-9]+) registers")))
-    report.registers = std::stoi(match[1]);
-  const std::regex spill("([0-9]+) bytes spill (stores|loads)");
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), spill); it != std::sregex_iterator();
-       ++it)
-    report.spill_bytes += std::stoi((*it)[1]);
-  return report;
 }
 
 // Compile-only (no GPU): enumerated shapes with every feature hook compile for both targets and

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -17,12 +16,15 @@
 #include "support/forward_problems.hpp"
 #include "support/gpu_availability.hpp"
 #include "support/kernel_configs.hpp"
+#include "support/ptxas_report.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha {
 namespace {
 
 using testing::nvrtc_available;
+using testing::ptxas_report;
+using testing::PtxasReport;
 using testing::sm90_fwd_config;
 
 std::string not_supported_message(const KernelConfig& c) {
@@ -182,23 +184,6 @@ TEST(FwdSm90Codegen, TensorMapsFollowTheViewStrides) {
   // The kernel's head dim must be the problem's.
   const KernelConfig wide = sm90_fwd_config(DType::fp16, 128, 128, 128, 128);
   EXPECT_THROW(runtime::sm90_tensor_map_specs(p, wide), Error);
-}
-
-// Registers and spills from the ptxas report of each entry function in the log.
-struct PtxasReport {
-  int registers = -1;
-  int spill_bytes = 0;
-};
-PtxasReport ptxas_report(const std::string& log) {
-  PtxasReport report;
-  std::smatch match;
-  if (std::regex_search(log, match, std::regex("Used ([0-9]+) registers")))
-    report.registers = std::stoi(match[1]);
-  const std::regex spill("([0-9]+) bytes spill (stores|loads)");
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), spill); it != std::sregex_iterator();
-       ++it)
-    report.spill_bytes += std::stoi((*it)[1]);
-  return report;
 }
 
 // Compile-only (no GPU) for sm_90a: the instructions that make it a Hopper kernel are there.
