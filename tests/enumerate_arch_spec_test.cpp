@@ -161,7 +161,8 @@ TEST(ArchSpec, SharedMemoryMatchesTheKernelLayouts) {
 TEST(ArchSpec, ResourceFormulas) {
   RegisterModel model{32, 24};
   KernelConfig c = hopper_tile(Family::fwd, DType::bf16, 128, 128, 176, 12, 2);
-  // 2 B * (128*128 Q/O + 2 stages * 176 * (128 + 128) K,V) + 10 mbarriers (Q full/empty, 4 per stage) + one swizzle atom
+  // 2 B * (128*128 Q/O + 2 stages * 176 * (128 + 128) K,V) + 10 mbarriers (Q full/empty, 4 per
+  // stage) + one swizzle atom
   EXPECT_EQ(tile_smem_bytes(c), 212992 + 8 * 10 + 1024);
   TileResources r = estimate_tile_resources(c, model);
   EXPECT_EQ(r.threads, 384);

@@ -44,9 +44,9 @@ TILEFMHA_HOST_DEVICE unsigned int dropout_word(unsigned long long seed, unsigned
   const Word4 counter = {static_cast<unsigned int>(j >> 2), static_cast<unsigned int>(i),
                          static_cast<unsigned int>(b * nhead_q + h),
                          static_cast<unsigned int>(offset)};
-  const Word4 r = philox4x32_10(counter, static_cast<unsigned int>(seed),
-                                static_cast<unsigned int>(seed >> 32) ^
-                                    static_cast<unsigned int>(offset >> 32));
+  const Word4 r = philox4x32_10(
+      counter, static_cast<unsigned int>(seed),
+      static_cast<unsigned int>(seed >> 32) ^ static_cast<unsigned int>(offset >> 32));
   switch (j & 3) {
     case 0: return r.x;
     case 1: return r.y;
