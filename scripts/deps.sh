@@ -5,8 +5,9 @@ set -euo pipefail
 
 # python3-dev, pybind11-dev, python3-numpy and python3-pytest build and test the Python package
 # (python/) against Debian's interpreter.
+# python3-matplotlib draws scripts/plot_results.py's charts.
 packages=(cmake ninja-build g++ libgtest-dev nlohmann-json3-dev libcli11-dev python3 python3-dev
-  pybind11-dev python3-numpy python3-pytest)
+  pybind11-dev python3-numpy python3-pytest python3-matplotlib)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
