@@ -12,5 +12,6 @@ void add_run_command(CLI::App& app);
 void add_list_command(CLI::App& app);
 void add_build_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_sweep_command(CLI::App& app);
 
 }  // namespace tilefmha::cli

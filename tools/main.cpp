@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   tilefmha::cli::add_list_command(app);
   tilefmha::cli::add_build_command(app);
   tilefmha::cli::add_bench_command(app);
+  tilefmha::cli::add_sweep_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

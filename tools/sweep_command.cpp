@@ -1,0 +1,195 @@
+// `tilefmha sweep`: a tier of the test-shape matrix (data/matrix) against the kernels of one
+// variant: enumerate (profile, filters), JIT-build in parallel (capped by --max-kernels), match
+// every shape to the built kernels by the dispatcher's rule, and write the match table.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "bench/matrix.hpp"
+#include "bench_kernels.hpp"
+#include "bench_output.hpp"
+#include "codegen/generate.hpp"
+#include "commands.hpp"
+#include "jit/build_pipeline.hpp"
+#include "jit/cuda_driver.hpp"
+#include "jit/kernel_cache.hpp"
+#include "jit/target_arch.hpp"
+#include "sweep_match.hpp"
+#include "tilefmha/error.hpp"
+
+namespace tilefmha::cli {
+namespace {
+
+struct SweepOptions {
+  std::string category;
+  std::string variant;
+  std::string arch_name = "sm90";
+  std::string profile = "full";
+  std::vector<std::string> filters;
+  int64_t max_kernels = 0;  // 0: every enumerated kernel codegen implements
+  bool compile_only = false;
+  std::string csv_path;
+  std::string json_path;
+  std::string cache_dir;
+  int workers = 0;
+  bool no_progress = false;
+};
+
+void check_output_path(const std::string& path, const char* flag) {
+  if (path.empty()) return;
+  const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
+  if (!std::filesystem::is_directory(parent))
+    throw Error(ErrorKind::io, std::string(flag) + " '" + path + "': directory '" +
+                                   parent.string() + "' does not exist");
+}
+
+void write_json(const std::string& path, const SweepOptions& options, const std::string& kernels,
+                int64_t built, const std::vector<nlohmann::ordered_json>& rows) {
+  nlohmann::ordered_json root;
+  root["command"] = "sweep";
+  root["category"] = options.category;
+  root["variant"] = options.variant;
+  root["arch"] = options.arch_name;
+  root["kernels"] = kernels;
+  root["kernels_built"] = built;
+  root["timed"] = !options.compile_only;
+  root["rows"] = rows;
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream file(partial);
+    file << root.dump(2) << '\n';
+    if (!file) throw Error(ErrorKind::io, "cannot write '" + path + "'");
+  }
+  std::error_code error;
+  std::filesystem::rename(partial, path, error);
+  if (error) throw Error(ErrorKind::io, "cannot write '" + path + "': " + error.message());
+}
+
+void run_sweep(const SweepOptions& options, std::ostream& out) {
+  const Family family = variant_family(options.variant);
+  if (options.max_kernels < 0)
+    throw Error(ErrorKind::invalid_argument,
+                "--max-kernels " + std::to_string(options.max_kernels) + " is negative");
+  if (options.workers < 0)
+    throw Error(ErrorKind::invalid_argument,
+                "--workers " + std::to_string(options.workers) + " is negative; 0 = every core");
+  check_output_path(options.csv_path, "--csv");
+  check_output_path(options.json_path, "--json");
+  std::vector<bench::MatrixShape> shapes;
+  for (bench::MatrixShape& shape : bench::load_matrix_tier(options.category))
+    if (shape.family == family) shapes.push_back(std::move(shape));
+  if (!options.compile_only) {
+    // Timing every (shape, kernel) pair on the GPU is not wired yet; say so before any work.
+    const std::string why = jit::gpu_unavailable_reason();
+    throw Error(ErrorKind::not_supported,
+                "sweep: GPU timing of matrix shapes is not implemented yet" +
+                    (why.empty() ? std::string() : " (and " + why + ")") +
+                    "; pass --compile-only for the match table");
+  }
+
+  KernelSelection selection;
+  selection.config = options.variant;
+  selection.arch = parse_enum<Arch>(options.arch_name);
+  selection.profile = options.profile;
+  selection.filters = options.filters;
+  const SelectedKernels kernels = select_kernels(selection);
+  std::vector<KernelConfig> to_build = kernels.supported;
+  if (options.max_kernels > 0 && static_cast<int64_t>(to_build.size()) > options.max_kernels)
+    to_build.resize(static_cast<size_t>(options.max_kernels));
+
+  out << "sweep: tier " << options.category << ", " << shapes.size() << " " << to_string(family)
+      << " shapes; " << kernels.description << '\n';
+  out << "  enumerated " << kernels.enumerated << ", implemented " << kernels.supported.size()
+      << ", building " << to_build.size() << '\n';
+  out.flush();
+
+  const jit::KernelCache cache(options.cache_dir.empty()
+                                   ? jit::KernelCache::default_directory()
+                                   : std::filesystem::path(options.cache_dir));
+  jit::BuildOptions build;
+  build.compile.arch = jit::nvrtc_target(selection.arch);
+  build.workers = options.workers;
+  build.show_progress = !options.no_progress;
+  std::vector<jit::BuildJob> jobs;
+  std::unordered_map<std::string, const KernelConfig*> by_symbol;
+  for (const KernelConfig& config : to_build) {
+    jobs.push_back({config.symbol(), codegen::generate_source(config)});
+    by_symbol.emplace(config.symbol(), &config);
+  }
+  const jit::BuildReport report = jit::build_kernels(jobs, build, &cache);
+  std::vector<KernelConfig> built;
+  for (const jit::BuildResult& result : report.results) {
+    if (result.ok)
+      built.push_back(*by_symbol.at(result.name));
+    else
+      std::cerr << "kernel " << by_symbol.at(result.name)->name() << " failed:\n"
+                << result.error << "\n\n";
+  }
+  out << "  built " << built.size() << " of " << jobs.size() << " in " << report.summary.seconds
+      << " s\n";
+
+  const std::vector<SweepMatch> matches = match_shapes(shapes, built, selection.arch);
+  std::vector<nlohmann::ordered_json> rows;
+  int64_t matched = 0, unserved = 0;
+  for (const SweepMatch& match : matches) {
+    rows.push_back(sweep_row_json(match));
+    (match.status == "match" ? matched : unserved) += 1;
+  }
+  int64_t served_shapes = 0;
+  const bench::MatrixShape* last = nullptr;
+  for (const SweepMatch& match : matches)
+    if (match.status == "match" && match.shape != last) ++served_shapes, last = match.shape;
+  out << "  shapes served " << served_shapes << ", unserved " << unserved << ", match rows "
+      << matched << '\n';
+  if (!options.csv_path.empty()) {
+    write_bench_csv(options.csv_path, rows);
+    out << "wrote " << options.csv_path << '\n';
+  }
+  if (!options.json_path.empty()) {
+    write_json(options.json_path, options, kernels.description, static_cast<int64_t>(built.size()),
+               rows);
+    out << "wrote " << options.json_path << '\n';
+  }
+  out.flush();
+  if (report.summary.counts.failures > 0)
+    throw Error(ErrorKind::compile, std::to_string(report.summary.counts.failures) +
+                                        " kernel(s) failed to build (logs above)");
+}
+
+}  // namespace
+
+void add_sweep_command(CLI::App& app) {
+  auto o = std::make_shared<SweepOptions>();
+  CLI::App* sweep = app.add_subcommand(
+      "sweep", "Match (and time) a tier of the test-shape matrix against a variant's kernels");
+  sweep->add_option("--category", o->category, "matrix tier: smoke, full or nightly")
+      ->required()
+      ->check(CLI::IsMember({"smoke", "full", "nightly"}));
+  sweep
+      ->add_option("--variant", o->variant, "fwd, bwd, splitkv, pagedkv, appendkv or batch_prefill")
+      ->required()
+      ->check(CLI::IsMember({"fwd", "bwd", "splitkv", "pagedkv", "appendkv", "batch_prefill"}));
+  sweep->add_option("--arch", o->arch_name, "target architecture: sm80, sm86, sm89, sm90")
+      ->capture_default_str();
+  sweep->add_option("--profile", o->profile, "enumeration profile")->capture_default_str();
+  sweep->add_option("--filter", o->filters, "kernel filter over c.<field>; repeatable")
+      ->allow_extra_args(false);
+  sweep->add_option("--max-kernels", o->max_kernels, "build at most N kernels (0: all)")
+      ->capture_default_str();
+  sweep->add_flag("--compile-only", o->compile_only,
+                  "build and match only, no timing: needs no GPU");
+  sweep->add_option("--csv", o->csv_path, "write the rows to this CSV file");
+  sweep->add_option("--json", o->json_path, "write the rows to this JSON file");
+  sweep->add_option("--cache-dir", o->cache_dir,
+                    "cubin cache directory (default $TILEFMHA_CACHE_DIR or the user cache dir)");
+  sweep->add_option("--workers", o->workers, "JIT threads; 0 = every hardware thread")
+      ->capture_default_str();
+  sweep->add_flag("--no-progress", o->no_progress, "no JIT progress bar on stderr");
+  sweep->callback([o] { run_sweep(*o, std::cout); });
+}
+
+}  // namespace tilefmha::cli
