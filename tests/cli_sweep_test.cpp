@@ -1,0 +1,96 @@
+// `tilefmha sweep --compile-only` end to end on the CPU: two kernels built, every fwd shape of
+// the smoke tier either matched or reported unserved with a reason, bad flags exit 2.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "bench/matrix.hpp"
+#include "support/run_cli.hpp"
+#include "support/scratch_dirs.hpp"
+
+namespace tilefmha {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CliResult;
+using testing::run_cli;
+
+// Two sm80 bf16 head-dim-128 kernels (with and without causal mask): seconds of NVRTC.
+const std::string kFilter =
+    "--filter \"c.dtype == 'bf16' and c.hdim_q == 128 and c.pipeline == 'sm80_mma'\"";
+
+TEST(CliSweep, CompileOnlyWritesMatchesAndUnservedRows) {
+  const fs::path dir = testing::fresh_test_dir("cli_sweep_test") / "ok";
+  fs::create_directories(dir);
+  const CliResult result = run_cli(
+      "sweep --compile-only --category smoke --variant fwd --max-kernels 2 --arch sm80 "
+      "--no-progress " +
+      kFilter + " --cache-dir " + (dir / "cache").string() + " --csv " + (dir / "m.csv").string() +
+      " --json " + (dir / "m.json").string());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+
+  std::ifstream json_file(dir / "m.json");
+  const nlohmann::json root = nlohmann::json::parse(json_file);
+  EXPECT_EQ(root["kernels_built"], 2);
+  size_t fwd_shapes = 0;
+  for (const auto& s : bench::load_matrix_tier("smoke")) fwd_shapes += s.family == Family::fwd;
+
+  std::set<std::string> shapes_seen;
+  size_t matches = 0, unserved = 0;
+  for (const nlohmann::json& row : root["rows"]) {
+    shapes_seen.insert(row["group"].get<std::string>() + row["shape"].get<std::string>());
+    EXPECT_EQ(row["problem_family"], "fwd");
+    if (row["status"] == "match") {
+      ++matches;
+      // A match carries the kernel's every field, consistent with the shape.
+      EXPECT_EQ(row["family"], "fwd");
+      EXPECT_EQ(row["dtype"], row["problem_dtype"]);
+      EXPECT_GE(row["hdim_q"].get<int64_t>(), row["problem_hdim_q"].get<int64_t>());
+      EXPECT_EQ(row["mask"], row["problem_mask"]);
+    } else {
+      ASSERT_EQ(row["status"], "unserved");
+      ++unserved;
+      EXPECT_FALSE(row["reason"].get<std::string>().empty());
+      EXPECT_TRUE(row["kernel_name"].is_null());
+    }
+  }
+  // Every shape appears (none dropped), some served, some (fp16, hdim 64, ...) not.
+  EXPECT_EQ(shapes_seen.size(), fwd_shapes);
+  EXPECT_GT(matches, 0u);
+  EXPECT_GT(unserved, 0u);
+
+  std::ifstream csv(dir / "m.csv");
+  std::string header, line;
+  std::getline(csv, header);
+  for (const char* column : {"problem_seqlen_q", "status", "reason", "block_m", "pad_seqlen_k",
+                             "dbias", "median_ms", "tflops", "gbps", "card", "driver"})
+    EXPECT_NE(header.find(column), std::string::npos) << column;
+  size_t lines = 0;
+  while (std::getline(csv, line)) ++lines;
+  EXPECT_EQ(lines, root["rows"].size());
+}
+
+TEST(CliSweep, BadFlagsExitTwo) {
+  const fs::path dir = testing::fresh_test_dir("cli_sweep_test") / "bad";
+  fs::create_directories(dir);
+  for (const std::string& flags :
+       {std::string("sweep --compile-only --category weekly --variant fwd"),
+        std::string("sweep --compile-only --category smoke --variant fwdd"),
+        std::string("sweep --compile-only --category smoke"),
+        std::string("sweep --compile-only --category smoke --variant fwd --max-kernels -1"),
+        std::string("sweep --compile-only --category smoke --variant fwd --arch sm70"),
+        std::string("sweep --compile-only --category smoke --variant fwd --filter \"c.nope == 1\""),
+        "sweep --compile-only --category smoke --variant fwd --csv " +
+            (dir / "missing" / "m.csv").string()}) {
+    const CliResult result = run_cli(flags);
+    EXPECT_EQ(result.exit_code, 2) << flags << "\n" << result.output;
+  }
+}
+
+}  // namespace
+}  // namespace tilefmha
