@@ -76,7 +76,7 @@ def plot(document, rows, output):
 
     panels = series_by_hdim(rows)
     figure, axes = plt.subplots(
-        1, len(panels), figsize=(5 * len(panels), 4), squeeze=False, sharey=True
+        1, len(panels), figsize=(5 * len(panels) + 2, 4), squeeze=False, sharey=True
     )
     colors = {"tilefmha": "tab:red", "cuDNN": "tab:blue", "FA2": "tab:green"}
     for axis, (hdim, series) in zip(axes[0], panels.items()):
@@ -91,14 +91,20 @@ def plot(document, rows, output):
                 label=f"{label} ({'causal' if causal else 'non-causal'})",
             )
         axis.set_xscale("log", base=2)
+        lengths = sorted({seqlen for points in series.values() for seqlen, _ in points})
+        axis.set_xticks(lengths, [f"{seqlen // 1024}k" if seqlen >= 1024 else str(seqlen)
+                                  for seqlen in lengths])
+        axis.minorticks_off()
         axis.set_title(f"hdim {hdim}")
         axis.set_xlabel("sequence length")
         axis.grid(True, alpha=0.3)
     axes[0][0].set_ylabel("TFLOP/s")
-    axes[0][-1].legend(fontsize="small")
+    # One legend beside the panels, where it cannot hide a line.
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="center right", fontsize="small")
     card = document.get("device", {}).get("card", "")
     figure.suptitle(f"tilefmha forward {card}".strip())
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0, 0.88, 1))
     figure.savefig(output, dpi=100)
     plt.close(figure)
 
