@@ -9,10 +9,12 @@
 #include "jit/cuda_driver.hpp"
 #include "jit/kernel_cache.hpp"
 #include "jit/module.hpp"
+#include "jit/nvrtc_api.hpp"
 #include "runtime/candidates.hpp"
 #include "runtime/device_info.hpp"
 #include "runtime/device_mirror.hpp"
 #include "runtime/dispatcher.hpp"
+#include "tilefmha/error.hpp"
 #include "tilefmha/problem.hpp"
 #include "tilefmha/reference.hpp"
 
@@ -90,7 +92,14 @@ int main() {
   // fp16 output: half a unit in the last place of values below 1 is about 5e-4.
   bool ok = cpu.report("CPU reference vs formula", 1e-3);
 
-  if (const std::string why = jit::gpu_unavailable_reason(); !why.empty()) {
+  // The GPU part needs the driver, a GPU and NVRTC (kernels are compiled at run time).
+  std::string why = jit::gpu_unavailable_reason();
+  if (why.empty()) try {
+      jit::nvrtc_api();
+    } catch (const Error& error) {
+      why = error.what();
+    }
+  if (!why.empty()) {
     std::printf("GPU part skipped: %s\n", why.c_str());
     return ok ? 0 : 1;
   }
