@@ -10,6 +10,7 @@
 #include <string>
 
 #include "bench/matrix.hpp"
+#include "jit/cuda_driver.hpp"
 #include "support/run_cli.hpp"
 #include "support/scratch_dirs.hpp"
 
@@ -73,6 +74,35 @@ TEST(CliSweep, CompileOnlyWritesMatchesAndUnservedRows) {
   size_t lines = 0;
   while (std::getline(csv, line)) ++lines;
   EXPECT_EQ(lines, root["rows"].size());
+}
+
+// With no kernel at all every shape of the variant is still reported, each unserved.
+TEST(CliSweep, NoKernelLeavesEveryShapeUnserved) {
+  const fs::path dir = testing::fresh_test_dir("cli_sweep_test") / "none";
+  fs::create_directories(dir);
+  const CliResult result = run_cli(
+      "sweep --compile-only --category smoke --variant pagedkv --no-progress "
+      "--filter \"c.hdim_q == 4096\" --json " +
+      (dir / "p.json").string());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::ifstream json_file(dir / "p.json");
+  const nlohmann::json root = nlohmann::json::parse(json_file);
+  size_t paged_shapes = 0;
+  for (const auto& s : bench::load_matrix_tier("smoke"))
+    paged_shapes += s.family == Family::fwd_pagedkv;
+  ASSERT_GT(paged_shapes, 0u);
+  ASSERT_EQ(root["rows"].size(), paged_shapes);
+  for (const nlohmann::json& row : root["rows"]) {
+    EXPECT_EQ(row["status"], "unserved");
+    EXPECT_EQ(row["reason"], "no built kernel of family fwd_pagedkv");
+  }
+}
+
+TEST(CliSweep, TimingWithoutAGpuSaysToCompileOnly) {
+  if (jit::gpu_unavailable_reason().empty()) GTEST_SKIP() << "a GPU is present";
+  const CliResult result = run_cli("sweep --category smoke --variant fwd --no-progress");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("--compile-only"), std::string::npos) << result.output;
 }
 
 TEST(CliSweep, BadFlagsExitTwo) {

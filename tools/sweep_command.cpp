@@ -19,6 +19,7 @@
 #include "jit/kernel_cache.hpp"
 #include "jit/target_arch.hpp"
 #include "sweep_match.hpp"
+#include "sweep_timing.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::cli {
@@ -37,6 +38,7 @@ struct SweepOptions {
   std::string cache_dir;
   int workers = 0;
   bool no_progress = false;
+  runtime::TimingOptions timing;
 };
 
 void check_output_path(const std::string& path, const char* flag) {
@@ -82,20 +84,20 @@ void run_sweep(const SweepOptions& options, std::ostream& out) {
   std::vector<bench::MatrixShape> shapes;
   for (bench::MatrixShape& shape : bench::load_matrix_tier(options.category))
     if (shape.family == family) shapes.push_back(std::move(shape));
-  if (!options.compile_only) {
-    // Timing every (shape, kernel) pair on the GPU is not wired yet; say so before any work.
-    const std::string why = jit::gpu_unavailable_reason();
-    throw Error(ErrorKind::not_supported,
-                "sweep: GPU timing of matrix shapes is not implemented yet" +
-                    (why.empty() ? std::string() : " (and " + why + ")") +
-                    "; pass --compile-only for the match table");
-  }
+  // The GPU is opened before any compiling, so a machine without one fails at once.
+  std::unique_ptr<SweepTimer> timer;
+  if (!options.compile_only) timer = std::make_unique<SweepTimer>(options.timing);
 
   KernelSelection selection;
   selection.config = options.variant;
   selection.arch = parse_enum<Arch>(options.arch_name);
   selection.profile = options.profile;
   selection.filters = options.filters;
+  if (timer && timer->device().arch != selection.arch)
+    throw Error(ErrorKind::invalid_argument, "--arch " + options.arch_name + ": the GPU (" +
+                                                 timer->device().card + ") is " +
+                                                 std::string(to_string(timer->device().arch)) +
+                                                 "; time with that arch or pass --compile-only");
   const SelectedKernels kernels = select_kernels(selection);
   std::vector<KernelConfig> to_build = kernels.supported;
   if (options.max_kernels > 0 && static_cast<int64_t>(to_build.size()) > options.max_kernels)
@@ -122,10 +124,13 @@ void run_sweep(const SweepOptions& options, std::ostream& out) {
   }
   const jit::BuildReport report = jit::build_kernels(jobs, build, &cache);
   std::vector<KernelConfig> built;
+  std::unordered_map<std::string, const std::vector<char>*> cubins;  // by kernel name
   for (const jit::BuildResult& result : report.results) {
-    if (result.ok)
+    if (result.ok) {
       built.push_back(*by_symbol.at(result.name));
-    else
+      cubins[built.back().name()] = &result.cubin;
+    }
+    if (!result.ok)
       std::cerr << "kernel " << by_symbol.at(result.name)->name() << " failed:\n"
                 << result.error << "\n\n";
   }
@@ -138,6 +143,15 @@ void run_sweep(const SweepOptions& options, std::ostream& out) {
   for (const SweepMatch& match : matches) {
     rows.push_back(sweep_row_json(match));
     (match.status == "match" ? matched : unserved) += 1;
+    if (timer && match.status == "match") {
+      timer->time(match, *cubins.at(match.kernel->name()), rows.back());
+      out << "  " << match.shape->label() << "  " << match.kernel->name() << "  "
+          << rows.back()["status"].get<std::string>() << "  "
+          << (rows.back()["median_ms"].is_null() ? rows.back()["reason"].dump()
+                                                 : rows.back()["median_ms"].dump() + " ms")
+          << '\n';
+      out.flush();
+    }
   }
   int64_t served_shapes = 0;
   const bench::MatrixShape* last = nullptr;
@@ -155,6 +169,10 @@ void run_sweep(const SweepOptions& options, std::ostream& out) {
     out << "wrote " << options.json_path << '\n';
   }
   out.flush();
+  const int64_t errors = std::count_if(rows.begin(), rows.end(),
+                                       [](const auto& row) { return row["status"] == "error"; });
+  if (errors > 0)
+    throw Error(ErrorKind::runtime, std::to_string(errors) + " match(es) failed to run");
   if (report.summary.counts.failures > 0)
     throw Error(ErrorKind::compile, std::to_string(report.summary.counts.failures) +
                                         " kernel(s) failed to build (logs above)");
@@ -188,6 +206,11 @@ void add_sweep_command(CLI::App& app) {
                     "cubin cache directory (default $TILEFMHA_CACHE_DIR or the user cache dir)");
   sweep->add_option("--workers", o->workers, "JIT threads; 0 = every hardware thread")
       ->capture_default_str();
+  sweep->add_option("--warmup", o->timing.warmup, "untimed runs before the repeats")
+      ->capture_default_str();
+  sweep->add_option("--repeat", o->timing.repeat, "timed runs; the median is reported")
+      ->capture_default_str();
+  sweep->add_flag("--l2-flush", o->timing.l2_flush, "overwrite a large buffer before each repeat");
   sweep->add_flag("--no-progress", o->no_progress, "no JIT progress bar on stderr");
   sweep->callback([o] { run_sweep(*o, std::cout); });
 }
