@@ -16,42 +16,26 @@
 #include "runtime/fwd_params.hpp"
 #include "support/forward_problems.hpp"
 #include "support/gpu_availability.hpp"
+#include "support/kernel_configs.hpp"
 #include "support/ptxas_report.hpp"
+#include "support/refusal.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha {
 namespace {
 
 using testing::Dims;
+using testing::enable_every_hook;
+using testing::expect_names_field;
 using testing::ptxas_report;
 using testing::PtxasReport;
 using testing::QkvLayout;
+using testing::simt_fwd_config;
 using testing::TensorPool;
-
-KernelConfig simt_config(int hdim_q, int hdim_v, int block_m) {
-  KernelConfig c;
-  c.family = Family::fwd;
-  c.pipeline = Pipeline::simt_f32;
-  c.arch = Arch::sm90;
-  c.dtype = c.out_dtype = DType::fp32;
-  c.hdim_q = hdim_q;
-  c.hdim_v = hdim_v;
-  c.block_m = block_m;
-  c.block_n = 32;
-  c.block_k = 32;
-  c.warps = 4;
-  c.stages = 1;
-  return c;
-}
+using testing::verbose_ptxas_options;
 
 std::string refusal(const KernelConfig& c) {
-  try {
-    codegen::check_supported(c);
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::not_supported) << e.what();
-    return e.what();
-  }
-  return {};
+  return testing::not_supported_message([&] { codegen::check_supported(c); });
 }
 
 // The full profile's fwd candidates (what the dispatcher may JIT) include simt_f32 kernels on
@@ -69,11 +53,10 @@ TEST(FwdSimtCodegen, EveryEnumeratedFwdConfigIsSupported) {
 }
 
 TEST(FwdSimtCodegen, UnsupportedFieldsAreNamed) {
-  auto expect_field = [](KernelConfig c, const std::string& field) {
-    const std::string message = refusal(c);
-    EXPECT_EQ(message.rfind(field + " = ", 0), 0u) << "expected " << field << ": " << message;
+  auto expect_field = [](const KernelConfig& c, const std::string& field) {
+    expect_names_field(refusal(c), field);
   };
-  const KernelConfig good = simt_config(128, 128, 64);
+  const KernelConfig good = simt_fwd_config(128, 128, 64);
   ASSERT_EQ(refusal(good), "");
   KernelConfig c = good;
   c.family = Family::fwd_splitkv;
@@ -122,19 +105,14 @@ TEST(FwdSimtCodegen, UnsupportedFieldsAreNamed) {
   expect_field(c, "mode");
   c.pad_seqlen_q = c.pad_seqlen_k = true;
   EXPECT_EQ(refusal(c), "");
-  EXPECT_THROW(codegen::generate_source(simt_config(128, 128, 40)), Error);
+  EXPECT_THROW(codegen::generate_source(simt_fwd_config(128, 128, 40)), Error);
 }
 
 TEST(FwdSimtCodegen, SourceSpellsTheConfig) {
-  KernelConfig c = simt_config(192, 128, 32);
+  KernelConfig c = simt_fwd_config(192, 128, 32);
   c.mode = Mode::group;
   c.pad_seqlen_q = c.pad_seqlen_k = c.pad_hdim_q = true;
-  c.mask = MaskKind::window;
-  c.bias = BiasKind::alibi;
-  c.softcap = true;
-  c.dropout = true;
-  c.sink_logit = true;
-  c.lse = true;
+  enable_every_hook(c);
   const std::string source = codegen::generate_source(c);
   EXPECT_NE(source.find("#include \"fmha/fwd_simt.h\""), std::string::npos);
   EXPECT_NE(source.find("__launch_bounds__(128) " + c.symbol() +
@@ -147,7 +125,7 @@ TEST(FwdSimtCodegen, SourceSpellsTheConfig) {
         "Logits<tilefmha::fmha::SoftCap, tilefmha::fmha::AlibiBias>", "PhiloxDropout",
         "/*store_lse=*/true, /*sink_logit=*/true", "fwd_simt<Traits>"})
     EXPECT_NE(source.find(piece), std::string::npos) << piece;
-  KernelConfig plain = simt_config(192, 128, 32);
+  KernelConfig plain = simt_fwd_config(192, 128, 32);
   const std::string other = codegen::generate_source(plain);
   for (const char* piece : {"NoMask", "Logits<tilefmha::fmha::PlainScale, tilefmha::fmha::NoBias>",
                             "NoDropout", "/*store_lse=*/false, /*sink_logit=*/false"})
@@ -158,7 +136,7 @@ TEST(FwdSimtCodegen, LaunchShapeFollowsTheTile) {
   TensorPool pool(3);
   const Problem p =
       testing::batch_problem(pool, Family::fwd, DType::fp32, {3, 6, 2, 1000, 700, 72, 72}).build();
-  KernelConfig c = simt_config(96, 96, 64);
+  KernelConfig c = simt_fwd_config(96, 96, 64);
   c.pad_hdim_q = c.pad_hdim_v = c.pad_seqlen_q = c.pad_seqlen_k = true;
   const jit::LaunchShape shape = codegen::launch_shape(c, p);
   EXPECT_EQ(shape.grid[0], 16u);  // ceil(1000 / 64)
@@ -169,7 +147,7 @@ TEST(FwdSimtCodegen, LaunchShapeFollowsTheTile) {
   // fp32 Q (64 x 96) and one block of K (32 x 96) and V (32 x 96): the enumeration's estimate.
   EXPECT_EQ(shape.dynamic_shared_bytes, 4u * (64 * 96 + 32 * (96 + 96)));
   // Head dims that are no multiple of 32 get 32-padded tiles.
-  const jit::LaunchShape odd = codegen::launch_shape(simt_config(72, 40, 32), p);
+  const jit::LaunchShape odd = codegen::launch_shape(simt_fwd_config(72, 40, 32), p);
   EXPECT_EQ(odd.dynamic_shared_bytes, 4u * (32 * 96 + 32 * (96 + 64)));
 }
 
@@ -257,10 +235,10 @@ TEST(FwdSimtCodegen, CompilesForSm80AndSm90aWithoutSpills) {
     const char* target;
   };
   std::vector<Case> cases;
-  KernelConfig plain = simt_config(128, 128, 64);
+  KernelConfig plain = simt_fwd_config(128, 128, 64);
   plain.lse = true;
   cases.push_back({plain, "sm_90a"});
-  KernelConfig features = simt_config(96, 96, 64);
+  KernelConfig features = simt_fwd_config(96, 96, 64);
   features.arch = Arch::sm80;
   features.mode = Mode::group;
   features.pad_seqlen_q = features.pad_seqlen_k = features.pad_hdim_q = features.pad_hdim_v = true;
@@ -270,7 +248,7 @@ TEST(FwdSimtCodegen, CompilesForSm80AndSm90aWithoutSpills) {
   features.sink_logit = true;
   features.lse = true;
   cases.push_back({features, "sm_80"});
-  KernelConfig wide = simt_config(256, 256, 32);
+  KernelConfig wide = simt_fwd_config(256, 256, 32);
   wide.softcap = true;
   wide.bias = BiasKind::alibi;
   wide.mask = MaskKind::causal;
@@ -279,12 +257,9 @@ TEST(FwdSimtCodegen, CompilesForSm80AndSm90aWithoutSpills) {
   for (const Case& test : cases) {
     SCOPED_TRACE(test.config.name());
     ASSERT_EQ(refusal(test.config), "");
-    jit::CompileOptions options;
-    options.arch = test.target;
-    options.keep_ptx = true;
-    options.extra_arguments = {"--ptxas-options=-v"};
     const jit::CompiledKernel compiled =
-        jit::compile_kernel(test.config.symbol(), codegen::generate_source(test.config), options);
+        jit::compile_kernel(test.config.symbol(), codegen::generate_source(test.config),
+                            verbose_ptxas_options(test.target));
     EXPECT_FALSE(compiled.cubin.empty());
     EXPECT_NE(compiled.ptx.find(".entry " + test.config.symbol()), std::string::npos);
     EXPECT_NE(compiled.ptx.find("shfl.sync.idx"), std::string::npos);

@@ -17,6 +17,7 @@
 #include "support/gpu_availability.hpp"
 #include "support/kernel_configs.hpp"
 #include "support/ptxas_report.hpp"
+#include "support/refusal.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha {
@@ -28,13 +29,7 @@ using testing::PtxasReport;
 using testing::sm90_fwd_config;
 
 std::string not_supported_message(const KernelConfig& c) {
-  try {
-    codegen::check_supported_sm90(c);
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::not_supported) << e.what();
-    return e.what();
-  }
-  return {};
+  return testing::not_supported_message([&] { codegen::check_supported_sm90(c); });
 }
 
 // The whole-panel rows of data/arch/sm90.json's sm90_ws fp16/bf16 fwd table.
@@ -54,9 +49,8 @@ TEST(FwdSm90Codegen, TileTableShapesAreSupported) {
 }
 
 TEST(FwdSm90Codegen, UnsupportedFieldsAreNamed) {
-  auto expect_field = [](KernelConfig c, const std::string& field) {
-    const std::string message = not_supported_message(c);
-    EXPECT_EQ(message.rfind(field + " = ", 0), 0u) << "expected " << field << ": " << message;
+  auto expect_field = [](const KernelConfig& c, const std::string& field) {
+    testing::expect_names_field(not_supported_message(c), field);
   };
   const KernelConfig good = sm90_fwd_config(DType::bf16, 128, 128, 128, 128);
   KernelConfig c = good;
@@ -99,12 +93,7 @@ TEST(FwdSm90Codegen, UnsupportedFieldsAreNamed) {
 TEST(FwdSm90Codegen, SourceSpellsTheConfig) {
   KernelConfig c = sm90_fwd_config(DType::fp16, 64, 64, 192, 128);
   c.mode = Mode::group;
-  c.mask = MaskKind::window;
-  c.bias = BiasKind::alibi;
-  c.softcap = true;
-  c.dropout = true;
-  c.sink_logit = true;
-  c.lse = true;
+  testing::enable_every_hook(c);
   const std::string source = codegen::generate_sm90_source(c);
   EXPECT_NE(source.find("#include \"fmha/fwd_sm90.h\""), std::string::npos);
   EXPECT_NE(source.find("__launch_bounds__(512, 1) " + c.symbol() +
@@ -198,26 +187,15 @@ TEST(FwdSm90Codegen, CompilesForSm90aWithWgmmaTmaAndSetmaxnreg) {
   wide.mode = Mode::group;
   configs.push_back(wide);
   KernelConfig features = sm90_fwd_config(DType::bf16, 128, 128, 128, 128);
-  features.mask = MaskKind::window;
-  features.softcap = true;
-  features.bias = BiasKind::alibi;
-  features.dropout = true;
-  features.sink_logit = true;
-  features.lse = true;
+  testing::enable_every_hook(features);
   configs.push_back(features);
   std::vector<jit::BuildJob> jobs;
   for (const KernelConfig& c : configs)
     jobs.push_back({c.symbol(), codegen::generate_sm90_source(c)});
-  jit::BuildOptions options;
-  options.compile.arch = "sm_90a";
-  options.compile.keep_ptx = true;
-  options.compile.extra_arguments = {"--ptxas-options=-v"};
-  options.workers = 2;
-  options.show_progress = false;
+  const jit::CompileOptions options = testing::verbose_ptxas_options("sm_90a");
   for (size_t n = 0; n < jobs.size(); ++n) {
     SCOPED_TRACE(configs[n].name());
-    const jit::CompiledKernel compiled =
-        jit::compile_kernel(jobs[n].name, jobs[n].source, options.compile);
+    const jit::CompiledKernel compiled = jit::compile_kernel(jobs[n].name, jobs[n].source, options);
     EXPECT_FALSE(compiled.cubin.empty());
     for (const char* instruction :
          {"wgmma.mma_async.sync.aligned.m64n128k16", "cp.async.bulk.tensor.4d",

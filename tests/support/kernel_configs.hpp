@@ -42,4 +42,32 @@ inline KernelConfig sm90_fwd_config(DType dtype, int hdim_q, int hdim_v, int blo
   return c;
 }
 
+// The fp32 simt_f32 pipeline on CUDA cores: 32-wide K/V steps, 4 warps, no pipelining.
+inline KernelConfig simt_fwd_config(int hdim_q, int hdim_v, int block_m) {
+  KernelConfig c;
+  c.family = Family::fwd;
+  c.pipeline = Pipeline::simt_f32;
+  c.arch = Arch::sm90;
+  c.dtype = c.out_dtype = DType::fp32;
+  c.hdim_q = hdim_q;
+  c.hdim_v = hdim_v;
+  c.block_m = block_m;
+  c.block_n = 32;
+  c.block_k = 32;
+  c.warps = 4;
+  c.stages = 1;
+  return c;
+}
+
+// Switches on a windowed mask, ALiBi, softcap, dropout, sink logits and LSE output, so that one
+// config exercises every logit and epilogue hook of a generated kernel.
+inline void enable_every_hook(KernelConfig& c) {
+  c.mask = MaskKind::window;
+  c.bias = BiasKind::alibi;
+  c.softcap = true;
+  c.dropout = true;
+  c.sink_logit = true;
+  c.lse = true;
+}
+
 }  // namespace tilefmha::testing

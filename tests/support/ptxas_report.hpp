@@ -5,6 +5,8 @@
 #include <regex>
 #include <string>
 
+#include "jit/compiler.hpp"
+
 namespace tilefmha::testing {
 
 // Registers and spills of the (first) entry function in a ptxas -v log.
@@ -23,6 +25,15 @@ inline PtxasReport ptxas_report(const std::string& log) {
        ++it)
     report.spill_bytes += std::stoi((*it)[1]);
   return report;
+}
+
+// Compile options for `arch` that keep the PTX and make ptxas print the log read above.
+inline jit::CompileOptions verbose_ptxas_options(const std::string& arch) {
+  jit::CompileOptions options;
+  options.arch = arch;
+  options.keep_ptx = true;
+  options.extra_arguments = {"--ptxas-options=-v"};
+  return options;
 }
 
 }  // namespace tilefmha::testing
