@@ -1,6 +1,5 @@
 // `tilefmha bench`: the sweep's shapes through the Dispatcher on the GPU, timed with CUDA
 // events, compared with the anchors; optional CSV / JSON and verification.
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -19,15 +18,6 @@ struct BenchCommandOptions {
   BenchOptions bench;
   std::string dtype;  // empty: the sweep's
 };
-
-// Output paths are checked before the GPU work, so a typo does not cost a whole sweep.
-void check_output_path(const std::string& path, const char* flag) {
-  if (path.empty()) return;
-  const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
-  if (!std::filesystem::is_directory(parent))
-    throw Error(ErrorKind::io, std::string(flag) + " '" + path + "': directory '" +
-                                   parent.string() + "' does not exist");
-}
 
 void run_bench(BenchCommandOptions command, std::ostream& out) {
   BenchOptions& options = command.bench;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "kernel_fields_json.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::cli {
@@ -25,10 +26,6 @@ std::string ratio_text(double ours, double anchor) {
 template <class Number>
 nlohmann::ordered_json optional_number(bool present, Number value) {
   return present ? nlohmann::ordered_json(value) : nlohmann::ordered_json(nullptr);
-}
-
-nlohmann::ordered_json field_json(const FieldValue& value) {
-  return std::visit([](const auto& v) { return nlohmann::ordered_json(v); }, value);
 }
 
 std::string csv_cell(const nlohmann::ordered_json& value) {
@@ -229,10 +226,7 @@ nlohmann::ordered_json bench_row_json(const BenchRow& row, const BenchOptions& o
   out["message"] = row.message;
   out["kernel_name"] = row.kernel ? json(row.kernel->name()) : json(nullptr);
   // Every identity field by the single field table, so a row rebuilds its KernelConfig.
-  for_each_kernel_config_field([&](const auto& field) {
-    out[std::string(field.name)] =
-        row.kernel ? field_json(get_field(*row.kernel, field.name)) : json(nullptr);
-  });
+  put_kernel_fields(out, row.kernel ? &*row.kernel : nullptr);
   out["jit_seconds"] = row.build ? json(row.build->seconds) : json(nullptr);
   out["jit_cache"] = row.build ? json(row.build->cache) : json(nullptr);
   out["warmup"] = options.timing.warmup;
@@ -260,6 +254,14 @@ nlohmann::ordered_json bench_row_json(const BenchRow& row, const BenchOptions& o
   out["verify_mismatches"] = optional_number(verified, row.verify.mismatches);
   out["verify_compared"] = optional_number(verified, row.verify.compared);
   return out;
+}
+
+void check_output_path(const std::string& path, const char* flag) {
+  if (path.empty()) return;
+  const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
+  if (!std::filesystem::is_directory(parent))
+    throw Error(ErrorKind::io, std::string(flag) + " '" + path + "': directory '" +
+                                   parent.string() + "' does not exist");
 }
 
 void write_bench_csv(const std::string& path, const std::vector<nlohmann::ordered_json>& rows) {

@@ -26,6 +26,10 @@ void print_bench_summary(std::ostream& out, const std::vector<BenchRow>& rows,
 nlohmann::ordered_json bench_row_json(const BenchRow& row, const BenchOptions& options,
                                       const DeviceFacts& device);
 
+// Throws Error(io) naming `flag` and the path when the path's directory does not exist: the
+// commands check their output paths before the GPU work, so a typo does not cost a whole sweep.
+void check_output_path(const std::string& path, const char* flag);
+
 // Both throw Error(io) naming the path when it cannot be written; the file appears whole
 // (written beside it, then renamed).
 void write_bench_csv(const std::string& path, const std::vector<nlohmann::ordered_json>& rows);

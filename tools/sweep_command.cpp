@@ -41,14 +41,6 @@ struct SweepOptions {
   runtime::TimingOptions timing;
 };
 
-void check_output_path(const std::string& path, const char* flag) {
-  if (path.empty()) return;
-  const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
-  if (!std::filesystem::is_directory(parent))
-    throw Error(ErrorKind::io, std::string(flag) + " '" + path + "': directory '" +
-                                   parent.string() + "' does not exist");
-}
-
 void write_json(const std::string& path, const SweepOptions& options, const std::string& kernels,
                 int64_t built, const std::vector<nlohmann::ordered_json>& rows) {
   nlohmann::ordered_json root;

@@ -1,5 +1,6 @@
 #include "sweep_match.hpp"
 
+#include "kernel_fields_json.hpp"
 #include "runtime/kernel_match.hpp"
 #include "tilefmha/error.hpp"
 
@@ -7,10 +8,6 @@ namespace tilefmha::cli {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-json field_json(const FieldValue& value) {
-  return std::visit([](const auto& v) { return json(v); }, value);
-}
 
 std::string lengths_text(const std::vector<int64_t>& lengths) {
   std::string out;
@@ -104,10 +101,7 @@ json sweep_row_json(const SweepMatch& match) {
   out["closest_kernel"] = !matched && match.kernel ? json(match.kernel->name()) : json(nullptr);
   out["kernel_name"] = matched ? json(match.kernel->name()) : json(nullptr);
   // Every identity field by the single field table, so a row rebuilds its KernelConfig.
-  for_each_kernel_config_field([&](const auto& field) {
-    out[std::string(field.name)] =
-        matched ? field_json(get_field(*match.kernel, field.name)) : json(nullptr);
-  });
+  put_kernel_fields(out, matched ? &*match.kernel : nullptr);
   for (const char* column :
        {"median_ms", "tflops", "gbps", "card", "sm_clock_mhz", "memory_clock_mhz", "driver"})
     out[column] = nullptr;
