@@ -53,42 +53,23 @@ double gpu_error(const Problem& problem, const examples::HostBuffer& cpu_o) {
 }  // namespace
 
 int main() {
-  examples::HostBuffer q(DType::fp16, {kBatch, kSeq, kHeads, kDim});
-  examples::HostBuffer k(DType::fp16, {kBatch, kSeq, kHeads, kDim});
-  examples::HostBuffer v(DType::fp16, {kBatch, kSeq, kHeads, kDim});
-  examples::HostBuffer o(DType::fp16, {kBatch, kSeq, kHeads, kDim});
-  examples::fill_uniform(q, 1);
-  examples::fill_uniform(k, 2);
-  examples::fill_uniform(v, 3);
+  examples::BshdBuffers x(DType::fp16, DType::fp16, kBatch, kSeq, kSeq, kHeads, kHeads, kDim);
+  x.fill_inputs(1);
 
   // build() validates shapes, strides and dtypes and throws tilefmha::Error naming the field.
   const Problem problem = ProblemBuilder(Family::fwd)
                               .dtype(DType::fp16)
                               .shape(kBatch, kHeads, kHeads, kSeq, kSeq, kDim, kDim)
                               .causal()
-                              .q(q.view)
-                              .k(k.view)
-                              .v(v.view)
-                              .o(o.view)
+                              .q(x.q.view)
+                              .k(x.k.view)
+                              .v(x.v.view)
+                              .o(x.o.view)
                               .build();
   reference::run(problem);
 
   // The formula: query i sees keys 0..i (causal, top-left aligned), scale 1/sqrt(d).
-  examples::MaxError cpu;
-  for (int64_t b = 0; b < kBatch; ++b)
-    for (int64_t h = 0; h < kHeads; ++h)
-      for (int64_t i = 0; i < kSeq; ++i) {
-        const auto expected = examples::attend_row(
-            examples::read_row(q.view, b, i, h), i + 1, kDim, 1.0 / std::sqrt(double(kDim)),
-            [&](int64_t j, int64_t c) {
-              return numeric::load(k.view, {b, j, h, c});
-            },
-            [&](int64_t j, int64_t c) {
-              return numeric::load(v.view, {b, j, h, c});
-            });
-        for (int64_t c = 0; c < kDim; ++c)
-          cpu.add(numeric::load(o.view, {b, i, h, c}), expected[c]);
-      }
+  const examples::MaxError cpu = examples::formula_error(x, [](int64_t i) { return i + 1; });
   // fp16 output: half a unit in the last place of values below 1 is about 5e-4.
   bool ok = cpu.report("CPU reference vs formula", 1e-3);
 
@@ -104,7 +85,7 @@ int main() {
     return ok ? 0 : 1;
   }
   examples::HostBuffer cpu_o(DType::fp16, {kBatch, kSeq, kHeads, kDim});
-  cpu_o.bytes = o.bytes;
+  cpu_o.bytes = x.o.bytes;
   examples::MaxError gpu;
   gpu.value = gpu_error(problem, cpu_o);
   // The kernel rounds P to fp16 before P·V: a few fp16 units.

@@ -1,6 +1,7 @@
 // What the C++ examples share: an owning host buffer behind a TensorView, deterministic random
-// fill, and attention of one query row written directly from the formula
-// O_i = sum_j softmax_j(scale * q_i . k_j) v_j, which every example checks the engine against.
+// fill, the comparison of a [batch, seq, head, dim] output with the formula, and attention of one
+// query row written directly from the formula O_i = sum_j softmax_j(scale * q_i . k_j) v_j, which
+// every example checks the engine against.
 #pragma once
 
 #include <cmath>
@@ -81,6 +82,29 @@ inline std::vector<double> read_row(const TensorView& view, int64_t b, int64_t s
   return row;
 }
 
+// Q, K, V and O of one forward problem in [batch, seq, head, dim]; K and V have their own
+// sequence length and head count.
+struct BshdBuffers {
+  HostBuffer q, k, v, o;
+  BshdBuffers(DType dtype, DType out_dtype, int64_t batch, int64_t seqlen_q, int64_t seqlen_k,
+              int64_t nhead_q, int64_t nhead_k, int64_t hdim)
+      : q(dtype, {batch, seqlen_q, nhead_q, hdim}),
+        k(dtype, {batch, seqlen_k, nhead_k, hdim}),
+        v(dtype, {batch, seqlen_k, nhead_k, hdim}),
+        o(out_dtype, {batch, seqlen_q, nhead_q, hdim}) {}
+  // Q, K and V from seeds first_seed, first_seed + 1 and first_seed + 2.
+  void fill_inputs(uint64_t first_seed) {
+    fill_uniform(q, first_seed);
+    fill_uniform(k, first_seed + 1);
+    fill_uniform(v, first_seed + 2);
+  }
+};
+
+// Multiplies every element read from Q, K and V before the formula sees it: fp8 descales, else 1.
+struct Descales {
+  double q = 1.0, k = 1.0, v = 1.0;
+};
+
 // Tracks the largest |engine - formula| and reports it against a tolerance.
 struct MaxError {
   double value = 0.0;
@@ -96,5 +120,33 @@ struct MaxError {
     return ok;
   }
 };
+
+// Compares every row [b, i, h, :] of O with the formula and returns the largest error: query i
+// sees the first `visible(i)` keys, and query head h reads K/V head h / (nhead_q / nhead_k)
+// (grouped-query attention when K/V have fewer heads). Scale 1/sqrt(head dim).
+inline MaxError formula_error(const BshdBuffers& x, const std::function<int64_t(int64_t)>& visible,
+                              Descales descales = {}) {
+  const TensorView &q = x.q.view, &k = x.k.view, &v = x.v.view, &o = x.o.view;
+  const int64_t hdim = q.shape[3], group = q.shape[2] / k.shape[2];
+  MaxError error;
+  for (int64_t b = 0; b < q.shape[0]; ++b)
+    for (int64_t h = 0; h < q.shape[2]; ++h)
+      for (int64_t i = 0; i < q.shape[1]; ++i) {
+        const int64_t kv_head = h / group;
+        auto query = read_row(q, b, i, h);
+        for (double& element : query) element *= descales.q;
+        const auto expected = attend_row(
+            query, visible(i), hdim, 1.0 / std::sqrt(double(hdim)),
+            [&](int64_t j, int64_t c) {
+              return tilefmha::numeric::load(k, {b, j, kv_head, c}) * descales.k;
+            },
+            [&](int64_t j, int64_t c) {
+              return tilefmha::numeric::load(v, {b, j, kv_head, c}) * descales.v;
+            });
+        for (int64_t c = 0; c < hdim; ++c)
+          error.add(tilefmha::numeric::load(o, {b, i, h, c}), expected[c]);
+      }
+  return error;
+}
 
 }  // namespace examples

@@ -21,10 +21,8 @@ int main() {
   scales.k_descale = 0.005;
   scales.v_descale = 0.003;
 
-  examples::HostBuffer q(DType::fp8_e4m3, {kBatch, kSeq, kHeads, kDim});
-  examples::HostBuffer k(DType::fp8_e4m3, {kBatch, kSeq, kHeads, kDim});
-  examples::HostBuffer v(DType::fp8_e4m3, {kBatch, kSeq, kHeads, kDim});
-  examples::HostBuffer o(DType::bf16, {kBatch, kSeq, kHeads, kDim});
+  examples::BshdBuffers x(DType::fp8_e4m3, DType::bf16, kBatch, kSeq, kSeq, kHeads, kHeads, kDim);
+  examples::HostBuffer &q = x.q, &k = x.k, &v = x.v;
   std::mt19937_64 rng(51);
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
   double quantization = 0.0;  // largest |dequantized - original| over Q
@@ -41,30 +39,15 @@ int main() {
                               .dtype(DType::fp8_e4m3)  // out_dtype becomes bf16
                               .shape(kBatch, kHeads, kHeads, kSeq, kSeq, kDim, kDim)
                               .fp8_scales(scales)
-                              .q(q.view)
-                              .k(k.view)
-                              .v(v.view)
-                              .o(o.view)
+                              .q(x.q.view)
+                              .k(x.k.view)
+                              .v(x.v.view)
+                              .o(x.o.view)
                               .build();
   reference::run(problem);
 
-  examples::MaxError error;
-  for (int64_t b = 0; b < kBatch; ++b)
-    for (int64_t h = 0; h < kHeads; ++h)
-      for (int64_t i = 0; i < kSeq; ++i) {
-        auto query = examples::read_row(q.view, b, i, h);
-        for (double& x : query) x *= scales.q_descale;
-        const auto expected = examples::attend_row(
-            query, kSeq, kDim, 1.0 / std::sqrt(double(kDim)),
-            [&](int64_t j, int64_t c) {
-              return numeric::load(k.view, {b, j, h, c}) * scales.k_descale;
-            },
-            [&](int64_t j, int64_t c) {
-              return numeric::load(v.view, {b, j, h, c}) * scales.v_descale;
-            });
-        for (int64_t c = 0; c < kDim; ++c)
-          error.add(numeric::load(o.view, {b, i, h, c}), expected[c]);
-      }
+  const examples::MaxError error = examples::formula_error(
+      x, [](int64_t) { return kSeq; }, {scales.q_descale, scales.k_descale, scales.v_descale});
   // bf16 output: half a unit in the last place of values below 1 is 2^-9, about 2e-3.
   return error.report("fp8 (per-tensor scales) O vs formula on dequantized inputs", 2e-3) ? 0 : 1;
 }
