@@ -18,11 +18,20 @@ std::string dtype_name(const py::dtype& dtype) {
   return std::string(py::str(py::handle(dtype)));
 }
 
+// Read through the Python attributes, not pybind11's struct accessors: NumPy 2 moved the
+// descriptor's fields, and the accessors of the pybind11 Debian ships read the NumPy 1 layout.
+int64_t dtype_itemsize(const py::dtype& dtype) {
+  return py::cast<int64_t>(py::handle(dtype).attr("itemsize"));
+}
+char dtype_kind(const py::dtype& dtype) {
+  return py::cast<std::string>(py::handle(dtype).attr("kind")).at(0);
+}
+
 }  // namespace
 
 DType storage_dtype(const py::dtype& dtype, std::string_view field) {
-  const char kind = dtype.kind();
-  const auto size = dtype.itemsize();
+  const char kind = dtype_kind(dtype);
+  const int64_t size = dtype_itemsize(dtype);
   if (kind == 'f' && size == 4) return DType::fp32;
   if (kind == 'f' && size == 2) return DType::fp16;
   if (kind == 'u' && size == 2) return DType::bf16;
@@ -45,7 +54,7 @@ TensorView host_view(const py::array& array, std::string_view field, bool writab
   view.dtype = storage_dtype(array.dtype(), field);
   view.space = MemorySpace::host;
   view.rank = static_cast<int>(array.ndim());
-  const auto itemsize = static_cast<int64_t>(array.itemsize());
+  const int64_t itemsize = dtype_itemsize(array.dtype());
   if (array.size() == 0) {
     // NumPy gives empty arrays all-zero strides, which validation would take for an output
     // broadcast onto one address; no element is addressed, so row-major strides serve.
