@@ -3,7 +3,9 @@
 
 Each shape runs through tilefmha.attention (CUDA tensors via DLPack) and through
 torch.nn.functional.scaled_dot_product_attention restricted to one backend; the outputs must agree
-within a tolerance of the dtype, and each is timed with CUDA events (warm-ups, median of repeats).
+within a tolerance of the dtype, and each is timed with CUDA events (warm-ups, median of repeats)
+around CUDA-graph replays of the call (--timing graph, the default: GPU time alone, where
+capture works; else per-call events) and, separately, for its host cost per call.
 Shapes follow bench/fa3_sweep.json (the FlashAttention-3 protocol: heads = hidden / hdim,
 batch = total_tokens / seqlen) unless narrowed by --hdim, --seqlen, --causal, --dtype.
 
@@ -54,6 +56,9 @@ def parse_args(argv=None):
     parser.add_argument("--dtype", choices=sorted(TOLERANCE), help="element type (default: sweep's)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--timing", choices=("graph", "events"), default="graph",
+                        help="graph: CUDA-graph replays, GPU time alone (default); events: one "
+                             "Python call per timed interval, launch cost included")
     parser.add_argument("--csv", type=pathlib.Path, help="also write the rows to this CSV file")
     args = parser.parse_args(argv)
     if args.warmup < 0 or args.repeat < 1:
@@ -99,8 +104,9 @@ def torch_or_reason():
     return torch, None
 
 
-def time_ms(torch, call, warmup, repeat):
-    """Median of per-call CUDA event times on the current stream."""
+def time_events(torch, call, warmup, repeat):
+    """Median of per-call CUDA event times on the current stream (host launch cost included
+    wherever it exceeds the GPU time)."""
     for _ in range(warmup):
         call()
     samples = []
@@ -115,7 +121,42 @@ def time_ms(torch, call, warmup, repeat):
     return statistics.median(samples)
 
 
-def run_shape(torch, tilefmha, shape, warmup, repeat):
+def time_graph(torch, call, warmup, repeat):
+    """Median of CUDA-event times of a CUDA graph replaying the call: GPU time alone, the same
+    for every implementation (no Python or launch cost)."""
+    for _ in range(warmup):
+        call()  # first calls compile and load kernels, which a capture must not do
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    return time_events(torch, graph.replay, warmup, repeat)
+
+
+def time_ms(torch, call, warmup, repeat, method):
+    """(milliseconds, method used): `graph` falls back to `events` where capture fails."""
+    if method == "graph":
+        try:
+            return time_graph(torch, call, warmup, repeat), "graph"
+        except Exception:  # noqa: BLE001 - any capture failure (torch's or the engine's)
+            torch.cuda.synchronize()
+    return time_events(torch, call, warmup, repeat), "events"
+
+
+def host_us(torch, call, repeat):
+    """Host microseconds per call: the wall time of `repeat` back-to-back asynchronous calls."""
+    import time
+
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeat):
+        call()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / repeat * 1e6
+
+
+def run_shape(torch, tilefmha, shape, warmup, repeat, timing="graph"):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention
 
@@ -135,8 +176,9 @@ def run_shape(torch, tilefmha, shape, warmup, repeat):
     row = dict(shape)
     flops = attention_flops(b, h, s, s, d, causal)
     reference = ours()
-    row["ours_ms"] = time_ms(torch, ours, warmup, repeat)
+    row["ours_ms"], row["ours_timing"] = time_ms(torch, ours, warmup, repeat, timing)
     row["ours_tflops"] = flops / row["ours_ms"] / 1e9
+    row["ours_host_us"] = host_us(torch, ours, repeat)
     for name in BACKENDS:
         def theirs(name=name):
             with sdpa_kernel([sdpa_backend[name]]):
@@ -150,15 +192,16 @@ def run_shape(torch, tilefmha, shape, warmup, repeat):
         error = (reference.float() - expected.float()).abs().max().item()
         row[f"{name}_max_abs_error"] = error
         row[f"{name}_agrees"] = error <= TOLERANCE[shape["dtype"]]
-        row[f"{name}_ms"] = time_ms(torch, theirs, warmup, repeat)
+        row[f"{name}_ms"], row[f"{name}_timing"] = time_ms(torch, theirs, warmup, repeat, timing)
         row[f"{name}_tflops"] = flops / row[f"{name}_ms"] / 1e9
+        row[f"{name}_host_us"] = host_us(torch, theirs, repeat)
         row[f"ratio_{name}"] = row["ours_tflops"] / row[f"{name}_tflops"]
     return row
 
 
 def format_row(row):
     cells = [f"hdim {row['hdim']:>3} seqlen {row['seqlen']:>5} {'causal' if row['causal'] else 'full  '}",
-             f"ours {row['ours_tflops']:7.1f}"]
+             f"ours {row['ours_tflops']:7.1f} ({row['ours_host_us']:.0f} us host)"]
     for name in BACKENDS:
         if f"{name}_tflops" in row:
             mark = "" if row[f"{name}_agrees"] else f" MISMATCH {row[f'{name}_max_abs_error']:.3g}"
@@ -187,10 +230,11 @@ def main(argv=None):
               "Python (docs/python.md) and set PYTHONPATH=BUILD/python", file=sys.stderr)
         return 2
     print(f"compare_sdpa: {torch.cuda.get_device_name()}, PyTorch {torch.__version__}, "
-          f"{len(shapes)} shapes, TFLOP/s at the median of {args.repeat} (TFLOP/s, x = ours/theirs)")
+          f"{len(shapes)} shapes, TFLOP/s at the median of {args.repeat} {args.timing} timings "
+          "(x = ours/theirs; host = Python call cost)")
     rows, mismatches = [], 0
     for shape in shapes:
-        row = run_shape(torch, tilefmha, shape, args.warmup, args.repeat)
+        row = run_shape(torch, tilefmha, shape, args.warmup, args.repeat, args.timing)
         mismatches += sum(1 for name in BACKENDS if row.get(f"{name}_agrees") is False)
         rows.append(row)
         print(format_row(row), flush=True)

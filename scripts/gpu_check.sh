@@ -1,38 +1,109 @@
 #!/usr/bin/env bash
-# One call on a GPU host: run every GPU test binary and the short benchmark from a build made
-# elsewhere (scripts/bundle_gpu.sh) or here, and write logs and a summary under ${OUT:-out}.
-#   usage: TILEFMHA_BUILD_DIR=gpu_bundle scripts/gpu_check.sh
+# One call on a GPU host: the GPU tests, the benchmarks and the Python comparison with PyTorch
+# SDPA, from a build made elsewhere (scripts/bundle_gpu.sh) or here. Logs go to a scratch folder
+# and come back as ${OUT:-out}/results.tgz beside summary.txt (the device tool returns at most 8
+# files).
+#   usage: TILEFMHA_BUILD_DIR=gpu_bundle scripts/gpu_check.sh [STAGE...]
+# Stages (default: all, in this order):
+#   tests    every *_gpu_test binary (TILEFMHA_SM90_BENCH=1 adds the sm90_ws tile throughput table)
+#   bench    bench/run_short.sh: FA3-protocol shapes through the dispatcher, verified
+#   python   the Python package's GPU tests and bench/compare_sdpa.py (bf16 and fp16), where
+#            TILEFMHA_PYTHON_DIR (default BUILD/python) holds a package this python3 imports
+#   sweep    tilefmha sweep --category smoke --variant fwd, timed, sm90_ws kernels
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${TILEFMHA_BUILD_DIR:-$root/build}
 out=${OUT:-$root/out}
+logs=$(mktemp -d /tmp/tilefmha-gpu-check.XXXXXX)
 mkdir -p "$out"
+stages=("$@")
+((${#stages[@]})) || stages=(tests bench python sweep)
 # Binaries carried from another machine find their data and CLI through the environment.
 export TILEFMHA_DATA_DIR=${TILEFMHA_DATA_DIR:-$root/data}
 export TILEFMHA_CLI=${TILEFMHA_CLI:-$build_dir/tools/tilefmha}
 export TILEFMHA_CACHE_DIR=${TILEFMHA_CACHE_DIR:-/tmp/tilefmha-cache}
+python_dir=${TILEFMHA_PYTHON_DIR:-$build_dir/python}
+summary=$logs/summary.txt
+
+note() { echo "$*" | tee -a "$summary"; }
+elapsed() { echo "$((SECONDS - $1)) s"; }
 
 {
-  echo "# gpu_check $(date -u +%FT%TZ)"
+  echo "# gpu_check $(date -u +%FT%TZ): ${stages[*]}"
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
-} | tee "$out/summary.txt"
+} | tee "$summary"
+
+finish() {
+  cp "$summary" "$out/summary.txt"
+  tar czf "$out/results.tgz" -C "$logs" .
+}
+trap finish EXIT
 
 if [[ ! -x "$build_dir/tools/tilefmha" ]]; then
-  echo "no build at $build_dir: build elsewhere and carry scripts/bundle_gpu.sh's gpu_bundle" |
-    tee -a "$out/summary.txt"
+  note "no build at $build_dir: build elsewhere and carry scripts/bundle_gpu.sh's gpu_bundle"
   exit 1
 fi
 
 status=0
-for test_binary in "$build_dir"/tests/*_gpu_test; do
-  name=$(basename "$test_binary")
-  "$test_binary" --gtest_brief=1 >"$out/$name.log" 2>&1
-  code=$?
-  ((code == 0)) || status=1
-  echo "$name: exit $code, $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/$name.log" | tr '\n' ' ')" |
-    tee -a "$out/summary.txt"
-done
+run_tests() {
+  for test_binary in "$build_dir"/tests/*_gpu_test; do
+    local name start code
+    name=$(basename "$test_binary")
+    start=$SECONDS
+    "$test_binary" --gtest_brief=1 >"$logs/$name.log" 2>&1
+    code=$?
+    ((code == 0)) || status=1
+    note "$name: exit $code in $(elapsed "$start"), $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' \
+      "$logs/$name.log" | tr '\n' ' ')"
+  done
+  grep -E "TFLOP/s" "$logs/fwd_sm90_gpu_test.log" >"$logs/sm90_tiles.txt" 2>/dev/null || true
+}
 
-"$root/bench/run_short.sh" "$build_dir" "$out" >"$out/bench.log" 2>&1 || status=1
-grep -E "summary|geometric" "$out/bench_fwd.txt" | tee -a "$out/summary.txt"
+run_bench() {
+  local start=$SECONDS
+  "$root/bench/run_short.sh" "$build_dir" "$logs" >"$logs/bench.log" 2>&1 || status=1
+  note "bench: $(elapsed "$start")"
+  grep -E "summary|geometric" "$logs/bench_fwd.txt" | tee -a "$summary"
+}
+
+run_python() {
+  if ! PYTHONPATH=$python_dir python3 -c "import tilefmha" >"$logs/python_import.log" 2>&1; then
+    note "python: skipped, tilefmha from $python_dir does not import in $(python3 --version 2>&1):"
+    tail -1 "$logs/python_import.log" | tee -a "$summary"
+    return
+  fi
+  local start=$SECONDS
+  PYTHONPATH=$python_dir python3 -m pytest -q "$root/python/tests" "$root/tests/python" \
+    >"$logs/pytest.log" 2>&1 || status=1
+  note "pytest: $(tail -1 "$logs/pytest.log") in $(elapsed "$start")"
+  for dtype in bf16 fp16; do
+    start=$SECONDS
+    PYTHONPATH=$python_dir python3 "$root/bench/compare_sdpa.py" --dtype "$dtype" \
+      --csv "$logs/compare_sdpa_$dtype.csv" >"$logs/compare_sdpa_$dtype.txt" 2>&1 || status=1
+    note "compare_sdpa $dtype: $(elapsed "$start"), $(grep -c ' ours ' "$logs/compare_sdpa_$dtype.txt") shapes"
+  done
+}
+
+run_sweep() {
+  local start=$SECONDS
+  "$build_dir/tools/tilefmha" sweep --category smoke --variant fwd --arch sm90 --no-progress \
+    --filter "c.pipeline == 'sm90_ws'" --max-kernels 48 \
+    --csv "$logs/sweep_smoke_fwd.csv" --json "$logs/sweep_smoke_fwd.json" \
+    >"$logs/sweep.log" 2>&1 || status=1
+  note "sweep smoke fwd: $(elapsed "$start"), $(tail -3 "$logs/sweep.log" | tr '\n' ' ')"
+}
+
+for stage in "${stages[@]}"; do
+  case $stage in
+    tests) run_tests ;;
+    bench) run_bench ;;
+    python) run_python ;;
+    sweep) run_sweep ;;
+    *)
+      note "unknown stage '$stage' (tests, bench, python, sweep)"
+      status=2
+      ;;
+  esac
+done
+note "gpu_check: exit $status"
 exit $status

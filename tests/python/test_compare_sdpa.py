@@ -90,3 +90,20 @@ def test_gpu_comparison_agrees():
     for name in compare.BACKENDS:
         if f"{name}_agrees" in row:
             assert row[f"{name}_agrees"], row
+
+
+def test_timing_defaults_to_graph_replays():
+    assert compare.parse_args([]).timing == "graph"
+    assert compare.parse_args(["--timing", "events"]).timing == "events"
+    with pytest.raises(SystemExit):
+        compare.parse_args(["--timing", "wall"])
+
+
+def test_gpu_rows_say_how_they_were_timed():
+    torch, reason = compare.torch_or_reason()
+    if torch is None:
+        pytest.skip(reason)
+    tilefmha = pytest.importorskip("tilefmha")
+    shape = compare.expand_shapes(SWEEP, [128], [512], [False])[0]
+    row = compare.run_shape(torch, tilefmha, shape, warmup=1, repeat=3, timing="graph")
+    assert row["ours_timing"] in ("graph", "events") and row["ours_host_us"] > 0
