@@ -106,7 +106,13 @@ TEST(FwdSm90Codegen, SourceSpellsTheConfig) {
         "Logits<tilefmha::fmha::SoftCap, tilefmha::fmha::AlibiBias>", "PhiloxDropout",
         "/*store_lse=*/true, /*sink_logit=*/true", "Sm90Schedule::pingpong"})
     EXPECT_NE(source.find(piece), std::string::npos) << piece;
-  EXPECT_NE(source.find("/*persistent=*/false"), std::string::npos);
+  // O fits beside the rings (64-wide head dims), so the CTAs loop over tiles.
+  EXPECT_TRUE(fmha::sm90_smem_layout(64, 64, 192, 128, 2).separate_o());
+  EXPECT_NE(source.find("/*persistent=*/true"), std::string::npos);
+  // hdim 256: O must reuse the Q buffer, and such kernels run one tile per CTA.
+  const KernelConfig wide = sm90_fwd_config(DType::bf16, 256, 256, 128, 80);
+  EXPECT_FALSE(fmha::sm90_smem_layout(256, 256, 128, 80, 2).separate_o());
+  EXPECT_NE(codegen::generate_sm90_source(wide).find("/*persistent=*/false"), std::string::npos);
   const std::string serial =
       codegen::generate_sm90_source(c, codegen::Sm90Variant{fmha::Sm90Schedule::serial, true});
   EXPECT_NE(serial.find("Sm90Schedule::serial, /*persistent=*/true"), std::string::npos);
@@ -118,7 +124,7 @@ TEST(FwdSm90Codegen, LaunchShapeFollowsTheTile) {
       testing::batch_problem(pool, Family::fwd, DType::bf16, {3, 6, 2, 1000, 700, 128, 128})
           .build();
   const KernelConfig c = sm90_fwd_config(DType::bf16, 128, 128, 128, 176);
-  const jit::LaunchShape shape = codegen::launch_shape_sm90(c, p);
+  const jit::LaunchShape shape = codegen::launch_shape_sm90(c, p, 132);
   EXPECT_EQ(shape.grid[0], 8u * 6 * 3);  // ceil(1000 / 128) query blocks x heads x batch
   EXPECT_EQ(shape.grid[1], 1u);
   EXPECT_EQ(shape.grid[2], 1u);
@@ -132,6 +138,35 @@ TEST(FwdSm90Codegen, LaunchShapeFollowsTheTile) {
   EXPECT_EQ(codegen::launch_shape_sm90(c, p, persistent, 1000).grid[0], 144u);
   // A kernel that runs one tile per CTA needs every tile's CTA whatever the cap.
   EXPECT_EQ(codegen::launch_shape_sm90(c, p, codegen::default_sm90_variant(c), 132).grid[0], 144u);
+}
+
+// Q (128 x 128), K and V rings (2 x 128 x 128 each) and O (128 x 128) fit in 227 KiB: the
+// default variant loops over tiles, and the launch picks the grid from the problem.
+TEST(FwdSm90Codegen, PersistentGridWhereTilesCostTheSame) {
+  testing::TensorPool pool(4);
+  const KernelConfig c = sm90_fwd_config(DType::bf16, 128, 128, 128, 128);
+  const fmha::Sm90SmemLayout layout = fmha::sm90_smem_layout(128, 128, 128, 128, 2);
+  ASSERT_TRUE(layout.separate_o());
+  EXPECT_EQ(layout.bytes, 2 * (128 * 128 * 2 + 4 * 128 * 128) + 10 * 8 + 1024);
+  EXPECT_TRUE(codegen::default_sm90_variant(c).persistent);
+  auto grid = [&](const Problem& p, int64_t sm_count) {
+    return codegen::launch_shape_sm90(c, p, sm_count).grid[0];
+  };
+  const auto builder = [&](int64_t seqlen) {
+    return testing::batch_problem(pool, Family::fwd, DType::bf16,
+                                  {4, 8, 8, seqlen, seqlen, 128, 128});
+  };
+  const Problem plain = builder(4096).build();
+  EXPECT_TRUE(codegen::sm90_persistent_grid_pays(plain));
+  EXPECT_EQ(grid(plain, 132), 132u);
+  EXPECT_EQ(grid(plain, 0), 32u * 8 * 4);  // SM count unknown: one CTA per tile
+  const Problem short_causal = builder(2048).causal().build();
+  EXPECT_TRUE(codegen::sm90_persistent_grid_pays(short_causal));
+  EXPECT_EQ(grid(short_causal, 132), 132u);
+  // Long causal rows: unequal tiles, left to the hardware's dynamic CTA scheduling.
+  const Problem long_causal = builder(4096).causal().build();
+  EXPECT_FALSE(codegen::sm90_persistent_grid_pays(long_causal));
+  EXPECT_EQ(grid(long_causal, 132), 32u * 8 * 4);
 }
 
 TEST(FwdSm90Codegen, TensorMapsFollowTheViewStrides) {

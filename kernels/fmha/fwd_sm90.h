@@ -83,6 +83,7 @@ TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
                             dropout.keep_scale());
       if constexpr (!Traits::kPersistent) break;
     }
+    sm90_epilogue_drain(consumer);
     consumer.close_turns();
   }
 #endif

@@ -47,6 +47,14 @@ struct Sm90Consumer {
     if (thread % 32 == 0) tile::mbarrier_arrive(empty_barrier);
   }
 
+  // With its own O buffer, the Q tile is free once the tile's last S = QK^T has completed
+  // (`step` is the block just waited for); else the epilogue releases it after storing O.
+  TILEFMHA_DEVICE void release_q_after(int step, int steps) const {
+    if constexpr (Traits::kSmem.separate_o()) {
+      if (step == steps - 1) release(barriers.q_empty());
+    }
+  }
+
   // Pingpong turn taking: wait until the previous warpgroup has issued its GEMMs, then let the
   // next one go once ours are issued.
   TILEFMHA_DEVICE void wait_turn() const {
@@ -190,6 +198,7 @@ struct Sm90Consumer {
     tile::mbarrier_wait(barriers.q_full(), q_phase);
 
     const int steps = blocks.count();
+    if (steps == 0) release_q_after(-1, 0);  // a tile that sees no key never reads Q
     float s[kBlockN / 2];
     tile::u32 p[kKeySteps][4];
     float correction[2];
@@ -207,6 +216,7 @@ struct Sm90Consumer {
         tile::wgmma_wait_group<0>();
         tile::wgmma_fence_registers(s);
         release(barriers.k_empty(stage));
+        release_q_after(step, steps);
 
         const float scale = transform(s, m_begin, key_begin_of(step), mask, logits, scale_log2);
         state.softmax.update(s, scale, correction);
@@ -233,6 +243,7 @@ struct Sm90Consumer {
       tile::wgmma_wait_group<0>();
       tile::wgmma_fence_registers(s);
       release(barriers.k_empty(stage_of(0)));
+      release_q_after(0, steps);
       {
         const float scale = transform(s, m_begin, key_begin_of(0), mask, logits, scale_log2);
         state.softmax.update(s, scale, correction);
@@ -257,6 +268,7 @@ struct Sm90Consumer {
         tile::wgmma_wait_group<1>();
         tile::wgmma_fence_registers(s);
         release(barriers.k_empty(k_stage));
+        release_q_after(step, steps);
         const float scale = transform(s, m_begin, key_begin_of(step), mask, logits, scale_log2);
         state.softmax.update(s, scale, correction);
         drop(s, m_begin, key_begin_of(step), dropout);

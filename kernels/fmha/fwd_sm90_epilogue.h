@@ -1,9 +1,10 @@
 // A consumer warpgroup's epilogue: normalize O by the softmax totals, write it as 16-bit values
-// into its 64 rows of the (now free) Q tile in the swizzled panel layout, then store it to
+// into its 64 rows of the O tile (its own buffer, or the now free Q tile) in the swizzled panel
+// layout, then store it to
 // global memory, and write LSE. Batch mode stores with TMA, whose box clipping drops rows past
 // the sequence end; group mode packs sequences back to back, so there the rows go out through
-// guarded 16-byte stores instead of clipping into the next sequence. Then the warpgroup
-// releases the Q buffer for the CTA's next tile.
+// guarded 16-byte stores instead of clipping into the next sequence. Where O shares the Q
+// buffer, the warpgroup then releases it for the CTA's next tile.
 #pragma once
 
 #include "fmha/fwd_sm90_consumer.h"
@@ -60,8 +61,16 @@ TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& s
                                                     lse);
   Sm90Consumer<Traits>::rescale(state.o, normalizer);
 
-  // Registers -> swizzled shared tile (this warpgroup's rows of every panel).
-  const tile::u32 o_tile = consumer.smem + Traits::kSmem.q_offset;
+  // Registers -> swizzled shared tile (this warpgroup's rows of every panel). In its own buffer,
+  // the previous tile's O must have left this warpgroup's rows first: the TMA store has read
+  // them (only its issuing thread can wait for that) or every thread's guarded copy has.
+  const tile::u32 o_tile = consumer.smem + Traits::kSmem.o_offset;
+  if constexpr (Traits::kSmem.separate_o()) {
+    if constexpr (!Traits::kGroupMode) {
+      if (thread == 0) tile::tma_store_wait_group_read<0>();
+    }
+    tile::named_barrier_sync(kSm90EpilogueBarrier + group, kSm90WarpgroupThreads);
+  }
 #pragma unroll
   for (int j = 0; j < kDv / 8; ++j) {
     const int panel = j / 8;
@@ -124,15 +133,26 @@ TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& s
     }
   }
 
-  // The Q buffer is free for the next tile once this warpgroup's O has left it: the TMA store
-  // has read it (batch mode) or the guarded stores have (group mode, where the next Q's TMA
-  // writes follow ordinary shared-memory accesses).
-  if constexpr (!Traits::kGroupMode) {
+  // Where O shares the Q buffer, that buffer is free for the next tile once this warpgroup's O
+  // has left it: the TMA store has read it (batch mode) or the guarded stores have (group mode,
+  // where the next Q's TMA writes follow ordinary shared-memory accesses).
+  if constexpr (Traits::kSmem.separate_o()) {
+    return;
+  } else if constexpr (!Traits::kGroupMode) {
     if (thread == 0) tile::tma_store_wait_group_read<0>();
   } else {
     tile::fence_proxy_async_shared();
   }
   consumer.release(consumer.barriers.q_empty());
+}
+
+// Before the CTA exits (its shared memory goes away), the TMA stores of O that each warpgroup's
+// issuing thread left in flight must have read their source.
+template <class Traits>
+TILEFMHA_DEVICE void sm90_epilogue_drain(const Sm90Consumer<Traits>& consumer) {
+  if constexpr (Traits::kSmem.separate_o() && !Traits::kGroupMode) {
+    if (consumer.thread == 0) tile::tma_store_wait_group_read<0>();
+  }
 }
 
 }  // namespace tilefmha::fmha

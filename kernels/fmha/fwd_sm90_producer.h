@@ -1,9 +1,10 @@
 // The producer: one thread of the first warpgroup issues every TMA load of the CTA's tiles.
-// Per tile, Q (once the previous tile's O has left its buffer), then K and V blocks into their
+// Per tile, Q (once the consumers release the buffer: after the previous tile's last QK^T, or
+// its O where O reuses the Q buffer), then K and V blocks into their
 // rings in the order the consumers use them under the overlap schedule (K0, K1, V0, K2, V1,
 // ..., V(n-1)); the serial schedule consumes them in an order this one never blocks. A
 // persistent CTA issues the next tile's K0 before its Q, so it lands while the consumers still
-// store the previous tile's O from the Q buffer.
+// finish the previous tile.
 #pragma once
 
 #include "fmha/fwd_sm90_params.h"

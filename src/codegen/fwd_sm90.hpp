@@ -21,15 +21,24 @@ void check_supported_sm90(const KernelConfig& config);
 // consumer warpgroups schedule GEMMs and softmax, and whether CTAs loop over tiles.
 struct Sm90Variant {
   fmha::Sm90Schedule schedule = fmha::Sm90Schedule::pingpong;
-  // One CTA per tile (false) or at most one CTA per SM looping over tiles (true). Measured on
-  // H100 (bf16): persistent wins a few percent at short sequences (s <= 1k, non-causal) and
-  // loses up to 20% on long causal ones, so it is opt-in.
+  // Whether the CTAs loop over tiles. Such a kernel runs either grid: one CTA per tile (each
+  // loops once) or a persistent grid of one CTA per SM (launch_shape_sm90's max_ctas).
   bool persistent = false;
 };
 
-// Pingpong when the tile has several consumer warpgroups, else intra-warpgroup overlap; one
-// CTA per tile.
+// Pingpong when the tile has several consumer warpgroups, else intra-warpgroup overlap. CTAs
+// loop over tiles where O has its own shared buffer (Sm90SmemLayout::separate_o): there the
+// next tile's Q loads under this tile's last GEMM and epilogue, which a persistent grid turns
+// into overlap (H200, bf16: +27% at hdim 128, 512 tokens, non-causal; +16% causal). Without
+// that buffer the loop gains nothing, so those kernels run one tile per CTA.
 Sm90Variant default_sm90_variant(const KernelConfig& config);
+
+// Whether a persistent grid pays for `problem`: its CTAs take tiles round-robin, so tiles must
+// cost about the same. They do without a mask; under causal and window masks (whose query
+// blocks see different key counts) only on short rows, where the longest-first order keeps the
+// rounds even and the overlap matters most; never for ragged sequences (group mode, per-batch
+// key lengths).
+bool sm90_persistent_grid_pays(const Problem& problem);
 
 // The translation unit of `config` (checks support first).
 std::string generate_sm90_source(const KernelConfig& config);
@@ -39,10 +48,12 @@ std::string generate_sm90_source(const KernelConfig& config, const Sm90Variant& 
 int threads_per_block_sm90(const KernelConfig& config);
 
 // Block, dynamic shared memory and a 1D grid over the tiles (query blocks x query heads x
-// sequences) of the default variant: one CTA per tile.
-jit::LaunchShape launch_shape_sm90(const KernelConfig& config, const Problem& problem);
+// sequences) of the default variant: a persistent grid of at most `sm_count` CTAs where the
+// kernel loops and sm90_persistent_grid_pays, else (or with sm_count 0) one CTA per tile.
+jit::LaunchShape launch_shape_sm90(const KernelConfig& config, const Problem& problem,
+                                   int64_t sm_count);
 // For a persistent variant, at most `max_ctas` CTAs (the SM count: one resident CTA per SM),
-// never more than tiles; a non-persistent variant always gets one CTA per tile. Throws
+// never more than tiles; with max_ctas 0 or a non-persistent variant, one CTA per tile. Throws
 // Error(not_supported) past 2^31 - 1 tiles.
 jit::LaunchShape launch_shape_sm90(const KernelConfig& config, const Problem& problem,
                                    const Sm90Variant& variant, int64_t max_ctas);

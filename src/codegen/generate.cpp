@@ -47,9 +47,10 @@ int threads_per_block(const KernelConfig& config) {
   no_template(config);
 }
 
-jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem) {
+jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem,
+                              int64_t sm_count) {
   if (config.pipeline == Pipeline::sm90_ws && is_forward(config))
-    return launch_shape_sm90(config, problem);
+    return launch_shape_sm90(config, problem, sm_count);
   if (config.pipeline == Pipeline::sm80_mma) return launch_shape_sm80(config, problem);
   if (config.pipeline == Pipeline::simt_f32) return launch_shape_simt(config, problem);
   no_template(config);

@@ -40,14 +40,15 @@ int64_t tile_smem_bytes(const KernelConfig& c) {
   const int64_t hq = c.hdim_q, hv = c.hdim_v;
   if (is_forward_like_family(c.family)) {
     if (c.pipeline == Pipeline::sm90_ws) {
-      // Q tile (reused for O, so sized by the wider head dim), K and V per stage, the
-      // kernel's mbarriers (one count, shared with the kernel), and one swizzle atom of
-      // alignment slack: the layout of kernels/fmha/fwd_sm90_shape.h.
-      int64_t bytes = e * (bm * std::max(hq, hv) + stages * bn * (hq + hv)) +
-                      kMbarrierBytes * fmha::sm90_barrier_count(static_cast<int>(stages)) +
-                      kSwizzleAtomBytes;
-      if (is_fp8(c.dtype)) bytes += e * stages * bn * hv;  // V transposed for the PV wgmma
-      return bytes;
+      // 16-bit tiles: the kernel's own layout (kernels/fmha/fwd_sm90_shape.h): Q, the K and V
+      // rings, O where it fits beside them, the mbarriers and one swizzle atom of slack.
+      if (!is_fp8(c.dtype))
+        return fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).bytes;
+      // fp8 (no kernel yet): Q reused for O, K and V per stage plus V transposed for the PV
+      // wgmma, the mbarriers and the slack.
+      return e * (bm * std::max(hq, hv) + stages * bn * (hq + 2 * hv)) +
+             kMbarrierBytes * fmha::sm90_barrier_count(static_cast<int>(stages)) +
+             kSwizzleAtomBytes;
     }
     // Q tile once; K and V tiles per stage; O reuses them. FP8 keeps a transposed V copy.
     int64_t bytes = e * (bm * hq + stages * bn * (hq + hv));

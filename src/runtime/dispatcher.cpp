@@ -45,11 +45,16 @@ double preference(const KernelConfig& kernel, const Problem& problem, const Devi
   const double wave_efficiency = static_cast<double>(ctas) / (waves * device.sm_count);
   score += 100 * wave_efficiency;
   // Bigger tiles amortize the K/V traffic once the grid fills the machine; key blocks wider
-  // than 128 pay off only on long rows: from 4k keys unmasked, from 16k causal (sm90_ws at
-  // hdim 128 on H100, docs/performance.md).
+  // than 128 pay off only on long rows: from 8k keys unmasked, from 16k causal (sm90_ws at
+  // hdim 128: below those the 128-wide tile, whose O buffer fits beside its rings, runs on a
+  // persistent grid and wins; docs/performance.md).
   if (ctas >= device.sm_count) score += kernel.block_m / 16.0 + kernel.block_n / 32.0;
-  const int64_t long_rows = problem.mask.kind == MaskKind::none ? 4096 : 16384;
+  const int64_t long_rows = problem.mask.kind == MaskKind::none ? 8192 : 16384;
   if (kernel.block_n > 128 && problem.seqlen_k < long_rows) score -= 10;
+  // Masked short rows: few key blocks per query block, so the 192-row tile's extra masked work
+  // and fewer, longer tiles lose to 128 rows (sm90_ws hdim 64 causal up to 2k: +13-15%).
+  if (kernel.block_m > 128 && problem.mask.kind != MaskKind::none && problem.seqlen_q <= 2048)
+    score -= 10;
   score += kernel.stages;  // deeper pipelines hide latency when shared memory allows
   return score;
 }
@@ -131,7 +136,8 @@ std::shared_ptr<const Plan> Dispatcher::plan(const Problem& problem) {
     }
     const auto& best = stage_verdicts.front();
     ensure_built(best.kernel);
-    plan->stages.push_back({best.kernel, codegen::launch_shape(best.kernel, problem)});
+    plan->stages.push_back(
+        {best.kernel, codegen::launch_shape(best.kernel, problem, device_.sm_count)});
     why << to_string(stage) << ": " << best.kernel.name() << " (score " << best.score << ", "
         << (stage_verdicts.size() - 1) << " other candidates)\n";
   }
