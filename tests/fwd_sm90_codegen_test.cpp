@@ -106,13 +106,11 @@ TEST(FwdSm90Codegen, SourceSpellsTheConfig) {
         "Logits<tilefmha::fmha::SoftCap, tilefmha::fmha::AlibiBias>", "PhiloxDropout",
         "/*store_lse=*/true, /*sink_logit=*/true", "Sm90Schedule::pingpong"})
     EXPECT_NE(source.find(piece), std::string::npos) << piece;
-  // O fits beside the rings (64-wide head dims), so the CTAs loop over tiles.
-  EXPECT_TRUE(fmha::sm90_smem_layout(64, 64, 192, 128, 2).separate_o());
+  // CTAs loop over tiles; the launch picks the grid.
   EXPECT_NE(source.find("/*persistent=*/true"), std::string::npos);
-  // hdim 256: O must reuse the Q buffer, and such kernels run one tile per CTA.
-  const KernelConfig wide = sm90_fwd_config(DType::bf16, 256, 256, 128, 80);
+  EXPECT_TRUE(fmha::sm90_smem_layout(64, 64, 192, 128, 2).separate_o());
+  // hdim 256: O must reuse the Q buffer.
   EXPECT_FALSE(fmha::sm90_smem_layout(256, 256, 128, 80, 2).separate_o());
-  EXPECT_NE(codegen::generate_sm90_source(wide).find("/*persistent=*/false"), std::string::npos);
   const std::string serial =
       codegen::generate_sm90_source(c, codegen::Sm90Variant{fmha::Sm90Schedule::serial, true});
   EXPECT_NE(serial.find("Sm90Schedule::serial, /*persistent=*/true"), std::string::npos);
@@ -137,12 +135,16 @@ TEST(FwdSm90Codegen, LaunchShapeFollowsTheTile) {
   EXPECT_EQ(codegen::launch_shape_sm90(c, p, persistent, 132).grid[0], 132u);
   EXPECT_EQ(codegen::launch_shape_sm90(c, p, persistent, 1000).grid[0], 144u);
   // A kernel that runs one tile per CTA needs every tile's CTA whatever the cap.
-  EXPECT_EQ(codegen::launch_shape_sm90(c, p, codegen::default_sm90_variant(c), 132).grid[0], 144u);
+  const codegen::Sm90Variant per_tile{fmha::Sm90Schedule::pingpong, false};
+  EXPECT_EQ(codegen::launch_shape_sm90(c, p, per_tile, 132).grid[0], 144u);
+  // The launch's own choice: O has no buffer of its own at block_n 176, so equal tiles run one
+  // CTA each.
+  EXPECT_FALSE(fmha::sm90_smem_layout(128, 128, 128, 176, 2).separate_o());
 }
 
-// Q (128 x 128), K and V rings (2 x 128 x 128 each) and O (128 x 128) fit in 227 KiB: the
+// Q (128 x 128), K and V rings (2 x 128 x 128 each) and O (128 x 128) fit in 227 KiB; the
 // default variant loops over tiles, and the launch picks the grid from the problem.
-TEST(FwdSm90Codegen, PersistentGridWhereTilesCostTheSame) {
+TEST(FwdSm90Codegen, PersistentGridWherePersistenceWasMeasuredToPay) {
   testing::TensorPool pool(4);
   const KernelConfig c = sm90_fwd_config(DType::bf16, 128, 128, 128, 128);
   const fmha::Sm90SmemLayout layout = fmha::sm90_smem_layout(128, 128, 128, 128, 2);
@@ -152,21 +154,27 @@ TEST(FwdSm90Codegen, PersistentGridWhereTilesCostTheSame) {
   auto grid = [&](const Problem& p, int64_t sm_count) {
     return codegen::launch_shape_sm90(c, p, sm_count).grid[0];
   };
-  const auto builder = [&](int64_t seqlen) {
+  const auto builder = [&](int64_t seqlen, int64_t heads) {
     return testing::batch_problem(pool, Family::fwd, DType::bf16,
-                                  {4, 8, 8, seqlen, seqlen, 128, 128});
+                                  {1, heads, heads, seqlen, seqlen, 128, 128});
   };
-  const Problem plain = builder(4096).build();
-  EXPECT_TRUE(codegen::sm90_persistent_grid_pays(plain));
+  const Problem plain = builder(4096, 8).build();  // 32 x 8 tiles
+  EXPECT_TRUE(codegen::sm90_persistent_grid_pays(c, plain));
   EXPECT_EQ(grid(plain, 132), 132u);
-  EXPECT_EQ(grid(plain, 0), 32u * 8 * 4);  // SM count unknown: one CTA per tile
-  const Problem short_causal = builder(2048).causal().build();
-  EXPECT_TRUE(codegen::sm90_persistent_grid_pays(short_causal));
+  EXPECT_EQ(grid(plain, 0), 32u * 8);  // SM count unknown: one CTA per tile
+  const Problem short_causal = builder(2048, 16).causal().build();  // 16 x 16 tiles
+  EXPECT_TRUE(codegen::sm90_persistent_grid_pays(c, short_causal));
   EXPECT_EQ(grid(short_causal, 132), 132u);
-  // Long causal rows: unequal tiles, left to the hardware's dynamic CTA scheduling.
-  const Problem long_causal = builder(4096).causal().build();
-  EXPECT_FALSE(codegen::sm90_persistent_grid_pays(long_causal));
-  EXPECT_EQ(grid(long_causal, 132), 32u * 8 * 4);
+  // Long causal rows: left to the hardware's dynamic CTA scheduling of one CTA per tile.
+  const Problem long_causal = builder(16384, 2).causal().build();  // 128 x 2 tiles
+  EXPECT_FALSE(codegen::sm90_persistent_grid_pays(c, long_causal));
+  EXPECT_EQ(grid(long_causal, 132), 128u * 2);
+  // O without its own buffer (hdim 256): equal tiles gain nothing, masked ones still do.
+  const KernelConfig wide = sm90_fwd_config(DType::bf16, 256, 256, 128, 80);
+  ProblemBuilder wide_builder =
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {2, 8, 8, 1024, 1024, 256, 256});
+  EXPECT_FALSE(codegen::sm90_persistent_grid_pays(wide, wide_builder.build()));
+  EXPECT_TRUE(codegen::sm90_persistent_grid_pays(wide, wide_builder.causal().build()));
 }
 
 TEST(FwdSm90Codegen, TensorMapsFollowTheViewStrides) {

@@ -256,6 +256,7 @@ class FwdSm90Gpu : public ::testing::Test {
               const Problem& problem, int64_t max_ctas) {
     const jit::LaunchShape shape = codegen::launch_shape_sm90(config, problem, variant, max_ctas);
     fmha::Sm90FwdParams argument = params;
+    runtime::bind_sm90_grid(argument, config, shape.grid[0]);
     void* arguments[] = {&argument};
     jit::launch_kernel(module.function(config.symbol()), shape, arguments);
   }

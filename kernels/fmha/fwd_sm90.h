@@ -39,7 +39,7 @@ TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
       (tile::shared_address(shared) + (kSm90AtomBytes - 1)) & ~tile::u32(kSm90AtomBytes - 1);
   const Sm90Barriers<Traits::kStages> barriers{smem + Traits::kSmem.barrier_offset};
   constexpr bool kLongestFirst = !tile::same_type<typename Traits::Mask, NoMask>::value;
-  const Sm90TileScheduler<Traits::kBlockM, kLongestFirst> scheduler{p};
+  const Sm90TileScheduler<kLongestFirst> scheduler{params};
 
   if (threadIdx.x == 0) barriers.init(Traits::kConsumerWarps);
   __syncthreads();
@@ -57,7 +57,7 @@ TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
     consumer.open_turns();
     int step_base = 0;  // key blocks of earlier tiles: ring positions continue across tiles
     int q_loads = 0;
-    for (int index = scheduler.first(); index < scheduler.tiles(); index = scheduler.next(index)) {
+    for (int index = scheduler.first(); index < scheduler.count(); index = scheduler.next(index)) {
       const Sm90Tile tile_id = scheduler.tile(index);
       const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, tile_id.batch);
       const int m_begin = tile_id.m_block * Traits::kBlockM;

@@ -22,6 +22,15 @@ struct Sm90FwdParams {
   Sm90TensorMap v_map;  // box {64, block_n}
   Sm90TensorMap o_map;  // box {64, 64}: one consumer warpgroup's rows
   FwdParams base;
+  // The tile scheduler's inputs (fwd_sm90_scheduler.h), computed on the host so the kernel reads
+  // them from the parameter bank instead of keeping derived values live across its main loop:
+  // query blocks per (sequence, head), ceil(seqlen_q / block_m); whether tiles are numbered in
+  // pairs (a grid of fewer CTAs than tiles under a mask that gives query blocks unequal key
+  // counts; runtime::bind_sm90_grid sets it for the launch's grid); and numbers per (sequence,
+  // head): m_blocks, rounded up to even when paired.
+  int m_blocks;
+  int paired;
+  int m_slots;
 };
 
 }  // namespace tilefmha::fmha

@@ -35,7 +35,7 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
 
   int step_base = 0;  // key blocks loaded for earlier tiles
   int q_loads = 0;    // Q tiles loaded so far
-  for (int index = scheduler.first(); index < scheduler.tiles(); index = scheduler.next(index)) {
+  for (int index = scheduler.first(); index < scheduler.count(); index = scheduler.next(index)) {
     const Sm90Tile tile_id = scheduler.tile(index);
     const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, tile_id.batch);
     const int m_begin = tile_id.m_block * Traits::kBlockM;

@@ -1,13 +1,17 @@
-// Which tiles a CTA computes. Tiles (query block, query head, sequence) are numbered once and
-// CTA c takes tiles c, c + gridDim.x, ...: a grid of one CTA per tile runs each tile in its
-// own CTA, a persistent kernel (Traits::kPersistent) on one CTA per SM loops over many. The
-// numbering puts query blocks fastest, so CTAs running together share a head's K/V in L2;
-// under masks that give later query blocks more keys (causal, bottom-right windows), each
-// head's blocks are numbered longest first, and a persistent grid (fewer CTAs than tiles)
-// takes the longest blocks of all heads first, so its static round-robin stays balanced.
+// Which tiles a CTA computes. Tiles (query block, query head, sequence) are numbered and CTA c
+// takes numbers c, c + gridDim.x, ...: a grid of one CTA per tile runs each tile in its own CTA,
+// a persistent kernel (Traits::kPersistent) on one CTA per SM loops over many. The numbering
+// puts query blocks fastest, so CTAs running together share a head's K/V in L2; under masks
+// that give later query blocks more keys (causal, bottom-right windows) each head's blocks are
+// numbered longest first, which the hardware's dynamic CTA scheduling turns into a balanced
+// one-CTA-per-tile grid. A persistent grid's static round-robin cannot balance that order, so
+// there the numbers go in pairs: a CTA takes query blocks m_count - 1 - s and s of one head
+// together, whose key blocks add up to the same count for every s, and pairs are dealt out
+// round-robin in head order, so the rounds stay even and CTAs running together still share
+// K/V.
 #pragma once
 
-#include "fmha/fwd_params.h"
+#include "fmha/fwd_sm90_params.h"
 #include "tile/device.h"
 
 namespace tilefmha::fmha {
@@ -20,29 +24,50 @@ struct Sm90Tile {
 
 // Holds only a reference to the (constant-bank) parameters: the counts are re-read where
 // needed rather than kept in registers across the consumers' main loop.
-template <int BlockM, bool LongestFirst>
+// The grid size and CTA index, read afresh at each use: values derived from them are
+// recomputed after the main loop rather than kept in registers across it.
+TILEFMHA_DEVICE int sm90_grid_ctas() {
+  unsigned value;
+  asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(value));
+  return int(value);
+}
+TILEFMHA_DEVICE int sm90_cta_index() {
+  unsigned value;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(value));
+  return int(value);
+}
+
+template <bool LongestFirst>
 struct Sm90TileScheduler {
-  const FwdParams& p;
+  const Sm90FwdParams& params;
 
-  TILEFMHA_DEVICE int m_blocks() const { return int((p.seqlen_q + BlockM - 1) / BlockM); }
-  TILEFMHA_DEVICE int tiles() const { return m_blocks() * int(p.nhead_q) * int(p.batch); }
-  TILEFMHA_DEVICE int first() const { return int(blockIdx.x); }
-  TILEFMHA_DEVICE int next(int tile) const { return tile + int(gridDim.x); }
+  TILEFMHA_DEVICE bool paired() const { return LongestFirst && params.paired != 0; }
+  TILEFMHA_DEVICE int heads() const { return int(params.base.nhead_q); }
+  // Numbers per (sequence, head): its query blocks, rounded up to whole pairs when paired.
+  TILEFMHA_DEVICE int slots() const { return params.m_slots; }
 
-  TILEFMHA_DEVICE Sm90Tile tile(int index) const {
-    const int heads = int(p.nhead_q);
-    const int m_count = m_blocks();
-    if (LongestFirst && int(gridDim.x) < tiles()) {
-      // Persistent CTAs take tiles round-robin, so each round must hold tiles of one length:
-      // the longest query block of every (sequence, head) first, then the next longest.
-      const int sequences = heads * int(p.batch);
-      const int m_from_end = index / sequences;
-      const int rest = index - m_from_end * sequences;
-      return {m_count - 1 - m_from_end, rest % heads, rest / heads};
+  // The loop: for (n = first(); n < count(); n = next(n)) { tile(n) ... }
+  TILEFMHA_DEVICE int count() const { return slots() * heads() * int(params.base.batch); }
+  TILEFMHA_DEVICE int first() const { return paired() ? 2 * sm90_cta_index() : sm90_cta_index(); }
+  TILEFMHA_DEVICE int next(int n) const {
+    if (!paired()) return n + sm90_grid_ctas();
+    return n % 2 == 0 ? n + 1 : n - 1 + 2 * sm90_grid_ctas();
+  }
+
+  // The tile of number n: one division pair whatever the order. The second half of a middle
+  // block's pair gets m_block = m_blocks, past every sequence's end, which both roles skip.
+  TILEFMHA_DEVICE Sm90Tile tile(int n) const {
+    const int m_count = params.m_blocks;
+    const int k = n % slots();
+    const int rest = n / slots();
+    int m = k;
+    if (paired()) {
+      const int slot = k / 2;
+      m = k % 2 == 0 ? m_count - 1 - slot : (slot == m_count - 1 - slot ? m_count : slot);
+    } else if (LongestFirst) {
+      m = m_count - 1 - k;
     }
-    const int m = index % m_count;
-    const int rest = index / m_count;
-    return {LongestFirst ? m_count - 1 - m : m, rest % heads, rest / heads};
+    return {m, rest % heads(), rest / heads()};
   }
 };
 

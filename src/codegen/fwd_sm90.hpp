@@ -26,19 +26,18 @@ struct Sm90Variant {
   bool persistent = false;
 };
 
-// Pingpong when the tile has several consumer warpgroups, else intra-warpgroup overlap. CTAs
-// loop over tiles where O has its own shared buffer (Sm90SmemLayout::separate_o): there the
-// next tile's Q loads under this tile's last GEMM and epilogue, which a persistent grid turns
-// into overlap (H200, bf16: +27% at hdim 128, 512 tokens, non-causal; +16% causal). Without
-// that buffer the loop gains nothing, so those kernels run one tile per CTA.
+// Pingpong when the tile has several consumer warpgroups, else intra-warpgroup overlap; CTAs
+// loop over tiles, so the launch picks the grid (launch_shape_sm90).
 Sm90Variant default_sm90_variant(const KernelConfig& config);
 
-// Whether a persistent grid pays for `problem`: its CTAs take tiles round-robin, so tiles must
-// cost about the same. They do without a mask; under causal and window masks (whose query
-// blocks see different key counts) only on short rows, where the longest-first order keeps the
-// rounds even and the overlap matters most; never for ragged sequences (group mode, per-batch
-// key lengths).
-bool sm90_persistent_grid_pays(const Problem& problem);
+// Whether a persistent grid (one CTA per SM looping over tiles) beats one CTA per tile for
+// `config` on `problem`. With tiles of equal cost (no mask), where O has its own shared buffer
+// (Sm90SmemLayout::separate_o): the next tile's Q then loads under this tile's last GEMM and
+// epilogue (H200, bf16, hdim 128, 512 tokens: +27%). Under causal and window masks, whose query
+// blocks see different key counts, up to 8k rows: the scheduler deals tiles out in pairs of
+// equal total work, so the rounds stay even (H100: +10-21% at hdim 128). Never for ragged
+// sequences (group mode, per-batch key lengths), whose tiles no static order can balance.
+bool sm90_persistent_grid_pays(const KernelConfig& config, const Problem& problem);
 
 // The translation unit of `config` (checks support first).
 std::string generate_sm90_source(const KernelConfig& config);

@@ -79,8 +79,7 @@ Sm90Variant default_sm90_variant(const KernelConfig& c) {
   Sm90Variant variant;
   variant.schedule = fmha::sm90_consumer_groups(c.block_m) > 1 ? fmha::Sm90Schedule::pingpong
                                                                : fmha::Sm90Schedule::overlap;
-  variant.persistent =
-      fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).separate_o();
+  variant.persistent = true;
   return variant;
 }
 
@@ -115,18 +114,21 @@ std::string generate_sm90_source(const KernelConfig& c, const Sm90Variant& varia
   return tu.str();
 }
 
-bool sm90_persistent_grid_pays(const Problem& problem) {
-  // Longest masked rows measured to gain (H200, bf16, hdim 64 and 128): 2k gains or ties, 4k+
-  // loses to the hardware's dynamic CTA scheduling of a one-CTA-per-tile grid.
-  constexpr int64_t kMaskedMaxRows = 2048;
+bool sm90_persistent_grid_pays(const KernelConfig& c, const Problem& problem) {
+  // Longest masked rows measured to gain (H100, bf16, hdim 64/128/256): +10-21% up to 8k,
+  // a tie or a loss at 16k against the hardware's dynamic scheduling of one CTA per tile.
+  constexpr int64_t kMaskedMaxRows = 8192;
   if (problem.mode == Mode::group || !problem.seqlen_k_per_batch.empty()) return false;
-  return problem.mask.kind == MaskKind::none || problem.seqlen_q <= kMaskedMaxRows;
+  if (problem.mask.kind != MaskKind::none) return problem.seqlen_q <= kMaskedMaxRows;
+  // Equal tiles: the gain is the next Q loading under this tile's epilogue, which needs O's
+  // own buffer (without it, hdim 256 lost 1-4%).
+  return fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).separate_o();
 }
 
 jit::LaunchShape launch_shape_sm90(const KernelConfig& c, const Problem& problem,
                                    int64_t sm_count) {
   return launch_shape_sm90(c, problem, default_sm90_variant(c),
-                           sm90_persistent_grid_pays(problem) ? sm_count : 0);
+                           sm90_persistent_grid_pays(c, problem) ? sm_count : 0);
 }
 
 jit::LaunchShape launch_shape_sm90(const KernelConfig& c, const Problem& problem,

@@ -158,6 +158,7 @@ void Dispatcher::run(const Plan& plan, const Problem& problem, jit::CUstream str
     const jit::CUfunction function = registry_.function(stage.kernel);
     if (stage.kernel.pipeline == Pipeline::sm90_ws) {
       fmha::Sm90FwdParams params = make_fwd_sm90_params(problem, indices, stage.kernel);
+      bind_sm90_grid(params, stage.kernel, stage.shape.grid[0]);
       void* arguments[] = {&params};
       jit::launch_kernel(function, stage.shape, arguments, stream);
     } else {

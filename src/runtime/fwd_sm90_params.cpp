@@ -100,6 +100,8 @@ fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& p, const FwdDeviceIndice
                                          const KernelConfig& c) {
   fmha::Sm90FwdParams params{};
   params.base = make_fwd_params(p, indices);
+  params.m_blocks = static_cast<int>((p.seqlen_q + c.block_m - 1) / c.block_m);
+  bind_sm90_grid(params, c, int64_t{params.m_blocks} * p.nhead_q * p.batch);
   const bool scale_folds = !c.softcap && c.bias == BiasKind::none;
   if (scale_folds && p.scale() < 0)
     fail(ErrorKind::not_supported, "softmax_scale = " + std::to_string(p.scale()) +
@@ -115,6 +117,12 @@ fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& p, const FwdDeviceIndice
   encode(specs.v, params.v_map);
   encode(specs.o, params.o_map);
   return params;
+}
+
+void bind_sm90_grid(fmha::Sm90FwdParams& params, const KernelConfig& config, int64_t grid_ctas) {
+  const int64_t tiles = int64_t{params.m_blocks} * params.base.nhead_q * params.base.batch;
+  params.paired = config.mask != MaskKind::none && grid_ctas < tiles ? 1 : 0;
+  params.m_slots = params.paired ? (params.m_blocks + 1) / 2 * 2 : params.m_blocks;
 }
 
 }  // namespace tilefmha::runtime

@@ -24,8 +24,14 @@ struct Sm90TensorMapSpecs {
 Sm90TensorMapSpecs sm90_tensor_map_specs(const Problem& problem, const KernelConfig& config);
 
 // make_fwd_params, the sm90 restrictions (softmax_scale > 0 where the scale folds into the
-// exponent), then the encoded maps. Encoding needs the CUDA driver.
+// exponent), then the encoded maps, for a grid of one CTA per tile. Encoding needs the CUDA
+// driver.
 fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& problem, const FwdDeviceIndices& indices,
                                          const KernelConfig& config);
+
+// Fits the scheduler fields of `params` to a launch of `grid_ctas` CTAs: tiles are numbered in
+// pairs (fwd_sm90_scheduler.h) where the grid has fewer CTAs than tiles and the mask gives
+// query blocks unequal key counts.
+void bind_sm90_grid(fmha::Sm90FwdParams& params, const KernelConfig& config, int64_t grid_ctas);
 
 }  // namespace tilefmha::runtime
