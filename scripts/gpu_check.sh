@@ -76,6 +76,9 @@ run_python() {
   PYTHONPATH=$python_dir python3 -m pytest -q "$root/python/tests" "$root/tests/python" \
     >"$logs/pytest.log" 2>&1 || status=1
   note "pytest: $(tail -1 "$logs/pytest.log") in $(elapsed "$start")"
+  PYTHONPATH=$python_dir python3 "$root/bench/python_overhead.py" >"$logs/python_overhead.txt" 2>&1 ||
+    status=1
+  note "$(head -1 "$logs/python_overhead.txt")"
   for dtype in bf16 fp16; do
     start=$SECONDS
     PYTHONPATH=$python_dir python3 "$root/bench/compare_sdpa.py" --dtype "$dtype" \

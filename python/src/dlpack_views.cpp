@@ -1,7 +1,9 @@
 #include "dlpack_views.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <string>
 
 #include "tilefmha/error.hpp"
@@ -113,6 +115,42 @@ DeviceTensor device_view(const py::capsule& capsule, std::string_view field, boo
     row_major *= tensor->shape[d];
   }
   view.data = static_cast<char*>(tensor->data) + tensor->byte_offset;
+  return result;
+}
+
+DeviceTensor device_view(uintptr_t data, std::string_view dtype, const std::vector<int64_t>& shape,
+                         const std::vector<int64_t>& strides, int device, std::string_view field) {
+  const std::string name(field);
+  struct Named {
+    std::string_view name;
+    DType dtype;
+  };
+  static constexpr Named kDtypes[] = {{"float32", DType::fp32},  {"float16", DType::fp16},
+                                      {"bfloat16", DType::bf16}, {"int32", DType::int32},
+                                      {"int64", DType::int64},   {"uint8", DType::uint8}};
+  DeviceTensor result;
+  TensorView& view = result.view;
+  const auto* found = std::find_if(std::begin(kDtypes), std::end(kDtypes),
+                                   [&](const Named& entry) { return entry.name == dtype; });
+  if (found == std::end(kDtypes))
+    bad_argument(name + ".dtype = " + std::string(dtype) +
+                 " is not supported (float32, float16, bfloat16)");
+  if (shape.size() != strides.size())
+    bad_argument(name + ": " + std::to_string(shape.size()) + " sizes but " +
+                 std::to_string(strides.size()) + " strides");
+  if (shape.size() > static_cast<size_t>(kMaxRank))
+    bad_argument(name + " has " + std::to_string(shape.size()) + " dimensions; at most " +
+                 std::to_string(kMaxRank) + " are supported");
+  if (device < 0) bad_argument(name + " is not on a CUDA device; the GPU backend needs one");
+  result.device_ordinal = device;
+  view.dtype = found->dtype;
+  view.space = MemorySpace::device;
+  view.rank = static_cast<int>(shape.size());
+  for (int d = 0; d < view.rank; ++d) {
+    view.shape[d] = shape[d];
+    view.stride[d] = strides[d];
+  }
+  view.data = reinterpret_cast<void*>(data);
   return result;
 }
 

@@ -4,7 +4,9 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "tilefmha/tensor.hpp"
 
@@ -21,5 +23,12 @@ struct DeviceTensor {
 // int32, int64, uint8. A versioned tensor flagged read-only is refused when `writable`.
 // Throws Error(invalid_argument) naming `field`.
 DeviceTensor device_view(const pybind11::capsule& capsule, std::string_view field, bool writable);
+
+// The same view from a tensor's own description (PyTorch's data_ptr, dtype name without
+// "torch.", sizes, element strides, CUDA device index): the fast path for PyTorch tensors, whose
+// `__dlpack__` costs tens of microseconds per call in stream and device queries. Throws
+// Error(invalid_argument) naming `field`.
+DeviceTensor device_view(uintptr_t data, std::string_view dtype, const std::vector<int64_t>& shape,
+                         const std::vector<int64_t>& strides, int device, std::string_view field);
 
 }  // namespace tilefmha::python

@@ -44,6 +44,9 @@ PYBIND11_MODULE(_core, m) {
            py::arg("writable") = false)
       .def("attach_device", &ProblemHandle::attach_device, py::arg("field"), py::arg("capsule"),
            py::arg("writable") = false)
+      .def("attach_torch", &ProblemHandle::attach_torch, py::arg("field"), py::arg("data"),
+           py::arg("dtype"), py::arg("shape"), py::arg("strides"), py::arg("device"),
+           py::arg("owner"))
       .def_property_readonly("device", &ProblemHandle::device)
       .def("describe", &ProblemHandle::describe)
       .def("run_reference", &ProblemHandle::run_reference);

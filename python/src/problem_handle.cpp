@@ -187,15 +187,26 @@ void ProblemHandle::attach_host(const std::string& field, const py::array& array
 
 void ProblemHandle::attach_device(const std::string& field, const py::capsule& capsule,
                                   bool writable) {
+  attach_device_view(field, device_view(capsule, field, writable), capsule);
+}
+
+void ProblemHandle::attach_torch(const std::string& field, uintptr_t data, const std::string& dtype,
+                                 const std::vector<int64_t>& shape,
+                                 const std::vector<int64_t>& strides, int device,
+                                 const py::object& owner) {
+  attach_device_view(field, device_view(data, dtype, shape, strides, device, field), owner);
+}
+
+void ProblemHandle::attach_device_view(const std::string& field, const DeviceTensor& tensor,
+                                       const py::object& owner) {
   const Attach attach = attach_for(field);
-  const DeviceTensor tensor = device_view(capsule, field, writable);
   if (device_ && *device_ != tensor.device_ordinal)
     throw Error(ErrorKind::invalid_argument,
                 field + " is on cuda:" + std::to_string(tensor.device_ordinal) +
                     " but the tensors before it are on cuda:" + std::to_string(*device_));
   device_ = tensor.device_ordinal;
   attach(builder_, tensor.view);
-  owners_.push_back(capsule);
+  owners_.push_back(owner);
 }
 
 void ProblemHandle::run_reference() {

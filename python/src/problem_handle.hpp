@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "dlpack_views.hpp"
 #include "tilefmha/problem.hpp"
 
 namespace tilefmha::python {
@@ -42,6 +43,11 @@ class ProblemHandle {
   // A DLPack capsule (from `__dlpack__`) as a device view of `field`; all device tensors of one
   // problem must share a device.
   void attach_device(const std::string& field, const pybind11::capsule& capsule, bool writable);
+  // A PyTorch CUDA tensor described by its data pointer, dtype name, sizes, element strides and
+  // device index (dlpack_views.hpp); `owner` is the tensor, kept alive with the problem.
+  void attach_torch(const std::string& field, uintptr_t data, const std::string& dtype,
+                    const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
+                    int device, const pybind11::object& owner);
 
   // The device ordinal of the attached device tensors (none when all are host arrays).
   std::optional<int> device() const { return device_; }
@@ -54,6 +60,9 @@ class ProblemHandle {
   void run_reference();
 
  private:
+  void attach_device_view(const std::string& field, const DeviceTensor& tensor,
+                          const pybind11::object& owner);
+
   ProblemBuilder builder_;
   std::vector<pybind11::object> owners_;  // what the attached views point into
   std::optional<int> device_;

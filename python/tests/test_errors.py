@@ -159,3 +159,16 @@ def test_gpu_session_without_a_gpu_says_why():
 
     with pytest.raises(ValueError, match=r"the GPU backend is unavailable"):
         _core.GpuSession(0)
+
+
+@pytest.mark.parametrize("args, pattern", [
+    (("q", 0, "float64", [1, 2], [2, 1], 0), r"^q\.dtype = float64 is not supported"),
+    (("k", 0, "float16", [1, 2], [1], 0), r"^k: 2 sizes but 1 strides"),
+    (("v", 0, "float16", [1] * 6, [1] * 6, 0), r"^v has 6 dimensions; at most 5"),
+    (("o", 0, "float16", [1], [1], -1), r"^o is not on a CUDA device"),
+])
+def test_pytorch_fast_path_errors_name_the_field(args, pattern):
+    # The engine side of the PyTorch fast path (no PyTorch needed to reach its checks).
+    problem = tilefmha._core.Problem("fwd")
+    with pytest.raises(ValueError, match=pattern):
+        problem.attach_torch(*args, owner=None)

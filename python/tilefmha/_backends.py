@@ -31,8 +31,14 @@ def _dlpack_device(x):
 
 def is_cuda(x):
     """Whether `x` is a DLPack-capable tensor in CUDA memory (a PyTorch CUDA tensor, say)."""
+    if _is_torch(x):
+        return x.is_cuda
     device = _dlpack_device(x)
     return device is not None and device[0] in (_DL_CUDA, _DL_CUDA_MANAGED)
+
+
+def _cuda_device_index(x):
+    return x.device.index if _is_torch(x) else _dlpack_device(x)[1]
 
 
 def select_backend(backend, q):
@@ -51,7 +57,7 @@ def select_backend(backend, q):
         raise ValueError(
             f"backend='gpu' takes CUDA tensors (objects with __dlpack__ on a CUDA device, such "
             f"as PyTorch CUDA tensors), but q is a host {type(q).__name__}")
-    return CudaBackend(_dlpack_device(q)[1])
+    return CudaBackend(_cuda_device_index(q))
 
 
 def _memory_order(strides):
@@ -166,7 +172,7 @@ class CudaBackend:
     def tensor(self, x, field):
         if not is_cuda(x):
             raise ValueError(f"{field} is on the host but backend='gpu' needs CUDA tensors")
-        device = _dlpack_device(x)[1]
+        device = _cuda_device_index(x)
         if device != self.device:
             raise ValueError(f"{field} is on cuda:{device} but q is on cuda:{self.device}")
         return x.detach() if _is_torch(x) else x
@@ -194,6 +200,13 @@ class CudaBackend:
         return torch.empty(shape, dtype=torch.float32, device=f"cuda:{self.device}")
 
     def attach(self, problem, field, x, writable=False):
+        if _is_torch(x):
+            # PyTorch's own description of the tensor: its __dlpack__ would cost more than the
+            # kernel launch in stream and device queries, and the kernels run on its current
+            # stream anyway, so no stream handshake is needed.
+            problem.attach_torch(field, x.data_ptr(), str(x.dtype).removeprefix("torch."),
+                                 tuple(x.shape), x.stride(), x.device.index, x)
+            return
         stream = self.stream or _DL_LEGACY_DEFAULT_STREAM
         problem.attach_device(field, x.__dlpack__(stream=stream), writable)
 
