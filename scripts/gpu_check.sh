@@ -10,6 +10,7 @@
 #   python   the Python package's GPU tests and bench/compare_sdpa.py (bf16 and fp16), where
 #            TILEFMHA_PYTHON_DIR (default BUILD/python) holds a package this python3 imports
 #   sweep    tilefmha sweep --category smoke --variant fwd, timed, sm90_ws kernels
+#   sass     cuobjdump of the hdim-128 sm90_ws kernels: HGMMA count, registers, spills
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${TILEFMHA_BUILD_DIR:-$root/build}
@@ -17,7 +18,7 @@ out=${OUT:-$root/out}
 logs=$(mktemp -d /tmp/tilefmha-gpu-check.XXXXXX)
 mkdir -p "$out"
 stages=("$@")
-((${#stages[@]})) || stages=(tests bench python sweep)
+((${#stages[@]})) || stages=(tests bench python sweep sass)
 # Binaries carried from another machine find their data and CLI through the environment.
 export TILEFMHA_DATA_DIR=${TILEFMHA_DATA_DIR:-$root/data}
 export TILEFMHA_CLI=${TILEFMHA_CLI:-$build_dir/tools/tilefmha}
@@ -96,14 +97,37 @@ run_sweep() {
   note "sweep smoke fwd: $(elapsed "$start"), $(tail -3 "$logs/sweep.log" | tr '\n' ' ')"
 }
 
+# SASS evidence for the default hdim-128 sm90_ws kernels: HGMMA in the main loop, registers and
+# spills (cuobjdump on the cubins the JIT cache holds after their 64-byte header).
+run_sass() {
+  local cache=$logs/sass_cache
+  "$build_dir/tools/tilefmha" build fwd --arch sm90 --compile-only --no-progress --cache-dir "$cache" \
+    --filter "c.pipeline == 'sm90_ws' and c.dtype == 'bf16' and c.hdim_q == 128 and c.mode == 'batch' and c.lse == false and c.bias == 'none' and not c.dropout and not c.softcap and not c.sink_logit and c.block_n == 128" \
+    >"$logs/sass_build.log" 2>&1 || status=1
+  for entry in "$cache"/*; do
+    [[ -f $entry ]] || continue
+    tail -c +65 "$entry" >"$logs/kernel.cubin"
+    {
+      cuobjdump -res-usage "$logs/kernel.cubin" | grep -E "Function|REG"
+      echo "HGMMA instructions: $(cuobjdump -sass "$logs/kernel.cubin" | grep -c HGMMA)"
+      cuobjdump -sass "$logs/kernel.cubin" | grep -m 3 HGMMA
+      echo "local loads/stores (spills): $(cuobjdump -sass "$logs/kernel.cubin" | grep -c -E 'STL|LDL')"
+    } >>"$logs/sass.txt" 2>&1
+  done
+  rm -f "$logs/kernel.cubin"
+  rm -rf "$cache"
+  note "sass: $(grep -c Function "$logs/sass.txt" 2>/dev/null) kernels, $(grep 'HGMMA instructions' "$logs/sass.txt" | tr '\n' ' ')"
+}
+
 for stage in "${stages[@]}"; do
   case $stage in
     tests) run_tests ;;
     bench) run_bench ;;
     python) run_python ;;
     sweep) run_sweep ;;
+    sass) run_sass ;;
     *)
-      note "unknown stage '$stage' (tests, bench, python, sweep)"
+      note "unknown stage '$stage' (tests, bench, python, sweep, sass)"
       status=2
       ;;
   esac
