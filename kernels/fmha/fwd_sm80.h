@@ -211,7 +211,7 @@ TILEFMHA_DEVICE void fwd_sm80(const FwdParams& p) {
           for (int e = 0; e < 4; ++e) {
             const int i = m_begin + warp_row + mt * 16 + group + (e >> 1) * 8;
             const int j = key_begin + nt * 8 + pair * 2 + (e & 1);
-            if (!mask.visible(i, j)) s[mt][nt][e] = negative_infinity();
+            s[mt][nt][e] = mask.visible(i, j) ? s[mt][nt][e] : negative_infinity();
           }
         }
       }

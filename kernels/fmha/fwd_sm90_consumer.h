@@ -123,8 +123,8 @@ struct Sm90Consumer {
         for (int r = 0; r < 2; ++r) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            if (!mask.visible(r, key_begin + 8 * j + chunk_column(e)))
-              s[4 * j + 2 * r + e] = sm90_negative_infinity();
+            float& x = s[4 * j + 2 * r + e];
+            x = mask.visible(r, key_begin + 8 * j + chunk_column(e)) ? x : sm90_negative_infinity();
           }
         }
       }

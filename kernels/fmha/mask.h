@@ -93,9 +93,10 @@ struct WindowMask {
     return !all_sinks && key_begin < last_row + low_offset;
   }
 
+  // Non-short-circuit operators: the test runs per element of a masked block, where branches
+  // would open a divergence region each.
   TILEFMHA_DEVICE bool visible(int i, int j) const {
-    if (j >= len_k || j > i + high_offset) return false;
-    return j >= i + low_offset || j < sink;
+    return (j < len_k) & (j <= i + high_offset) & ((j >= i + low_offset) | (j < sink));
   }
 };
 
