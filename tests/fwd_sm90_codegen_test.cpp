@@ -106,8 +106,13 @@ TEST(FwdSm90Codegen, SourceSpellsTheConfig) {
         "Logits<tilefmha::fmha::SoftCap, tilefmha::fmha::AlibiBias>", "PhiloxDropout",
         "/*store_lse=*/true, /*sink_logit=*/true", "Sm90Schedule::pingpong"})
     EXPECT_NE(source.find(piece), std::string::npos) << piece;
-  // CTAs loop over tiles; the launch picks the grid.
-  EXPECT_NE(source.find("/*persistent=*/true"), std::string::npos);
+  // The enumerated kernel runs one tile per CTA; its persistent form loops over tiles.
+  EXPECT_NE(source.find("/*persistent=*/false"), std::string::npos);
+  KernelConfig looping = c;
+  looping.persistent = true;
+  EXPECT_NE(codegen::generate_sm90_source(looping).find("/*persistent=*/true"), std::string::npos);
+  EXPECT_NE(looping.name().find(".persist-1"), std::string::npos);
+  EXPECT_EQ(KernelConfig::parse_name(looping.name()), looping);
   EXPECT_TRUE(fmha::sm90_smem_layout(64, 64, 192, 128, 2).separate_o());
   // hdim 256: O must reuse the Q buffer.
   EXPECT_FALSE(fmha::sm90_smem_layout(256, 256, 128, 80, 2).separate_o());
@@ -142,17 +147,21 @@ TEST(FwdSm90Codegen, LaunchShapeFollowsTheTile) {
   EXPECT_FALSE(fmha::sm90_smem_layout(128, 128, 128, 176, 2).separate_o());
 }
 
-// Q (128 x 128), K and V rings (2 x 128 x 128 each) and O (128 x 128) fit in 227 KiB; the
-// default variant loops over tiles, and the launch picks the grid from the problem.
+// Q (128 x 128), K and V rings (2 x 128 x 128 each) and O (128 x 128) fit in 227 KiB. The
+// persistent form of a kernel loops over tiles on at most one CTA per SM; the dispatcher picks
+// that form where sm90_persistent_grid_pays.
 TEST(FwdSm90Codegen, PersistentGridWherePersistenceWasMeasuredToPay) {
   testing::TensorPool pool(4);
   const KernelConfig c = sm90_fwd_config(DType::bf16, 128, 128, 128, 128);
   const fmha::Sm90SmemLayout layout = fmha::sm90_smem_layout(128, 128, 128, 128, 2);
   ASSERT_TRUE(layout.separate_o());
   EXPECT_EQ(layout.bytes, 2 * (128 * 128 * 2 + 4 * 128 * 128) + 10 * 8 + 1024);
-  EXPECT_TRUE(codegen::default_sm90_variant(c).persistent);
+  EXPECT_FALSE(codegen::default_sm90_variant(c).persistent);
+  KernelConfig looping = c;
+  looping.persistent = true;
+  EXPECT_TRUE(codegen::default_sm90_variant(looping).persistent);
   auto grid = [&](const Problem& p, int64_t sm_count) {
-    return codegen::launch_shape_sm90(c, p, sm_count).grid[0];
+    return codegen::launch_shape_sm90(looping, p, sm_count).grid[0];
   };
   const auto builder = [&](int64_t seqlen, int64_t heads) {
     return testing::batch_problem(pool, Family::fwd, DType::bf16,
@@ -168,7 +177,8 @@ TEST(FwdSm90Codegen, PersistentGridWherePersistenceWasMeasuredToPay) {
   // Long causal rows: left to the hardware's dynamic CTA scheduling of one CTA per tile.
   const Problem long_causal = builder(16384, 2).causal().build();  // 128 x 2 tiles
   EXPECT_FALSE(codegen::sm90_persistent_grid_pays(c, long_causal));
-  EXPECT_EQ(grid(long_causal, 132), 128u * 2);
+  // The enumerated (non-looping) form always gets one CTA per tile.
+  EXPECT_EQ(codegen::launch_shape_sm90(c, plain, 132).grid[0], 32u * 8);
   // O without its own buffer (hdim 256): equal tiles gain nothing, masked ones still do.
   const KernelConfig wide = sm90_fwd_config(DType::bf16, 256, 256, 128, 80);
   ProblemBuilder wide_builder =

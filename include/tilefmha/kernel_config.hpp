@@ -48,6 +48,10 @@ struct KernelConfig {
   Fp8ScaleKind fp8_scale = Fp8ScaleKind::none;
   bool deterministic = false;
   bool dbias = false;
+  // Launch form, not a trait: the CTAs loop over tiles on a persistent grid of one CTA per SM
+  // (sm90_ws). Never enumerated; the dispatcher derives it from an enumerated kernel where a
+  // persistent grid pays for the problem (codegen::sm90_persistent_grid_pays).
+  bool persistent = false;
 
   bool operator==(const KernelConfig&) const = default;
 
@@ -98,7 +102,8 @@ inline constexpr auto kKernelConfigFields = std::make_tuple(
     KernelConfigField<RopeKind>{"rope", "rope-", &KernelConfig::rope},
     KernelConfigField<Fp8ScaleKind>{"fp8_scale", "fp8scale-", &KernelConfig::fp8_scale},
     KernelConfigField<bool>{"deterministic", "det-", &KernelConfig::deterministic},
-    KernelConfigField<bool>{"dbias", "dbias-", &KernelConfig::dbias});
+    KernelConfigField<bool>{"dbias", "dbias-", &KernelConfig::dbias},
+    KernelConfigField<bool>{"persistent", "persist-", &KernelConfig::persistent});
 
 // Calls visit(field) for each entry of kKernelConfigFields, in order.
 template <class Visitor>

@@ -41,6 +41,8 @@ void check_supported_simt(const KernelConfig& c) {
     unsupported("block_m", c.block_m,
                 "gives a thread more than 128 fp32 accumulators (O and S) at this hdim_v");
   check_forward_fields(c, "simt_f32 has no fp8 path");
+  if (c.persistent)
+    unsupported("persistent", c.persistent, "simt_f32 runs one CTA per tile; only sm90_ws loops");
   if (c.mode == Mode::group && !(c.pad_seqlen_q && c.pad_seqlen_k))
     unsupported("mode", c.mode, "group mode needs pad_seqlen_q and pad_seqlen_k");
 }

@@ -30,6 +30,8 @@ void check_supported_sm80(const KernelConfig& c) {
     unsupported("block_n", c.block_n, "must be a multiple of 16 in 16..128");
   if (c.stages < 2 || c.stages > 4) unsupported("stages", c.stages, "must be 2..4");
   check_forward_fields(c, "sm80_mma has no fp8 path");
+  if (c.persistent)
+    unsupported("persistent", c.persistent, "sm80_mma runs one CTA per tile; only sm90_ws loops");
   if (c.mode == Mode::group && !(c.pad_seqlen_q && c.pad_seqlen_k))
     unsupported("mode", c.mode, "group mode needs pad_seqlen_q and pad_seqlen_k");
 }

@@ -27,7 +27,8 @@ struct Sm90Variant {
 };
 
 // Pingpong when the tile has several consumer warpgroups, else intra-warpgroup overlap; CTAs
-// loop over tiles, so the launch picks the grid (launch_shape_sm90).
+// loop over tiles when config.persistent (the looping code is up to 10% slower when each CTA
+// runs one tile, so only the persistent form has it).
 Sm90Variant default_sm90_variant(const KernelConfig& config);
 
 // Whether a persistent grid (one CTA per SM looping over tiles) beats one CTA per tile for
@@ -47,8 +48,8 @@ std::string generate_sm90_source(const KernelConfig& config, const Sm90Variant& 
 int threads_per_block_sm90(const KernelConfig& config);
 
 // Block, dynamic shared memory and a 1D grid over the tiles (query blocks x query heads x
-// sequences) of the default variant: a persistent grid of at most `sm_count` CTAs where the
-// kernel loops and sm90_persistent_grid_pays, else (or with sm_count 0) one CTA per tile.
+// sequences) of the default variant: for a persistent config, at most `sm_count` CTAs (0:
+// unknown, one per tile), else one CTA per tile.
 jit::LaunchShape launch_shape_sm90(const KernelConfig& config, const Problem& problem,
                                    int64_t sm_count);
 // For a persistent variant, at most `max_ctas` CTAs (the SM count: one resident CTA per SM),

@@ -79,7 +79,7 @@ Sm90Variant default_sm90_variant(const KernelConfig& c) {
   Sm90Variant variant;
   variant.schedule = fmha::sm90_consumer_groups(c.block_m) > 1 ? fmha::Sm90Schedule::pingpong
                                                                : fmha::Sm90Schedule::overlap;
-  variant.persistent = true;
+  variant.persistent = c.persistent;
   return variant;
 }
 
@@ -127,8 +127,7 @@ bool sm90_persistent_grid_pays(const KernelConfig& c, const Problem& problem) {
 
 jit::LaunchShape launch_shape_sm90(const KernelConfig& c, const Problem& problem,
                                    int64_t sm_count) {
-  return launch_shape_sm90(c, problem, default_sm90_variant(c),
-                           sm90_persistent_grid_pays(c, problem) ? sm_count : 0);
+  return launch_shape_sm90(c, problem, default_sm90_variant(c), sm_count);
 }
 
 jit::LaunchShape launch_shape_sm90(const KernelConfig& c, const Problem& problem,

@@ -146,6 +146,10 @@ bool dbias_needs_elementwise_bias(const KernelConfig& c) {
   return !c.dbias || c.bias == BiasKind::elementwise;
 }
 
+bool persistent_is_a_launch_form(const KernelConfig& c) {
+  return !c.persistent;
+}
+
 // A trait the family does not carry stays at its default value.
 Rule family_carries_rule(std::string_view field) {
   const size_t index = field_index(field);
@@ -230,6 +234,10 @@ std::vector<Rule> build_rules() {
        field_set({"page_table", "page_size"}), page_size_fits_table},
       {"dbias_needs_elementwise_bias", "dBias is the gradient of an elementwise bias",
        field_set({"bias", "dbias"}), dbias_needs_elementwise_bias},
+      {"persistent_is_a_launch_form",
+       "the dispatcher derives a kernel's persistent form at launch where it pays; it is "
+       "never a separate enumerated kernel",
+       field_set({"persistent"}), persistent_is_a_launch_form},
   };
   for (std::string_view field : trait_fields()) out.push_back(family_carries_rule(field));
   return out;

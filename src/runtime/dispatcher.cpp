@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "codegen/fwd_sm90.hpp"
 #include "codegen/generate.hpp"
 #include "jit/cached_compiler.hpp"
 #include "jit/cuda_driver.hpp"
@@ -57,6 +58,15 @@ double preference(const KernelConfig& kernel, const Problem& problem, const Devi
     score -= 10;
   score += kernel.stages;  // deeper pipelines hide latency when shared memory allows
   return score;
+}
+
+// The kernel as launched: an sm90_ws forward kernel runs in its persistent form (CTAs looping
+// over tiles on one CTA per SM) where that pays for the problem.
+KernelConfig launch_form(KernelConfig kernel, const Problem& problem) {
+  if (kernel.pipeline == Pipeline::sm90_ws && kernel.family == Family::fwd &&
+      codegen::sm90_persistent_grid_pays(kernel, problem))
+    kernel.persistent = true;
+  return kernel;
 }
 
 }  // namespace
@@ -135,11 +145,12 @@ std::shared_ptr<const Plan> Dispatcher::plan(const Problem& problem) {
       throw Error(ErrorKind::no_kernel, message.str());
     }
     const auto& best = stage_verdicts.front();
-    ensure_built(best.kernel);
-    plan->stages.push_back(
-        {best.kernel, codegen::launch_shape(best.kernel, problem, device_.sm_count)});
-    why << to_string(stage) << ": " << best.kernel.name() << " (score " << best.score << ", "
-        << (stage_verdicts.size() - 1) << " other candidates)\n";
+    const KernelConfig kernel = launch_form(best.kernel, problem);
+    ensure_built(kernel);
+    plan->stages.push_back({kernel, codegen::launch_shape(kernel, problem, device_.sm_count)});
+    why << to_string(stage) << ": " << kernel.name() << " (score " << best.score << ", "
+        << (stage_verdicts.size() - 1) << " other candidates"
+        << (kernel.persistent && !best.kernel.persistent ? "; persistent grid" : "") << ")\n";
   }
   plan->explanation = why.str();
   std::lock_guard lock(mutex_);
