@@ -360,7 +360,10 @@ TEST_F(FwdSm90Gpu, Throughput) {
                         {128, 128, 128, 2, MaskKind::causal}, {128, 128, 176, 2, MaskKind::causal},
                         {64, 192, 128, 2, MaskKind::none},    {64, 128, 128, 2, MaskKind::none},
                         {64, 192, 128, 2, MaskKind::causal},  {64, 128, 128, 2, MaskKind::causal},
-                        {256, 128, 80, 2, MaskKind::none},    {256, 128, 80, 2, MaskKind::causal}};
+                        {256, 128, 80, 2, MaskKind::none},    {256, 128, 80, 2, MaskKind::causal},
+                        {64, 128, 64, 2, MaskKind::causal},   {64, 128, 192, 2, MaskKind::causal},
+                        {256, 128, 64, 2, MaskKind::causal},  {256, 128, 80, 1, MaskKind::none},
+                        {256, 128, 80, 1, MaskKind::causal}};
   std::vector<std::pair<KernelConfig, codegen::Sm90Variant>> kernels;
   for (const Tile& t : tiles) {
     KernelConfig c = sm90_config(DType::bf16, t.hdim, t.hdim, t.block_m, t.block_n, t.stages);
