@@ -132,4 +132,14 @@ TEST(Dispatcher, DefaultCandidatesServeEveryForwardFeature) {
   EXPECT_EQ(dispatcher.explain(problems[1]).front().kernel.pipeline, Pipeline::sm90_ws);
   // Causal rows skip blocks: the 128-wide key tile beats the 176-wide one (H100 measurements).
   EXPECT_EQ(dispatcher.explain(problems[1]).front().kernel.block_n, 128);
+  // Head dim 72 runs on the 128-wide panels, zero-filled by TMA, before the portable pipeline;
+  // an exact head dim prefers the unpadded kernel.
+  const KernelConfig padded = dispatcher.explain(problems[2]).front().kernel;
+  EXPECT_EQ(padded.pipeline, Pipeline::sm90_ws);
+  EXPECT_EQ(padded.hdim_q, 128);
+  EXPECT_TRUE(padded.pad_hdim_q && padded.pad_hdim_v);
+  EXPECT_FALSE(dispatcher.explain(problems[0]).front().kernel.pad_hdim_q);
+  // A head dim that is not a multiple of 8 leaves sm90_ws for sm80_mma.
+  const Problem odd = base(130, 36, 36).build();
+  EXPECT_EQ(dispatcher.explain(odd).front().kernel.pipeline, Pipeline::sm80_mma);
 }

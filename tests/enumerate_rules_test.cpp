@@ -95,8 +95,8 @@ const std::vector<RuleCase>& cases() {
        [](KernelConfig& c) { c.pad_seqlen_k = false; }},
       {"hdim_padding_pairs", [](KernelConfig& c) { c.pad_hdim_q = c.pad_hdim_v = true; },
        [](KernelConfig& c) { c.pad_hdim_q = true; }},
-      {"sm90_ws_pads_seqlen_only", portable,
-       [](KernelConfig& c) { c.pad_hdim_q = c.pad_hdim_v = true; }},
+      {"sm90_ws_pads_sequences", [](KernelConfig& c) { c.pad_hdim_q = c.pad_hdim_v = true; },
+       [](KernelConfig& c) { c.pad_seqlen_q = c.pad_seqlen_k = false; }},
       {"memory_bound_pipelines_pad_everything",
        [](KernelConfig& c) {
          c.family = Family::fwd_splitkv_combine, c.pipeline = Pipeline::combine;

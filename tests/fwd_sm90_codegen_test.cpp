@@ -85,8 +85,8 @@ TEST(FwdSm90Codegen, UnsupportedFieldsAreNamed) {
   c.dtype = c.out_dtype = DType::fp8_e4m3;
   expect_field(c, "dtype");
   c = good;
-  c.pad_hdim_q = true;
-  expect_field(c, "pad_hdim_q");
+  c.hdim_q = 96;  // a problem's head dim, not a kernel's: padded kernels are whole panels
+  expect_field(c, "hdim_q");
   EXPECT_THROW(codegen::generate_sm90_source(c), Error);
 }
 

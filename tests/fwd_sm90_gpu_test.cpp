@@ -179,6 +179,39 @@ std::vector<Case> cases() {
                          .build();
                    }});
   }
+  // Head dims narrower than the kernel's panels: TMA zero-fills the columns past them on load
+  // and clips them on store (group mode stores whole 16-byte chunks up to the head dim).
+  {
+    KernelConfig c = sm90_config(DType::bf16, 128, 128, 128, 128);
+    c.pad_hdim_q = c.pad_hdim_v = true;
+    c.mask = MaskKind::causal;
+    c.lse = true;
+    all.push_back({"bf16_d96_on_d128_padded_causal", c, S::pingpong, [](TensorPool& pool) {
+                     return batch(pool, DType::bf16, {2, 4, 2, 300, 300, 96, 96}).causal().build();
+                   }});
+  }
+  {
+    KernelConfig c = sm90_config(DType::fp16, 128, 128, 128, 128);
+    c.pad_hdim_q = c.pad_hdim_v = true;
+    c.mode = Mode::group;
+    c.mask = MaskKind::causal;
+    c.lse = true;
+    all.push_back({"fp16_d80_on_d128_padded_group_causal", c, S::pingpong, [](TensorPool& pool) {
+                     return testing::group_problem(pool, Family::fwd, DType::fp16,
+                                                   {0, 150, 150, 551}, {0, 150, 186, 736}, 4, 2, 80,
+                                                   80)
+                         .causal(MaskAlign::bottom_right)
+                         .build();
+                   }});
+  }
+  {
+    KernelConfig c = sm90_config(DType::bf16, 64, 64, 128, 128);
+    c.pad_hdim_q = c.pad_hdim_v = true;
+    c.lse = true;
+    all.push_back({"bf16_d32_on_d64_padded", c, S::pingpong, [](TensorPool& pool) {
+                     return batch(pool, DType::bf16, {2, 2, 2, 200, 333, 32, 32}).build();
+                   }});
+  }
   {
     KernelConfig c = sm90_config(DType::bf16, 128, 128, 128, 128);
     c.mask = MaskKind::causal;

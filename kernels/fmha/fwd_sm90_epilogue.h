@@ -111,6 +111,9 @@ TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& s
       const int row = index / kChunksPerRow;
       const int chunk = index % kChunksPerRow;
       if (group_row + row >= seq.len_q) break;  // rows only grow with index
+      // A padded kernel's tile is wider than the problem's head dim (a multiple of 8, which the
+      // dispatcher's match rule guarantees): its extra columns are not stored.
+      if (chunk * 8 >= p.hdim_v) continue;
       tile::u32 value[4];
       sm90_load_shared_v4(o_tile + (chunk / 8) * Traits::kQPanelBytes +
                               sm90_swizzled_offset(group * kSm90WarpgroupRows + row, chunk % 8),

@@ -45,8 +45,6 @@ void check_supported_sm90(const KernelConfig& c) {
     unsupported("hdim_q", c.hdim_q, "sm90_ws needs 64, 128, 192 or 256 (whole 128-byte panels)");
   if (!whole_panels(c.hdim_v))
     unsupported("hdim_v", c.hdim_v, "sm90_ws needs 64, 128, 192 or 256 (whole 128-byte panels)");
-  if (c.pad_hdim_q) unsupported("pad_hdim_q", c.pad_hdim_q, "sm90_ws has no padded head dims");
-  if (c.pad_hdim_v) unsupported("pad_hdim_v", c.pad_hdim_v, "sm90_ws has no padded head dims");
   if (c.block_m % fmha::kSm90WarpgroupRows != 0 || c.block_m < fmha::kSm90WarpgroupRows ||
       fmha::sm90_consumer_groups(c.block_m) > fmha::kSm90MaxConsumerGroups)
     unsupported("block_m", c.block_m, "sm90_ws needs 64, 128 or 192 (64 rows per warpgroup)");

@@ -84,10 +84,10 @@ bool hdim_padding_pairs(const KernelConfig& c) {
   return c.pad_hdim_q == c.pad_hdim_v;
 }
 
-// TMA bounds-checks sequence tiles for free; head dims are whole panels, never padded.
-bool sm90_ws_pads_seqlen_only(const KernelConfig& c) {
-  return c.pipeline != Pipeline::sm90_ws ||
-         (c.pad_seqlen_q && c.pad_seqlen_k && !c.pad_hdim_q && !c.pad_hdim_v);
+// TMA bounds-checks sequence tiles for free, so sm90_ws always pads sequences; its head-dim
+// padding is TMA's zero fill past the head dim (and clipping on store), so both kinds exist.
+bool sm90_ws_pads_sequences(const KernelConfig& c) {
+  return c.pipeline != Pipeline::sm90_ws || (c.pad_seqlen_q && c.pad_seqlen_k);
 }
 
 bool memory_bound_pipelines_pad_everything(const KernelConfig& c) {
@@ -202,10 +202,9 @@ std::vector<Rule> build_rules() {
        field_set({"pad_seqlen_q", "pad_seqlen_k"}), seqlen_padding_pairs},
       {"hdim_padding_pairs", "head-dim padding covers both head dims or neither",
        field_set({"pad_hdim_q", "pad_hdim_v"}), hdim_padding_pairs},
-      {"sm90_ws_pads_seqlen_only",
-       "TMA checks sequence bounds for free (always padded); sm90_ws head dims are never padded",
-       field_set({"pipeline", "pad_seqlen_q", "pad_seqlen_k", "pad_hdim_q", "pad_hdim_v"}),
-       sm90_ws_pads_seqlen_only},
+      {"sm90_ws_pads_sequences",
+       "TMA checks sequence bounds for free, so sm90_ws kernels always pad sequences",
+       field_set({"pipeline", "pad_seqlen_q", "pad_seqlen_k"}), sm90_ws_pads_sequences},
       {"memory_bound_pipelines_pad_everything",
        "the row-parallel memory-bound kernels check every bound: no unpadded variants",
        field_set({"pipeline", "pad_seqlen_q", "pad_seqlen_k", "pad_hdim_q", "pad_hdim_v"}),

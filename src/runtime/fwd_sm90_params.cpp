@@ -80,11 +80,13 @@ Sm90TensorMapSpecs sm90_tensor_map_specs(const Problem& p, const KernelConfig& c
   if (p.dtype != c.dtype)
     fail(ErrorKind::invalid_argument, "dtype = " + std::string(to_string(p.dtype)) +
                                           " but the kernel is " + std::string(to_string(c.dtype)));
-  if (p.hdim_q != c.hdim_q)
+  // A padded kernel serves narrower head dims: TMA fills the columns past them with zeros on
+  // load and clips them on store.
+  if (p.hdim_q != c.hdim_q && !(c.pad_hdim_q && p.hdim_q < c.hdim_q))
     fail(ErrorKind::invalid_argument, "hdim_q = " + std::to_string(p.hdim_q) +
                                           " but the kernel is built for " +
                                           std::to_string(c.hdim_q));
-  if (p.hdim_v != c.hdim_v)
+  if (p.hdim_v != c.hdim_v && !(c.pad_hdim_v && p.hdim_v < c.hdim_v))
     fail(ErrorKind::invalid_argument, "hdim_v = " + std::to_string(p.hdim_v) +
                                           " but the kernel is built for " +
                                           std::to_string(c.hdim_v));

@@ -112,6 +112,11 @@ std::optional<std::string> rejection_reason(const KernelConfig& config, const Pr
   if (config.hdim_v != hdim_v && !config.pad_hdim_v)
     return "pad_hdim_v: kernel hdim_v " + std::to_string(config.hdim_v) +
            " needs head-dim padding for problem hdim_v " + std::to_string(hdim_v);
+  // sm90_ws pads by TMA's zero fill and stores varlen rows in 16-byte chunks: whole chunks only.
+  if (config.pipeline == Pipeline::sm90_ws && config.pad_hdim_q &&
+      (problem.hdim_q % 8 != 0 || hdim_v % 8 != 0))
+    return "pad_hdim_q: sm90_ws pads head dims that are multiples of 8, problem has " +
+           std::to_string(problem.hdim_q) + "/" + std::to_string(hdim_v);
   if (attention) {
     if (!config.pad_seqlen_q && needs_seq_padding(problem, problem.seqlen_q, config.block_m))
       return "pad_seqlen_q: seqlen_q " + std::to_string(problem.seqlen_q) +
