@@ -134,6 +134,8 @@ const std::vector<RuleCase>& cases() {
        [](KernelConfig& c) { c.dbias = true, c.bias = BiasKind::alibi; }},
       {"persistent_is_a_launch_form", [](KernelConfig& c) { c.persistent = false; },
        [](KernelConfig& c) { c.persistent = true; }},
+      {"pack_gqa_is_a_launch_form", [](KernelConfig& c) { c.pack_gqa = false; },
+       [](KernelConfig& c) { c.pack_gqa = true; }},
       // Traits a family does not carry stay at their defaults.
       {"family_carries_mode", [](KernelConfig& c) { c.mode = Mode::group; },
        [](KernelConfig& c) { c.family = Family::fwd_appendkv, c.mode = Mode::group; }},

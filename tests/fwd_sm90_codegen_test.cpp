@@ -210,6 +210,17 @@ TEST(FwdSm90Codegen, TensorMapsFollowTheViewStrides) {
     EXPECT_EQ(specs.o.box, (std::vector<uint32_t>{64, 64, 1, 1}));
     EXPECT_EQ(specs.q.element, jit::TensorMapElement::fp16);
     EXPECT_EQ(specs.v.swizzle, jit::TensorMapSwizzle::bytes128);
+    // Packed GQA (4 query heads per KV head): Q and O are 5D [dim, head in group, KV head, seq,
+    // batch] with boxes of the 4 heads by 192 / 4 (Q) or 64 / 4 (O) positions.
+    KernelConfig packed = c;
+    packed.pack_gqa = true;
+    const runtime::Sm90TensorMapSpecs packed_specs = runtime::sm90_tensor_map_specs(p, packed);
+    EXPECT_EQ(packed_specs.q.dims, (std::vector<uint64_t>{64, 4, 2, 300, 2}));
+    EXPECT_EQ(packed_specs.q.strides_bytes,
+              (std::vector<uint64_t>{q_strides[1], 4 * q_strides[1], q_strides[0], q_strides[2]}));
+    EXPECT_EQ(packed_specs.q.box, (std::vector<uint32_t>{64, 4, 1, 48, 1}));
+    EXPECT_EQ(packed_specs.o.box, (std::vector<uint32_t>{64, 4, 1, 16, 1}));
+    EXPECT_EQ(packed_specs.k.dims, specs.k.dims);
   }
   // A seq stride of 68 elements (136 bytes) is no multiple of 16 bytes: named, not supported.
   Problem p =
@@ -242,6 +253,9 @@ TEST(FwdSm90Codegen, CompilesForSm90aWithWgmmaTmaAndSetmaxnreg) {
   KernelConfig features = sm90_fwd_config(DType::bf16, 128, 128, 128, 128);
   testing::enable_every_hook(features);
   configs.push_back(features);
+  KernelConfig packed = causal;  // the persistent, GQA-packed launch forms compile alike
+  packed.pack_gqa = packed.persistent = true;
+  configs.push_back(packed);
   std::vector<jit::BuildJob> jobs;
   for (const KernelConfig& c : configs)
     jobs.push_back({c.symbol(), codegen::generate_sm90_source(c)});
@@ -271,4 +285,31 @@ TEST(FwdSm90Codegen, CompilesForSm90aWithWgmmaTmaAndSetmaxnreg) {
 }
 
 }  // namespace
+// Packed GQA is derived for short query rows with a group dividing 64 and no per-head feature;
+// its launch covers block_m / g positions of every KV head per tile.
+TEST(FwdSm90Codegen, PackedGqaForShortQueryRows) {
+  testing::TensorPool pool(5);
+  const KernelConfig c = sm90_fwd_config(DType::bf16, 128, 128, 128, 128);
+  auto problem = [&](int64_t hq, int64_t hk, int64_t sq) {
+    return testing::batch_problem(pool, Family::fwd, DType::bf16, {2, hq, hk, sq, 300, 128, 128});
+  };
+  EXPECT_TRUE(codegen::sm90_pack_gqa_pays(c, problem(8, 2, 1).build()));
+  EXPECT_TRUE(codegen::sm90_pack_gqa_pays(c, problem(8, 2, 100).causal().build()));
+  EXPECT_FALSE(codegen::sm90_pack_gqa_pays(c, problem(8, 2, 128).build()));  // full tiles
+  EXPECT_FALSE(codegen::sm90_pack_gqa_pays(c, problem(8, 8, 1).build()));    // no group
+  EXPECT_FALSE(codegen::sm90_pack_gqa_pays(c, problem(6, 2, 1).build()));    // 3 does not divide 64
+  KernelConfig dropout = c;
+  dropout.dropout = true;
+  EXPECT_FALSE(codegen::sm90_pack_gqa_pays(dropout, problem(8, 2, 1).build()));
+
+  KernelConfig packed = c;
+  packed.pack_gqa = true;
+  EXPECT_NE(packed.name().find(".packgqa-1"), std::string::npos);
+  EXPECT_NE(codegen::generate_sm90_source(packed).find("/*pack_gqa=*/true"), std::string::npos);
+  // 100 positions x 4 heads: tiles of 32 positions, 4 per KV head, 2 KV heads, 2 sequences.
+  EXPECT_EQ(codegen::launch_shape_sm90(packed, problem(8, 2, 100).build(), 0).grid[0], 4u * 2 * 2);
+  packed.dropout = true;
+  EXPECT_THROW(codegen::check_supported_sm90(packed), Error);
+}
+
 }  // namespace tilefmha

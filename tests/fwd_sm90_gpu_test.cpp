@@ -179,6 +179,28 @@ std::vector<Case> cases() {
                          .build();
                    }});
   }
+  // Packed GQA: the g query heads of a KV head share a tile (short query rows, decode).
+  {
+    KernelConfig c = sm90_config(DType::bf16, 128, 128, 128, 128);
+    c.pack_gqa = true;
+    c.mask = MaskKind::causal;
+    c.lse = true;
+    all.push_back(
+        {"bf16_d128_packed_gqa4_causal_bottom_right", c, S::pingpong, [](TensorPool& pool) {
+           // 40 positions x 4 heads: two packed tiles of 32 positions per KV head.
+           return batch(pool, DType::bf16, {2, 8, 2, 40, 700, 128, 128})
+               .causal(MaskAlign::bottom_right)
+               .build();
+         }});
+  }
+  {
+    KernelConfig c = sm90_config(DType::fp16, 64, 64, 128, 128);
+    c.pack_gqa = true;
+    c.lse = true;
+    all.push_back({"fp16_d64_packed_gqa8_decode", c, S::pingpong, [](TensorPool& pool) {
+                     return batch(pool, DType::fp16, {3, 16, 2, 1, 333, 64, 64}).build();
+                   }});
+  }
   // Head dims narrower than the kernel's panels: TMA zero-fills the columns past them on load
   // and clips them on store (group mode stores whole 16-byte chunks up to the head dim).
   {
@@ -251,8 +273,12 @@ TEST(FwdSm90GpuCases, ProblemsMapsAndLaunchShapesAreValid) {
     EXPECT_NO_THROW(codegen::check_supported_sm90(test.config));
     EXPECT_NO_THROW(runtime::sm90_tensor_map_specs(p, test.config));
     const jit::LaunchShape shape = codegen::launch_shape_sm90(test.config, p, 0);
-    const int64_t query_blocks = (p.seqlen_q + test.config.block_m - 1) / test.config.block_m;
-    EXPECT_EQ(shape.grid[0], static_cast<unsigned>(query_blocks * p.nhead_q * p.batch));
+    // Packed GQA tiles hold block_m / g query positions of a KV head's g query heads.
+    const int64_t group = test.config.pack_gqa ? p.nhead_q / p.nhead_k : 1;
+    const int64_t rows = test.config.block_m / group;
+    const int64_t query_blocks = (p.seqlen_q + rows - 1) / rows;
+    const int64_t heads = test.config.pack_gqa ? p.nhead_k : p.nhead_q;
+    EXPECT_EQ(shape.grid[0], static_cast<unsigned>(query_blocks * heads * p.batch));
     EXPECT_LE(shape.dynamic_shared_bytes, 232448u);
     EXPECT_EQ(p.return_lse, test.config.lse);
   }

@@ -52,6 +52,10 @@ struct KernelConfig {
   // (sm90_ws). Never enumerated; the dispatcher derives it from an enumerated kernel where a
   // persistent grid pays for the problem (codegen::sm90_persistent_grid_pays).
   bool persistent = false;
+  // Launch form, not a trait: the query heads of a GQA group share one tile (block_m / g query
+  // positions x g heads), for short query rows (sm90_ws). Derived by the dispatcher like
+  // `persistent`, never enumerated.
+  bool pack_gqa = false;
 
   bool operator==(const KernelConfig&) const = default;
 
@@ -103,7 +107,8 @@ inline constexpr auto kKernelConfigFields = std::make_tuple(
     KernelConfigField<Fp8ScaleKind>{"fp8_scale", "fp8scale-", &KernelConfig::fp8_scale},
     KernelConfigField<bool>{"deterministic", "det-", &KernelConfig::deterministic},
     KernelConfigField<bool>{"dbias", "dbias-", &KernelConfig::dbias},
-    KernelConfigField<bool>{"persistent", "persist-", &KernelConfig::persistent});
+    KernelConfigField<bool>{"persistent", "persist-", &KernelConfig::persistent},
+    KernelConfigField<bool>{"pack_gqa", "packgqa-", &KernelConfig::pack_gqa});
 
 // Calls visit(field) for each entry of kKernelConfigFields, in order.
 template <class Visitor>

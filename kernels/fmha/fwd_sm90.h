@@ -60,13 +60,15 @@ TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
     for (int index = scheduler.first(); index < scheduler.count(); index = scheduler.next(index)) {
       const Sm90Tile tile_id = scheduler.tile(index);
       const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, tile_id.batch);
-      const int m_begin = tile_id.m_block * Traits::kBlockM;
+      const Sm90TileRows<Traits> tile_rows(p, tile_id.m_block);
+      const int m_begin = tile_rows.q_begin;
       if (m_begin >= seq.len_q) continue;  // the producer skips it alike
       const KeyBlocks blocks =
-          typename Traits::Mask(p, seq, m_begin, Traits::kBlockM).key_blocks(Traits::kBlockN);
+          typename Traits::Mask(p, seq, m_begin, tile_rows.count).key_blocks(Traits::kBlockN);
       const typename Traits::Logits logits(p, seq, tile_id.batch, tile_id.head);
-      const int rows[2] = {m_begin + consumer.tile_row(0), m_begin + consumer.tile_row(1)};
-      const Sm90ElementMask<typename Traits::Mask> element_mask(p, seq, m_begin, Traits::kBlockM,
+      const int rows[2] = {tile_rows.position(consumer.tile_row(0)),
+                           tile_rows.position(consumer.tile_row(1))};
+      const Sm90ElementMask<typename Traits::Mask> element_mask(p, seq, m_begin, tile_rows.count,
                                                                 rows);
       const typename Traits::Dropout dropout(p, tile_id.batch, tile_id.head);
       Sm90ConsumerState<Traits> state;

@@ -11,6 +11,7 @@
 #include "fmha/fwd_sm90_params.h"
 #include "fmha/fwd_sm90_pipeline.h"
 #include "fmha/fwd_sm90_scheduler.h"
+#include "fmha/fwd_sm90_traits.h"
 #include "fmha/logits.h"
 #include "fmha/seq_info.h"
 #include "tile/async_proxy.h"
@@ -52,7 +53,7 @@ TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& s
   const FwdParams& p = params.base;
   const int thread = consumer.thread;
   const int group = consumer.group;
-  const int m_begin = tile_id.m_block * Traits::kBlockM;
+  const Sm90TileRows<Traits> tile_rows(p, tile_id.m_block);
 
   float normalizer[2], lse[2];
   float sink2 = 0.0f;
@@ -84,8 +85,25 @@ TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& s
     }
   }
 
-  const int group_row = m_begin + group * kSm90WarpgroupRows;  // first row, sequence-relative
-  if constexpr (!Traits::kGroupMode) {
+  // First query position of this warpgroup's rows, sequence-relative.
+  const int group_row = tile_rows.position(group * kSm90WarpgroupRows);
+  if constexpr (Traits::kPackGqa) {
+    // 64 rows = 64 / g query positions of the g heads: one 5D box per panel.
+    tile::fence_proxy_async_shared();
+    tile::named_barrier_sync(kSm90EpilogueBarrier + group, kSm90WarpgroupThreads);
+    if (thread == 0 && group_row < seq.len_q) {
+      const tile::TensorMap* o_map = reinterpret_cast<const tile::TensorMap*>(&params.o_map);
+#pragma unroll
+      for (int panel = 0; panel < kDv / kSm90PanelElements; ++panel) {
+        tile::tma_store_5d(
+            o_map,
+            o_tile + panel * Traits::kQPanelBytes + group * kSm90WarpgroupRows * kSm90RowBytes,
+            panel * kSm90PanelElements, 0, tile_id.head, int(seq.q_start) + group_row,
+            int(seq.view_batch));
+      }
+      tile::tma_store_commit_group();
+    }
+  } else if constexpr (!Traits::kGroupMode) {
     tile::fence_proxy_async_shared();  // the TMA store reads what ordinary stores wrote
     tile::named_barrier_sync(kSm90EpilogueBarrier + group, kSm90WarpgroupThreads);
     if (thread == 0 && group_row < seq.len_q) {
@@ -127,9 +145,10 @@ TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& s
     if (thread % 4 == 0) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const int i = m_begin + consumer.tile_row(r);
+        const int i = tile_rows.position(consumer.tile_row(r));
+        const int head = tile_rows.head(tile_id.head, consumer.tile_row(r));
         if (i < seq.len_q) {
-          p.lse[seq.view_batch * p.lse_batch_stride + tile_id.head * p.lse_head_stride +
+          p.lse[seq.view_batch * p.lse_batch_stride + head * p.lse_head_stride +
                 (seq.q_start + i) * p.lse_seq_stride] = lse[r];
         }
       }

@@ -15,7 +15,8 @@ struct alignas(64) Sm90TensorMap {
 };
 
 // Every map is 4D over [dim, seq, head, batch] (innermost first) with the view's strides; the
-// box is 64 elements (one 128-byte swizzle row) by a tile's rows.
+// box is 64 elements (one 128-byte swizzle row) by a tile's rows. With packed GQA, Q and O are
+// 5D over [dim, head in group, KV head, seq, batch] with boxes of g heads by tile rows / g.
 struct Sm90FwdParams {
   Sm90TensorMap q_map;  // box {64, block_m}
   Sm90TensorMap k_map;  // box {64, block_n}
@@ -31,6 +32,10 @@ struct Sm90FwdParams {
   int m_blocks;
   int paired;
   int m_slots;
+  // Heads the tiles run over: nhead_q, or nhead_k when GQA groups are packed (the Q and O maps
+  // are then 5D [dim, group head, KV head, seq, batch] and m_blocks counts block_m / g query
+  // positions).
+  int tile_heads;
 };
 
 }  // namespace tilefmha::fmha

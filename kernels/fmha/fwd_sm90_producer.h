@@ -10,6 +10,7 @@
 #include "fmha/fwd_sm90_params.h"
 #include "fmha/fwd_sm90_pipeline.h"
 #include "fmha/fwd_sm90_scheduler.h"
+#include "fmha/fwd_sm90_traits.h"
 #include "fmha/mask.h"
 #include "fmha/seq_info.h"
 #include "tile/mbarrier.h"
@@ -38,14 +39,15 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
   for (int index = scheduler.first(); index < scheduler.count(); index = scheduler.next(index)) {
     const Sm90Tile tile_id = scheduler.tile(index);
     const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, tile_id.batch);
-    const int m_begin = tile_id.m_block * Traits::kBlockM;
+    const Sm90TileRows<Traits> tile_rows(p, tile_id.m_block);
+    const int m_begin = tile_rows.q_begin;
     if (m_begin >= seq.len_q) continue;  // the consumers skip it alike
-    const typename Traits::Mask mask(p, seq, m_begin, Traits::kBlockM);
+    const typename Traits::Mask mask(p, seq, m_begin, tile_rows.count);
     const KeyBlocks blocks = mask.key_blocks(Traits::kBlockN);
 
     const int batch = int(seq.view_batch);
-    const int head = tile_id.head;
-    const int kv_head = int(head / p.head_group);
+    const int head = tile_id.head;  // the KV head itself when GQA groups are packed
+    const int kv_head = Traits::kPackGqa ? head : int(head / p.head_group);
 
     auto load_k = [&](int step) {
       const int key_row = int(seq.k_start) + blocks.block(step) * Traits::kBlockN;
@@ -84,9 +86,14 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
     tile::mbarrier_arrive_expect_tx(barriers.q_full(), Traits::kQBytes);
 #pragma unroll
     for (int panel = 0; panel < Traits::kHdimQ / kSm90PanelElements; ++panel) {
-      tile::tma_load_4d(smem + Traits::kSmem.q_offset + panel * Traits::kQPanelBytes, q_map,
-                        barriers.q_full(), panel * kSm90PanelElements, int(seq.q_start) + m_begin,
-                        head, batch);
+      const tile::u32 destination = smem + Traits::kSmem.q_offset + panel * Traits::kQPanelBytes;
+      if constexpr (Traits::kPackGqa) {
+        tile::tma_load_5d(destination, q_map, barriers.q_full(), panel * kSm90PanelElements, 0,
+                          kv_head, int(seq.q_start) + m_begin, batch);
+      } else {
+        tile::tma_load_4d(destination, q_map, barriers.q_full(), panel * kSm90PanelElements,
+                          int(seq.q_start) + m_begin, head, batch);
+      }
     }
     ++q_loads;
     if (!Traits::kPersistent && steps > 0) load_k(0);

@@ -42,7 +42,7 @@ struct Sm90TileScheduler {
   const Sm90FwdParams& params;
 
   TILEFMHA_DEVICE bool paired() const { return LongestFirst && params.paired != 0; }
-  TILEFMHA_DEVICE int heads() const { return int(params.base.nhead_q); }
+  TILEFMHA_DEVICE int heads() const { return params.tile_heads; }
   // Numbers per (sequence, head): its query blocks, rounded up to whole pairs when paired.
   TILEFMHA_DEVICE int slots() const { return params.m_slots; }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "fmha/dropout.h"
+#include "fmha/fwd_params.h"
 #include "fmha/fwd_sm90_shape.h"
 #include "fmha/logits.h"
 #include "tile/numeric_types.h"
@@ -11,7 +12,7 @@ namespace tilefmha::fmha {
 
 template <class Element_, int HdimQ, int HdimV, int BlockM, int BlockN, int Stages, bool GroupMode,
           class Mask_, class Logits_, class Dropout_, bool StoreLse, bool SinkLogit,
-          Sm90Schedule Schedule, bool Persistent>
+          Sm90Schedule Schedule, bool Persistent, bool PackGqa = false>
 struct Sm90FwdTraits {
   using Element = Element_;
   using Mask = Mask_;
@@ -33,6 +34,8 @@ struct Sm90FwdTraits {
   // Persistent: a CTA loops over tiles (grid of at most one CTA per SM); else it runs exactly
   // one tile (grid of one CTA per tile) and keeps no state across tiles.
   static constexpr bool kPersistent = Persistent;
+  // The g query heads of a KV head share a tile: row r is query position r / g of head r % g.
+  static constexpr bool kPackGqa = PackGqa;
   static constexpr bool kOverlap = Schedule != Sm90Schedule::serial;
   static constexpr bool kPingpong = Schedule == Sm90Schedule::pingpong && kConsumerGroups > 1;
   // Register reallocation pays only when one warpgroup's registers can feed another's.
@@ -64,6 +67,32 @@ struct Sm90FwdTraits {
   static_assert(BlockN % 16 == 0 && BlockN >= 16 && BlockN <= 256,
                 "block_n must be a multiple of 16 in 16..256 (wgmma N and TMA box)");
   static_assert(Stages >= 1 && Stages <= 4, "stages must be 1..4");
+  static_assert(!PackGqa || (!Dropout_::kEnabled && !SinkLogit && !GroupMode &&
+                             tile::same_type<Logits_, fmha::Logits<PlainScale, NoBias>>::value),
+                "packed GQA tiles hold several heads: no per-head dropout, sink, bias or "
+                "ALiBi, and batch mode only");
+};
+
+// The query rows of a tile: block_m rows of one head, or with packed GQA block_m / g query
+// positions of the g heads of one KV head (tile row r: position r / g, head r % g).
+template <class Traits>
+struct Sm90TileRows {
+  int group;    // g when packed, else 1
+  int count;    // query positions the tile covers
+  int q_begin;  // its first query position (sequence-relative)
+
+  TILEFMHA_DEVICE Sm90TileRows(const FwdParams& p, int m_block)
+      : group(Traits::kPackGqa ? int(p.head_group) : 1),
+        count(Traits::kBlockM / group),
+        q_begin(m_block * count) {}
+
+  TILEFMHA_DEVICE int position(int tile_row) const {
+    return Traits::kPackGqa ? q_begin + tile_row / group : q_begin + tile_row;
+  }
+  // The query head of tile row r, given the tile's head (its KV head when packed).
+  TILEFMHA_DEVICE int head(int tile_head, int tile_row) const {
+    return Traits::kPackGqa ? tile_head * group + tile_row % group : tile_head;
+  }
 };
 
 }  // namespace tilefmha::fmha

@@ -51,6 +51,15 @@ TILEFMHA_DEVICE void tma_load_4d(u32 smem_destination, const TensorMap* map, u32
       : "memory");
 }
 
+TILEFMHA_DEVICE void tma_load_5d(u32 smem_destination, const TensorMap* map, u32 barrier, int c0,
+                                 int c1, int c2, int c3, int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5, %6, %7}], [%2];\n" ::"r"(smem_destination),
+      "l"(map), "r"(barrier), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
+      : "memory");
+}
+
 // Stores read shared memory through the async proxy: fence ordinary stores to the source
 // first (fence_proxy_async_shared), then commit and wait before reusing the buffer.
 TILEFMHA_DEVICE void tma_store_2d(const TensorMap* map, u32 smem_source, int c0, int c1) {
@@ -74,6 +83,15 @@ TILEFMHA_DEVICE void tma_store_4d(const TensorMap* map, u32 smem_source, int c0,
       "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
           map),
       "r"(smem_source), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+
+TILEFMHA_DEVICE void tma_store_5d(const TensorMap* map, u32 smem_source, int c0, int c1, int c2,
+                                  int c3, int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5, %6}], "
+      "[%1];\n" ::"l"(map),
+      "r"(smem_source), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
       : "memory");
 }
 

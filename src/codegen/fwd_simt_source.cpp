@@ -43,6 +43,8 @@ void check_supported_simt(const KernelConfig& c) {
   check_forward_fields(c, "simt_f32 has no fp8 path");
   if (c.persistent)
     unsupported("persistent", c.persistent, "simt_f32 runs one CTA per tile; only sm90_ws loops");
+  if (c.pack_gqa)
+    unsupported("pack_gqa", c.pack_gqa, "simt_f32 runs one head per tile; only sm90_ws packs GQA");
   if (c.mode == Mode::group && !(c.pad_seqlen_q && c.pad_seqlen_k))
     unsupported("mode", c.mode, "group mode needs pad_seqlen_q and pad_seqlen_k");
 }

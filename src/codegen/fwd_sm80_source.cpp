@@ -32,6 +32,8 @@ void check_supported_sm80(const KernelConfig& c) {
   check_forward_fields(c, "sm80_mma has no fp8 path");
   if (c.persistent)
     unsupported("persistent", c.persistent, "sm80_mma runs one CTA per tile; only sm90_ws loops");
+  if (c.pack_gqa)
+    unsupported("pack_gqa", c.pack_gqa, "sm80_mma runs one head per tile; only sm90_ws packs GQA");
   if (c.mode == Mode::group && !(c.pad_seqlen_q && c.pad_seqlen_k))
     unsupported("mode", c.mode, "group mode needs pad_seqlen_q and pad_seqlen_k");
 }

@@ -40,6 +40,12 @@ Sm90Variant default_sm90_variant(const KernelConfig& config);
 // sequences (group mode, per-batch key lengths), whose tiles no static order can balance.
 bool sm90_persistent_grid_pays(const KernelConfig& config, const Problem& problem);
 
+// Whether `config` should run with GQA groups packed (KernelConfig.pack_gqa) on `problem`: query
+// rows shorter than block_m, a group of 2..64 query heads per KV head dividing 64, batch mode,
+// and none of the per-head features (dropout, sink logit, bias, ALiBi, soft cap). A tile then
+// holds block_m / g query positions of all g heads, and K/V is read once per KV head.
+bool sm90_pack_gqa_pays(const KernelConfig& config, const Problem& problem);
+
 // The translation unit of `config` (checks support first).
 std::string generate_sm90_source(const KernelConfig& config);
 std::string generate_sm90_source(const KernelConfig& config, const Sm90Variant& variant);

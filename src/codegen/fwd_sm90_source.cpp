@@ -71,6 +71,16 @@ void check_supported_sm90(const KernelConfig& c) {
                     " registers per thread, over the " + std::to_string(budget) +
                     " a consumer has (would spill)");
   check_forward_fields(c, "sm90_ws has no fp8 path yet");
+  if (c.pack_gqa) {
+    const char* why =
+        "a packed GQA tile holds several heads: batch mode without per-head "
+        "dropout, sink logit, bias or ALiBi";
+    if (c.mode != Mode::batch) unsupported("mode", c.mode, why);
+    if (c.dropout) unsupported("dropout", c.dropout, why);
+    if (c.sink_logit) unsupported("sink_logit", c.sink_logit, why);
+    if (c.bias != BiasKind::none) unsupported("bias", c.bias, why);
+    if (c.softcap) unsupported("softcap", c.softcap, why);
+  }
 }
 
 Sm90Variant default_sm90_variant(const KernelConfig& c) {
@@ -103,7 +113,7 @@ std::string generate_sm90_source(const KernelConfig& c, const Sm90Variant& varia
      << "    /*group_mode=*/" << boolean(c.mode == Mode::group) << ",\n"
      << feature_hook_arguments(c) << ",\n"
      << "    " << schedule_name(variant.schedule) << ", /*persistent=*/"
-     << boolean(variant.persistent) << ">;\n"
+     << boolean(variant.persistent) << ", /*pack_gqa=*/" << boolean(c.pack_gqa) << ">;\n"
      << "}  // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << threads_per_block_sm90(c) << ", 1) "
      << c.symbol() << "(const __grid_constant__ tilefmha::fmha::Sm90FwdParams params) {\n"
@@ -123,6 +133,15 @@ bool sm90_persistent_grid_pays(const KernelConfig& c, const Problem& problem) {
   return fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).separate_o();
 }
 
+bool sm90_pack_gqa_pays(const KernelConfig& c, const Problem& problem) {
+  if (c.mode != Mode::batch || c.dropout || c.sink_logit || c.bias != BiasKind::none || c.softcap ||
+      problem.nhead_k <= 0)
+    return false;
+  const int64_t group = problem.nhead_q / problem.nhead_k;
+  // Whole groups per warpgroup's 64 rows, and rows a one-head tile would leave mostly empty.
+  return group >= 2 && fmha::kSm90WarpgroupRows % group == 0 && problem.seqlen_q < c.block_m;
+}
+
 jit::LaunchShape launch_shape_sm90(const KernelConfig& c, const Problem& problem,
                                    int64_t sm_count) {
   return launch_shape_sm90(c, problem, default_sm90_variant(c), sm_count);
@@ -131,8 +150,12 @@ jit::LaunchShape launch_shape_sm90(const KernelConfig& c, const Problem& problem
 jit::LaunchShape launch_shape_sm90(const KernelConfig& c, const Problem& problem,
                                    const Sm90Variant& variant, int64_t max_ctas) {
   check_supported_sm90(c);
-  const int64_t query_blocks = (problem.seqlen_q + c.block_m - 1) / c.block_m;
-  const int64_t tiles = query_blocks * problem.nhead_q * problem.batch;
+  // Packed GQA: tiles of block_m / g query positions over the KV heads.
+  const int64_t group = c.pack_gqa && problem.nhead_k > 0 ? problem.nhead_q / problem.nhead_k : 1;
+  const int64_t rows = c.block_m / group;
+  const int64_t query_blocks = (problem.seqlen_q + rows - 1) / rows;
+  const int64_t tiles =
+      query_blocks * (c.pack_gqa ? problem.nhead_k : problem.nhead_q) * problem.batch;
   // The kernel numbers tiles with 32-bit ints.
   constexpr int64_t kMaxTiles = (int64_t{1} << 31) - 1;
   if (tiles > kMaxTiles)

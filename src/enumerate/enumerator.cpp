@@ -15,10 +15,10 @@ constexpr std::string_view kLeadingFields[] = {"family", "arch", "dtype"};
 constexpr std::string_view kTileLevelFields[] = {"pipeline", "hdim_q",  "hdim_v", "block_m",
                                                  "block_n",  "block_k", "warps",  "stages"};
 constexpr std::string_view kTrailingFields[] = {
-    "out_dtype",  "mode",       "pad_seqlen_q",  "pad_seqlen_k", "pad_hdim_q",
-    "pad_hdim_v", "mask",       "bias",          "softcap",      "lse",
-    "dropout",    "sink_logit", "page_table",    "page_size",    "kv_layout",
-    "rope",       "fp8_scale",  "deterministic", "dbias",        "persistent"};
+    "out_dtype",  "mode",       "pad_seqlen_q", "pad_seqlen_k", "pad_hdim_q", "pad_hdim_v",
+    "mask",       "bias",       "softcap",      "lse",          "dropout",    "sink_logit",
+    "page_table", "page_size",  "kv_layout",    "rope",         "fp8_scale",  "deterministic",
+    "dbias",      "persistent", "pack_gqa"};
 
 struct Level {
   bool is_tile = false;

@@ -150,6 +150,10 @@ bool persistent_is_a_launch_form(const KernelConfig& c) {
   return !c.persistent;
 }
 
+bool pack_gqa_is_a_launch_form(const KernelConfig& c) {
+  return !c.pack_gqa;
+}
+
 // A trait the family does not carry stays at its default value.
 Rule family_carries_rule(std::string_view field) {
   const size_t index = field_index(field);
@@ -237,6 +241,10 @@ std::vector<Rule> build_rules() {
        "the dispatcher derives a kernel's persistent form at launch where it pays; it is "
        "never a separate enumerated kernel",
        field_set({"persistent"}), persistent_is_a_launch_form},
+      {"pack_gqa_is_a_launch_form",
+       "the dispatcher derives a kernel's GQA-packed form at launch for short query rows; it is "
+       "never a separate enumerated kernel",
+       field_set({"pack_gqa"}), pack_gqa_is_a_launch_form},
   };
   for (std::string_view field : trait_fields()) out.push_back(family_carries_rule(field));
   return out;

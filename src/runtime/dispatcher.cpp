@@ -63,8 +63,10 @@ double preference(const KernelConfig& kernel, const Problem& problem, const Devi
 // The kernel as launched: an sm90_ws forward kernel runs in its persistent form (CTAs looping
 // over tiles on one CTA per SM) where that pays for the problem.
 KernelConfig launch_form(KernelConfig kernel, const Problem& problem) {
-  if (kernel.pipeline == Pipeline::sm90_ws && kernel.family == Family::fwd &&
-      codegen::sm90_persistent_grid_pays(kernel, problem))
+  if (kernel.pipeline != Pipeline::sm90_ws || kernel.family != Family::fwd) return kernel;
+  if (codegen::sm90_pack_gqa_pays(kernel, problem))
+    kernel.pack_gqa = true;  // short rows: one CTA per packed tile
+  else if (codegen::sm90_persistent_grid_pays(kernel, problem))
     kernel.persistent = true;
   return kernel;
 }
@@ -150,7 +152,8 @@ std::shared_ptr<const Plan> Dispatcher::plan(const Problem& problem) {
     plan->stages.push_back({kernel, codegen::launch_shape(kernel, problem, device_.sm_count)});
     why << to_string(stage) << ": " << kernel.name() << " (score " << best.score << ", "
         << (stage_verdicts.size() - 1) << " other candidates"
-        << (kernel.persistent && !best.kernel.persistent ? "; persistent grid" : "") << ")\n";
+        << (kernel.persistent && !best.kernel.persistent ? "; persistent grid" : "")
+        << (kernel.pack_gqa && !best.kernel.pack_gqa ? "; GQA groups packed" : "") << ")\n";
   }
   plan->explanation = why.str();
   std::lock_guard lock(mutex_);

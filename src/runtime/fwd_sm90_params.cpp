@@ -74,6 +74,28 @@ jit::TiledTensorMapSpec view_map(const TensorView& view, const char* field, uint
   return spec;
 }
 
+// A 5D map [dim, head in group, KV head, seq, batch] over a [batch, seq, head, dim] view whose
+// heads are g-sized GQA groups: a box of g heads by rows / g positions loads or stores a packed
+// tile's rows in (position, head) order.
+jit::TiledTensorMapSpec packed_view_map(const TensorView& view, const char* field, int64_t group,
+                                        uint32_t box_positions) {
+  jit::TiledTensorMapSpec spec = view_map(view, field, box_positions);
+  const int64_t element = dtype_size(view.dtype);
+  const uint64_t head_bytes = spec.strides_bytes[1];  // map order: seq, head, batch
+  const uint64_t kv_heads = static_cast<uint64_t>(view.shape[2] / group);
+  spec.dims = {static_cast<uint64_t>(view.shape[3]), static_cast<uint64_t>(group), kv_heads,
+               static_cast<uint64_t>(view.shape[1]), static_cast<uint64_t>(view.shape[0])};
+  spec.strides_bytes = {head_bytes, head_bytes * static_cast<uint64_t>(group),
+                        spec.strides_bytes[0], spec.strides_bytes[2]};
+  spec.box = {static_cast<uint32_t>(fmha::kSm90PanelElements), static_cast<uint32_t>(group), 1,
+              box_positions, 1};
+  if (view.stride[2] * element % kTmaStrideAlignment != 0)
+    fail(ErrorKind::not_supported, std::string(field) +
+                                       ".stride[2] (head) = " + std::to_string(view.stride[2]) +
+                                       " elements: packed GQA needs 16-byte head strides");
+  return spec;
+}
+
 }  // namespace
 
 Sm90TensorMapSpecs sm90_tensor_map_specs(const Problem& p, const KernelConfig& c) {
@@ -91,10 +113,19 @@ Sm90TensorMapSpecs sm90_tensor_map_specs(const Problem& p, const KernelConfig& c
                                           " but the kernel is built for " +
                                           std::to_string(c.hdim_v));
   Sm90TensorMapSpecs specs;
-  specs.q = view_map(p.q, "q", static_cast<uint32_t>(c.block_m));
+  if (c.pack_gqa) {
+    const int64_t g = p.nhead_q / p.nhead_k;
+    if (g < 2 || fmha::kSm90WarpgroupRows % g != 0)
+      fail(ErrorKind::not_supported, "nhead_q / nhead_k = " + std::to_string(g) +
+                                         ": packed GQA needs a group of 2..64 dividing 64");
+    specs.q = packed_view_map(p.q, "q", g, static_cast<uint32_t>(c.block_m / g));
+    specs.o = packed_view_map(p.o, "o", g, static_cast<uint32_t>(fmha::kSm90WarpgroupRows / g));
+  } else {
+    specs.q = view_map(p.q, "q", static_cast<uint32_t>(c.block_m));
+    specs.o = view_map(p.o, "o", static_cast<uint32_t>(fmha::kSm90WarpgroupRows));
+  }
   specs.k = view_map(p.k, "k", static_cast<uint32_t>(c.block_n));
   specs.v = view_map(p.v, "v", static_cast<uint32_t>(c.block_n));
-  specs.o = view_map(p.o, "o", static_cast<uint32_t>(fmha::kSm90WarpgroupRows));
   return specs;
 }
 
@@ -102,8 +133,10 @@ fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& p, const FwdDeviceIndice
                                          const KernelConfig& c) {
   fmha::Sm90FwdParams params{};
   params.base = make_fwd_params(p, indices);
-  params.m_blocks = static_cast<int>((p.seqlen_q + c.block_m - 1) / c.block_m);
-  bind_sm90_grid(params, c, int64_t{params.m_blocks} * p.nhead_q * p.batch);
+  const int64_t rows_per_tile = c.pack_gqa ? c.block_m / (p.nhead_q / p.nhead_k) : c.block_m;
+  params.m_blocks = static_cast<int>((p.seqlen_q + rows_per_tile - 1) / rows_per_tile);
+  params.tile_heads = static_cast<int>(c.pack_gqa ? p.nhead_k : p.nhead_q);
+  bind_sm90_grid(params, c, int64_t{params.m_blocks} * params.tile_heads * p.batch);
   const bool scale_folds = !c.softcap && c.bias == BiasKind::none;
   if (scale_folds && p.scale() < 0)
     fail(ErrorKind::not_supported, "softmax_scale = " + std::to_string(p.scale()) +
@@ -122,7 +155,7 @@ fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& p, const FwdDeviceIndice
 }
 
 void bind_sm90_grid(fmha::Sm90FwdParams& params, const KernelConfig& config, int64_t grid_ctas) {
-  const int64_t tiles = int64_t{params.m_blocks} * params.base.nhead_q * params.base.batch;
+  const int64_t tiles = int64_t{params.m_blocks} * params.tile_heads * params.base.batch;
   params.paired = config.mask != MaskKind::none && grid_ctas < tiles ? 1 : 0;
   params.m_slots = params.paired ? (params.m_blocks + 1) / 2 * 2 : params.m_blocks;
 }
