@@ -87,34 +87,24 @@ TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& s
 
   // First query position of this warpgroup's rows, sequence-relative.
   const int group_row = tile_rows.position(group * kSm90WarpgroupRows);
-  if constexpr (Traits::kPackGqa) {
-    // 64 rows = 64 / g query positions of the g heads: one 5D box per panel.
-    tile::fence_proxy_async_shared();
-    tile::named_barrier_sync(kSm90EpilogueBarrier + group, kSm90WarpgroupThreads);
-    if (thread == 0 && group_row < seq.len_q) {
-      const tile::TensorMap* o_map = reinterpret_cast<const tile::TensorMap*>(&params.o_map);
-#pragma unroll
-      for (int panel = 0; panel < kDv / kSm90PanelElements; ++panel) {
-        tile::tma_store_5d(
-            o_map,
-            o_tile + panel * Traits::kQPanelBytes + group * kSm90WarpgroupRows * kSm90RowBytes,
-            panel * kSm90PanelElements, 0, tile_id.head, int(seq.q_start) + group_row,
-            int(seq.view_batch));
-      }
-      tile::tma_store_commit_group();
-    }
-  } else if constexpr (!Traits::kGroupMode) {
+  if constexpr (!Traits::kGroupMode) {
     tile::fence_proxy_async_shared();  // the TMA store reads what ordinary stores wrote
     tile::named_barrier_sync(kSm90EpilogueBarrier + group, kSm90WarpgroupThreads);
     if (thread == 0 && group_row < seq.len_q) {
       const tile::TensorMap* o_map = reinterpret_cast<const tile::TensorMap*>(&params.o_map);
 #pragma unroll
       for (int panel = 0; panel < kDv / kSm90PanelElements; ++panel) {
-        tile::tma_store_4d(
-            o_map,
-            o_tile + panel * Traits::kQPanelBytes + group * kSm90WarpgroupRows * kSm90RowBytes,
-            panel * kSm90PanelElements, int(seq.q_start) + group_row, tile_id.head,
-            int(seq.view_batch));
+        const tile::u32 source =
+            o_tile + panel * Traits::kQPanelBytes + group * kSm90WarpgroupRows * kSm90RowBytes;
+        const int row = int(seq.q_start) + group_row;
+        if constexpr (Traits::kPackGqa) {
+          // 64 rows = 64 / g query positions of the g heads: one 5D box per panel.
+          tile::tma_store_5d(o_map, source, panel * kSm90PanelElements, 0, tile_id.head, row,
+                             int(seq.view_batch));
+        } else {
+          tile::tma_store_4d(o_map, source, panel * kSm90PanelElements, row, tile_id.head,
+                             int(seq.view_batch));
+        }
       }
       tile::tma_store_commit_group();
     }
