@@ -61,10 +61,9 @@ TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
       const Sm90Tile tile_id = scheduler.tile(index);
       const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, tile_id.batch);
       const Sm90TileRows<Traits> tile_rows(p, tile_id.m_block);
+      if (tile_rows.past_end(seq)) continue;  // the producer skips it alike
       const int m_begin = tile_rows.q_begin;
-      if (m_begin >= seq.len_q) continue;  // the producer skips it alike
-      const KeyBlocks blocks =
-          typename Traits::Mask(p, seq, m_begin, tile_rows.count).key_blocks(Traits::kBlockN);
+      const KeyBlocks blocks = tile_rows.key_blocks(p, seq);
       const typename Traits::Logits logits(p, seq, tile_id.batch, tile_id.head);
       const int rows[2] = {tile_rows.position(consumer.tile_row(0)),
                            tile_rows.position(consumer.tile_row(1))};

@@ -40,46 +40,45 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
     const Sm90Tile tile_id = scheduler.tile(index);
     const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, tile_id.batch);
     const Sm90TileRows<Traits> tile_rows(p, tile_id.m_block);
+    if (tile_rows.past_end(seq)) continue;  // the consumers skip it alike
     const int m_begin = tile_rows.q_begin;
-    if (m_begin >= seq.len_q) continue;  // the consumers skip it alike
-    const typename Traits::Mask mask(p, seq, m_begin, tile_rows.count);
-    const KeyBlocks blocks = mask.key_blocks(Traits::kBlockN);
+    const KeyBlocks blocks = tile_rows.key_blocks(p, seq);
 
     const int batch = int(seq.view_batch);
     const int head = tile_id.head;  // the KV head itself when GQA groups are packed
     const int kv_head = Traits::kPackGqa ? head : int(head / p.head_group);
 
-    auto load_k = [&](int step) {
+    // Block `step` of the tile into its ring slot: wait until the consumers freed the slot,
+    // announce the bytes, then one TMA box per 64-column panel.
+    auto load_block = [&](int step, tile::u32 empty, tile::u32 full, tile::u32 destination,
+                          int stage_bytes, int panels, int panel_bytes,
+                          const tile::TensorMap* map) {
       const int key_row = int(seq.k_start) + blocks.block(step) * Traits::kBlockN;
-      const int stage = ring_stage<kStages>(step_base + step);
-      tile::mbarrier_wait(barriers.k_empty(stage), ring_phase<kStages>(step_base + step) ^ 1u);
-      const tile::u32 full = barriers.k_full(stage);
-      tile::mbarrier_arrive_expect_tx(full, Traits::kSmem.k_stage_bytes);
-      const tile::u32 destination =
-          smem + Traits::kSmem.k_offset + stage * Traits::kSmem.k_stage_bytes;
+      tile::mbarrier_wait(empty, ring_phase<kStages>(step_base + step) ^ 1u);
+      tile::mbarrier_arrive_expect_tx(full, stage_bytes);
 #pragma unroll
-      for (int panel = 0; panel < Traits::kHdimQ / kSm90PanelElements; ++panel) {
-        tile::tma_load_4d(destination + panel * Traits::kKPanelBytes, k_map, full,
-                          panel * kSm90PanelElements, key_row, kv_head, batch);
+      for (int panel = 0; panel < panels; ++panel) {
+        tile::tma_load_4d(destination + panel * panel_bytes, map, full, panel * kSm90PanelElements,
+                          key_row, kv_head, batch);
       }
+    };
+    auto load_k = [&](int step) {
+      const int stage = ring_stage<kStages>(step_base + step);
+      load_block(step, barriers.k_empty(stage), barriers.k_full(stage),
+                 smem + Traits::kSmem.k_offset + stage * Traits::kSmem.k_stage_bytes,
+                 Traits::kSmem.k_stage_bytes, Traits::kHdimQ / kSm90PanelElements,
+                 Traits::kKPanelBytes, k_map);
     };
     auto load_v = [&](int step) {
-      const int key_row = int(seq.k_start) + blocks.block(step) * Traits::kBlockN;
       const int stage = ring_stage<kStages>(step_base + step);
-      tile::mbarrier_wait(barriers.v_empty(stage), ring_phase<kStages>(step_base + step) ^ 1u);
-      const tile::u32 full = barriers.v_full(stage);
-      tile::mbarrier_arrive_expect_tx(full, Traits::kSmem.v_stage_bytes);
-      const tile::u32 destination =
-          smem + Traits::kSmem.v_offset + stage * Traits::kSmem.v_stage_bytes;
-#pragma unroll
-      for (int panel = 0; panel < Traits::kHdimV / kSm90PanelElements; ++panel) {
-        tile::tma_load_4d(destination + panel * Traits::kVPanelBytes, v_map, full,
-                          panel * kSm90PanelElements, key_row, kv_head, batch);
-      }
+      load_block(step, barriers.v_empty(stage), barriers.v_full(stage),
+                 smem + Traits::kSmem.v_offset + stage * Traits::kSmem.v_stage_bytes,
+                 Traits::kSmem.v_stage_bytes, Traits::kHdimV / kSm90PanelElements,
+                 Traits::kVPanelBytes, v_map);
     };
 
-    // Persistent CTAs load K0 first: it can land while the consumers still store the previous
-    // tile's O from the Q buffer.
+    // Persistent CTAs load K0 first: it can land while the consumers still finish the previous
+    // tile (and, where O shares the Q buffer, store its O from there).
     const int steps = blocks.count();
     if (Traits::kPersistent && steps > 0) load_k(0);
     tile::mbarrier_wait(barriers.q_empty(), (tile::u32(q_loads) & 1u) ^ 1u);

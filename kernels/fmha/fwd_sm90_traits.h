@@ -6,6 +6,8 @@
 #include "fmha/fwd_params.h"
 #include "fmha/fwd_sm90_shape.h"
 #include "fmha/logits.h"
+#include "fmha/mask.h"
+#include "fmha/seq_info.h"
 #include "tile/numeric_types.h"
 
 namespace tilefmha::fmha {
@@ -85,6 +87,13 @@ struct Sm90TileRows {
       : group(Traits::kPackGqa ? int(p.head_group) : 1),
         count(Traits::kBlockM / group),
         q_begin(m_block * count) {}
+
+  // Whether the tile starts past its sequence's end (both roles skip it), and the key blocks it
+  // visits: the producer loads exactly the blocks the consumers compute.
+  TILEFMHA_DEVICE bool past_end(const SeqInfo& seq) const { return q_begin >= seq.len_q; }
+  TILEFMHA_DEVICE KeyBlocks key_blocks(const FwdParams& p, const SeqInfo& seq) const {
+    return typename Traits::Mask(p, seq, q_begin, count).key_blocks(Traits::kBlockN);
+  }
 
   TILEFMHA_DEVICE int position(int tile_row) const {
     return Traits::kPackGqa ? q_begin + tile_row / group : q_begin + tile_row;

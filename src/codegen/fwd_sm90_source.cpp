@@ -1,3 +1,4 @@
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -28,6 +29,17 @@ std::string_view schedule_name(fmha::Sm90Schedule schedule) {
     case fmha::Sm90Schedule::pingpong: break;
   }
   return "tilefmha::fmha::Sm90Schedule::pingpong";
+}
+
+// The first field whose feature differs per head (or needs a layout a packed tile lacks), so a
+// packed GQA tile, whose rows span the g heads of a group, cannot hold it.
+std::optional<std::string_view> per_head_feature(const KernelConfig& c) {
+  if (c.mode != Mode::batch) return "mode";
+  if (c.dropout) return "dropout";
+  if (c.sink_logit) return "sink_logit";
+  if (c.bias != BiasKind::none) return "bias";
+  if (c.softcap) return "softcap";
+  return std::nullopt;
 }
 
 }  // namespace
@@ -72,14 +84,11 @@ void check_supported_sm90(const KernelConfig& c) {
                     " a consumer has (would spill)");
   check_forward_fields(c, "sm90_ws has no fp8 path yet");
   if (c.pack_gqa) {
-    const char* why =
-        "a packed GQA tile holds several heads: batch mode without per-head "
-        "dropout, sink logit, bias or ALiBi";
-    if (c.mode != Mode::batch) unsupported("mode", c.mode, why);
-    if (c.dropout) unsupported("dropout", c.dropout, why);
-    if (c.sink_logit) unsupported("sink_logit", c.sink_logit, why);
-    if (c.bias != BiasKind::none) unsupported("bias", c.bias, why);
-    if (c.softcap) unsupported("softcap", c.softcap, why);
+    if (const std::optional<std::string_view> field = per_head_feature(c))
+      throw Error(ErrorKind::not_supported,
+                  std::string(*field) + " = " + field_to_string(get_field(c, *field)) +
+                      ": a packed GQA tile holds several heads: batch mode without per-head "
+                      "dropout, sink logit, bias, ALiBi or soft cap");
   }
 }
 
@@ -134,9 +143,7 @@ bool sm90_persistent_grid_pays(const KernelConfig& c, const Problem& problem) {
 }
 
 bool sm90_pack_gqa_pays(const KernelConfig& c, const Problem& problem) {
-  if (c.mode != Mode::batch || c.dropout || c.sink_logit || c.bias != BiasKind::none || c.softcap ||
-      problem.nhead_k <= 0)
-    return false;
+  if (per_head_feature(c) || problem.nhead_k <= 0) return false;
   const int64_t group = problem.nhead_q / problem.nhead_k;
   // Whole groups per warpgroup's 64 rows, and rows a one-head tile would leave mostly empty.
   return group >= 2 && fmha::kSm90WarpgroupRows % group == 0 && problem.seqlen_q < c.block_m;
