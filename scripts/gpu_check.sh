@@ -100,14 +100,20 @@ run_sweep() {
 
 # SASS evidence for the default hdim-128 sm90_ws kernels: HGMMA in the main loop, registers and
 # spills (cuobjdump on the cubins the JIT cache holds after their 64-byte header).
+# TILEFMHA_SASS_FILTER replaces the kernel filter; TILEFMHA_SASS_FULL=1 also keeps each kernel's
+# whole SASS (sass_<n>.txt) for reading its main loop.
 run_sass() {
   local cache=$logs/sass_cache
+  local default_filter="c.pipeline == 'sm90_ws' and c.dtype == 'bf16' and c.hdim_q == 128 and c.mode == 'batch' and c.lse == false and c.bias == 'none' and not c.dropout and not c.softcap and not c.sink_logit and c.block_n == 128"
   "$build_dir/tools/tilefmha" build fwd --arch sm90 --compile-only --no-progress --cache-dir "$cache" \
-    --filter "c.pipeline == 'sm90_ws' and c.dtype == 'bf16' and c.hdim_q == 128 and c.mode == 'batch' and c.lse == false and c.bias == 'none' and not c.dropout and not c.softcap and not c.sink_logit and c.block_n == 128" \
+    --filter "${TILEFMHA_SASS_FILTER:-$default_filter}" \
     >"$logs/sass_build.log" 2>&1 || status=1
+  local n=0
   for entry in "$cache"/*; do
     [[ -f $entry ]] || continue
     tail -c +65 "$entry" >"$logs/kernel.cubin"
+    n=$((n + 1))
+    [[ ${TILEFMHA_SASS_FULL:-0} == 1 ]] && cuobjdump -sass "$logs/kernel.cubin" >"$logs/sass_$n.txt" 2>&1
     {
       cuobjdump -res-usage "$logs/kernel.cubin" | grep -E "Function|REG"
       echo "HGMMA instructions: $(cuobjdump -sass "$logs/kernel.cubin" | grep -c HGMMA)"

@@ -47,12 +47,10 @@ struct Sm90Consumer {
     if (thread % 32 == 0) tile::mbarrier_arrive(empty_barrier);
   }
 
-  // With its own O buffer, the Q tile is free once the tile's last S = QK^T has completed
-  // (`step` is the block just waited for); else the epilogue releases it after storing O.
+  // The Q tile is free once the tile's last S = QK^T has completed (`step` is the block just
+  // waited for): O never goes through Q's buffer.
   TILEFMHA_DEVICE void release_q_after(int step, int steps) const {
-    if constexpr (Traits::kSmem.separate_o()) {
-      if (step == steps - 1) release(barriers.q_empty());
-    }
+    if (step == steps - 1) release(barriers.q_empty());
   }
 
   // Pingpong turn taking: wait until the previous warpgroup has issued its GEMMs, then let the
@@ -116,7 +114,11 @@ struct Sm90Consumer {
       }
     }
     // Only blocks that cross a mask boundary (the diagonal, the sequence end) pay for it.
-    if (mask.block_needs_mask(key_begin, kBlockN)) {
+    if (mask.block_crosses_high(key_begin, kBlockN)) {
+      // Element (j, e) sits at offset 8j + e + chunk_column(0) from key_begin.
+      int limit[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) limit[r] = mask.last_visible(r, key_begin) - chunk_column(0);
 #pragma unroll
       for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
@@ -124,7 +126,21 @@ struct Sm90Consumer {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             float& x = s[4 * j + 2 * r + e];
-            x = mask.visible(r, key_begin + 8 * j + chunk_column(e)) ? x : sm90_negative_infinity();
+            x = 8 * j + e <= limit[r] ? x : sm90_negative_infinity();
+          }
+        }
+      }
+    }
+    if (mask.block_crosses_low(key_begin, kBlockN)) {
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& x = s[4 * j + 2 * r + e];
+            x = mask.visible_low(r, key_begin + 8 * j + chunk_column(e)) ? x
+                                                                          : sm90_negative_infinity();
           }
         }
       }

@@ -1,7 +1,10 @@
 // Element masks of the sm90 consumer. The mask hooks of fmha/mask.h choose the key blocks a
 // tile visits (KeyBlocks); inside a block, a consumer thread tests its two accumulator rows.
-// The window mask is re-expressed per row as two 32-bit bounds computed once per tile, so the
-// test is two compares and little state stays live beside the S, P and O accumulators:
+// The window mask is re-expressed per row as two 32-bit bounds computed once per tile, so little
+// state stays live beside the S, P and O accumulators. The two sides are tested apart, each only
+// in blocks that cross it: the right side (the causal diagonal, the sequence end) as a per-row
+// limit on the key's offset in the block, so an element costs one compare with a compile-time
+// column and a select; the left side (windows, sinks) with the full test:
 //
 //   NoMask      key j visible iff j < len_k
 //   WindowMask  j <= high(i) and (j >= low(i) or j < sink), where high folds the sequence end
@@ -27,10 +30,13 @@ struct Sm90ElementMask<NoMask> {
   TILEFMHA_DEVICE Sm90ElementMask(const FwdParams&, const SeqInfo& seq, int, int, const int (&)[2])
       : len_k(seq.len_k) {}
 
-  TILEFMHA_DEVICE bool block_needs_mask(int key_begin, int block_n) const {
+  TILEFMHA_DEVICE bool block_crosses_high(int key_begin, int block_n) const {
     return key_begin + block_n > len_k;
   }
-  TILEFMHA_DEVICE bool visible(int, int key) const { return key < len_k; }
+  // Offset from key_begin of the last key row `row_slot` sees.
+  TILEFMHA_DEVICE int last_visible(int, int key_begin) const { return len_k - 1 - key_begin; }
+  TILEFMHA_DEVICE bool block_crosses_low(int, int) const { return false; }
+  TILEFMHA_DEVICE bool visible_low(int, int) const { return true; }
 };
 
 template <>
@@ -68,14 +74,19 @@ struct Sm90ElementMask<WindowMask> {
     block_low = low_of(last_row);
   }
 
-  TILEFMHA_DEVICE bool block_needs_mask(int key_begin, int block_n) const {
-    const int key_last = key_begin + block_n - 1;
-    return key_last > block_high || (key_last >= sink && key_begin < block_low);
+  TILEFMHA_DEVICE bool block_crosses_high(int key_begin, int block_n) const {
+    return key_begin + block_n - 1 > block_high;
+  }
+  TILEFMHA_DEVICE int last_visible(int row_slot, int key_begin) const {
+    return high[row_slot] - key_begin;
+  }
+  TILEFMHA_DEVICE bool block_crosses_low(int key_begin, int block_n) const {
+    return (key_begin + block_n - 1 >= sink) & (key_begin < block_low);
   }
   // Non-short-circuit operators on purpose: with && and || the compiler branches per element
   // (a divergence region each), which made a diagonal block cost ~4x a full one.
-  TILEFMHA_DEVICE bool visible(int row_slot, int key) const {
-    return (key <= high[row_slot]) & ((key >= low[row_slot]) | (key < sink));
+  TILEFMHA_DEVICE bool visible_low(int row_slot, int key) const {
+    return (key >= low[row_slot]) | (key < sink);
   }
 };
 

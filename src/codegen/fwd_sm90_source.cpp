@@ -139,7 +139,7 @@ bool sm90_persistent_grid_pays(const KernelConfig& c, const Problem& problem) {
   if (problem.mask.kind != MaskKind::none) return problem.seqlen_q <= kMaskedMaxRows;
   // Equal tiles: the gain is the next Q loading under this tile's epilogue, which needs O's
   // own buffer (without it, hdim 256 lost 1-4%).
-  return fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).separate_o();
+  return fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).o_staged();
 }
 
 bool sm90_pack_gqa_pays(const KernelConfig& c, const Problem& problem) {
