@@ -1,10 +1,9 @@
 // The producer: one thread of the first warpgroup issues every TMA load of the CTA's tiles.
 // Per tile, Q (once the consumers release the buffer after the previous tile's last QK^T), then
-// K and V blocks into their rings in the order the consumers use them under the overlap
-// schedule (K0, K1, V0, K2, V1, ..., V(n-1)); the serial schedule consumes them in an order this
-// one never blocks. A persistent CTA issues the next tile's K0 before its Q, so it lands while
-// the consumers still finish the previous tile. TMA prefetches keep L2 a few blocks ahead of the
-// ring, and a persistent CTA's next tile warm, so short tiles do not wait on DRAM latency.
+// K and V blocks into their rings in the order the consumers use them under the overlap schedule (K0, K1, V0, K2, V1,
+// ..., V(n-1)); the serial schedule consumes them in an order this one never blocks. A
+// persistent CTA issues the next tile's K0 before its Q, so it lands while the consumers still
+// finish the previous tile.
 #pragma once
 
 #include "fmha/fwd_sm90_params.h"
@@ -22,83 +21,10 @@ TILEFMHA_DEVICE const tile::TensorMap* sm90_map(const Sm90TensorMap& map) {
   return reinterpret_cast<const tile::TensorMap*>(&map);
 }
 
-// Where a tile's data lives: the tensor-map coordinates its loads and its L2 prefetch share.
-template <class Traits>
-struct Sm90TileSource {
-  int batch;    // the sequence's batch index in the tensor maps
-  int head;     // the Q head (the KV head itself when GQA groups are packed)
-  int kv_head;  // the K/V head
-  int q_row;    // first Q row, in the map's sequence coordinate
-  int k_start;  // the sequence's first K/V row
-  KeyBlocks blocks;
-
-  // False for a tile past its sequence's end (the consumers skip it alike).
-  TILEFMHA_DEVICE bool make(const FwdParams& p, const Sm90Tile& tile_id) {
-    const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, tile_id.batch);
-    const Sm90TileRows<Traits> tile_rows(p, tile_id.m_block);
-    if (tile_rows.past_end(seq)) return false;
-    batch = int(seq.view_batch);
-    head = tile_id.head;
-    kv_head = Traits::kPackGqa ? head : int(head / p.head_group);
-    q_row = int(seq.q_start) + tile_rows.q_begin;
-    k_start = int(seq.k_start);
-    blocks = tile_rows.key_blocks(p, seq);
-    return true;
-  }
-  TILEFMHA_DEVICE int key_row(int step) const {
-    return k_start + blocks.block(step) * Traits::kBlockN;
-  }
-};
-
-// How far ahead of the ring the producer warms L2: about 128 KiB of K and V blocks per CTA
-// (1 block at hdim 256, 2 at hdim 128, 4 at hdim 64), so a short tile's first blocks, and a
-// persistent CTA's next tile, come from L2 rather than DRAM when their loads issue.
-template <class Traits>
-constexpr int sm90_prefetch_blocks() {
-  constexpr int kBytes = 128 * 1024;
-  constexpr int blocks = kBytes / (Traits::kSmem.k_stage_bytes + Traits::kSmem.v_stage_bytes);
-  return blocks < 1 ? 1 : (blocks > 8 ? 8 : blocks);
-}
-
-template <class Traits>
-TILEFMHA_DEVICE void sm90_prefetch_q(const Sm90TileSource<Traits>& source,
-                                     const tile::TensorMap* q_map) {
-#pragma unroll
-  for (int panel = 0; panel < Traits::kHdimQ / kSm90PanelElements; ++panel) {
-    if constexpr (Traits::kPackGqa) {
-      tile::tma_prefetch_5d(q_map, panel * kSm90PanelElements, 0, source.kv_head, source.q_row,
-                            source.batch);
-    } else {
-      tile::tma_prefetch_4d(q_map, panel * kSm90PanelElements, source.q_row, source.head,
-                            source.batch);
-    }
-  }
-}
-
-// K and V blocks [from, to) of the tile, those it has.
-template <class Traits>
-TILEFMHA_DEVICE void sm90_prefetch_blocks(const Sm90TileSource<Traits>& source, int from, int to,
-                                          const tile::TensorMap* k_map,
-                                          const tile::TensorMap* v_map) {
-  const int end = to < source.blocks.count() ? to : source.blocks.count();
-  for (int step = from; step < end; ++step) {
-    const int key_row = source.key_row(step);
-#pragma unroll
-    for (int panel = 0; panel < Traits::kHdimQ / kSm90PanelElements; ++panel)
-      tile::tma_prefetch_4d(k_map, panel * kSm90PanelElements, key_row, source.kv_head,
-                            source.batch);
-#pragma unroll
-    for (int panel = 0; panel < Traits::kHdimV / kSm90PanelElements; ++panel)
-      tile::tma_prefetch_4d(v_map, panel * kSm90PanelElements, key_row, source.kv_head,
-                            source.batch);
-  }
-}
-
 template <class Traits, class Scheduler>
 TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& scheduler,
                                   tile::u32 smem, const Sm90Barriers<Traits::kStages>& barriers) {
   constexpr int kStages = Traits::kStages;
-  constexpr int kAhead = sm90_prefetch_blocks<Traits>();
   const FwdParams& p = params.base;
   const tile::TensorMap* q_map = sm90_map(params.q_map);
   const tile::TensorMap* k_map = sm90_map(params.k_map);
@@ -110,35 +36,29 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
   int step_base = 0;  // key blocks loaded for earlier tiles
   int q_loads = 0;    // Q tiles loaded so far
   for (int index = scheduler.first(); index < scheduler.count(); index = scheduler.next(index)) {
-    Sm90TileSource<Traits> source;
-    if (!source.make(p, scheduler.tile(index))) continue;
-    const KeyBlocks& blocks = source.blocks;
-    const int steps = blocks.count();
-    // L2 runs kAhead blocks ahead of the ring: a persistent CTA warms it with its next tile's Q
-    // and first blocks while this tile runs; a one-tile CTA with its own first blocks.
-    if constexpr (Traits::kPersistent) {
-      const int next = scheduler.next(index);
-      Sm90TileSource<Traits> ahead;
-      if (next < scheduler.count() && ahead.make(p, scheduler.tile(next))) {
-        sm90_prefetch_q(ahead, q_map);
-        sm90_prefetch_blocks(ahead, 0, kAhead, k_map, v_map);
-      }
-    } else {
-      sm90_prefetch_blocks(source, 0, kAhead, k_map, v_map);
-    }
+    const Sm90Tile tile_id = scheduler.tile(index);
+    const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, tile_id.batch);
+    const Sm90TileRows<Traits> tile_rows(p, tile_id.m_block);
+    if (tile_rows.past_end(seq)) continue;  // the consumers skip it alike
+    const int m_begin = tile_rows.q_begin;
+    const KeyBlocks blocks = tile_rows.key_blocks(p, seq);
+
+    const int batch = int(seq.view_batch);
+    const int head = tile_id.head;  // the KV head itself when GQA groups are packed
+    const int kv_head = Traits::kPackGqa ? head : int(head / p.head_group);
 
     // Block `step` of the tile into its ring slot: wait until the consumers freed the slot,
     // announce the bytes, then one TMA box per 64-column panel.
     auto load_block = [&](int step, tile::u32 empty, tile::u32 full, tile::u32 destination,
                           int stage_bytes, int panels, int panel_bytes,
                           const tile::TensorMap* map) {
-      const int key_row = source.key_row(step);
+      const int key_row = int(seq.k_start) + blocks.block(step) * Traits::kBlockN;
       tile::mbarrier_wait(empty, ring_phase<kStages>(step_base + step) ^ 1u);
       tile::mbarrier_arrive_expect_tx(full, stage_bytes);
 #pragma unroll
       for (int panel = 0; panel < panels; ++panel) {
         tile::tma_load_4d(destination + panel * panel_bytes, map, full, panel * kSm90PanelElements,
-                          key_row, source.kv_head, source.batch);
+                          key_row, kv_head, batch);
       }
     };
     auto load_k = [&](int step) {
@@ -147,7 +67,6 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
                  smem + Traits::kSmem.k_offset + stage * Traits::kSmem.k_stage_bytes,
                  Traits::kSmem.k_stage_bytes, Traits::kHdimQ / kSm90PanelElements,
                  Traits::kKPanelBytes, k_map);
-      sm90_prefetch_blocks(source, step + kAhead, step + kAhead + 1, k_map, v_map);
     };
     auto load_v = [&](int step) {
       const int stage = ring_stage<kStages>(step_base + step);
@@ -159,6 +78,7 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
 
     // Persistent CTAs load K0 first: it can land while the consumers still finish the previous
     // tile.
+    const int steps = blocks.count();
     if (Traits::kPersistent && steps > 0) load_k(0);
     tile::mbarrier_wait(barriers.q_empty(), (tile::u32(q_loads) & 1u) ^ 1u);
     tile::mbarrier_arrive_expect_tx(barriers.q_full(), Traits::kQBytes);
@@ -167,10 +87,10 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
       const tile::u32 destination = smem + Traits::kSmem.q_offset + panel * Traits::kQPanelBytes;
       if constexpr (Traits::kPackGqa) {
         tile::tma_load_5d(destination, q_map, barriers.q_full(), panel * kSm90PanelElements, 0,
-                          source.kv_head, source.q_row, source.batch);
+                          kv_head, int(seq.q_start) + m_begin, batch);
       } else {
         tile::tma_load_4d(destination, q_map, barriers.q_full(), panel * kSm90PanelElements,
-                          source.q_row, source.head, source.batch);
+                          int(seq.q_start) + m_begin, head, batch);
       }
     }
     ++q_loads;

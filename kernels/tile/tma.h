@@ -60,22 +60,6 @@ TILEFMHA_DEVICE void tma_load_5d(u32 smem_destination, const TensorMap* map, u32
       : "memory");
 }
 
-// L2 prefetch of the box a load with the same coordinates would copy: no shared memory, no
-// barrier; it only warms L2 for a later load.
-TILEFMHA_DEVICE void tma_prefetch_4d(const TensorMap* map, int c0, int c1, int c2, int c3) {
-  asm volatile(
-      "cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];\n" ::"l"(map),
-      "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-      : "memory");
-}
-
-TILEFMHA_DEVICE void tma_prefetch_5d(const TensorMap* map, int c0, int c1, int c2, int c3, int c4) {
-  asm volatile(
-      "cp.async.bulk.prefetch.tensor.5d.L2.global.tile [%0, {%1, %2, %3, %4, %5}];\n" ::"l"(map),
-      "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
-      : "memory");
-}
-
 // Stores read shared memory through the async proxy: fence ordinary stores to the source
 // first (fence_proxy_async_shared), then commit and wait before reusing the buffer.
 TILEFMHA_DEVICE void tma_store_2d(const TensorMap* map, u32 smem_source, int c0, int c1) {
