@@ -179,12 +179,16 @@ TEST(FwdSm90Codegen, PersistentGridWherePersistenceWasMeasuredToPay) {
   EXPECT_FALSE(codegen::sm90_persistent_grid_pays(c, long_causal));
   // The enumerated (non-looping) form always gets one CTA per tile.
   EXPECT_EQ(codegen::launch_shape_sm90(c, plain, 132).grid[0], 32u * 8);
-  // O without its own buffer (hdim 256): equal tiles gain nothing, masked ones still do.
+  // O without its own buffer (hdim 256): persistent up to 4k equal rows and from 1k masked ones.
   const KernelConfig wide = sm90_fwd_config(DType::bf16, 256, 256, 128, 80);
-  ProblemBuilder wide_builder =
-      testing::batch_problem(pool, Family::fwd, DType::bf16, {2, 8, 8, 1024, 1024, 256, 256});
-  EXPECT_FALSE(codegen::sm90_persistent_grid_pays(wide, wide_builder.build()));
-  EXPECT_TRUE(codegen::sm90_persistent_grid_pays(wide, wide_builder.causal().build()));
+  const auto wide_builder = [&](int64_t seqlen) {
+    return testing::batch_problem(pool, Family::fwd, DType::bf16,
+                                  {2, 8, 8, seqlen, seqlen, 256, 256});
+  };
+  EXPECT_TRUE(codegen::sm90_persistent_grid_pays(wide, wide_builder(1024).build()));
+  EXPECT_FALSE(codegen::sm90_persistent_grid_pays(wide, wide_builder(8192).build()));
+  EXPECT_TRUE(codegen::sm90_persistent_grid_pays(wide, wide_builder(1024).causal().build()));
+  EXPECT_FALSE(codegen::sm90_persistent_grid_pays(wide, wide_builder(512).causal().build()));
 }
 
 TEST(FwdSm90Codegen, TensorMapsFollowTheViewStrides) {

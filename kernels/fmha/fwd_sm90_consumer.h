@@ -140,7 +140,7 @@ struct Sm90Consumer {
           for (int e = 0; e < 2; ++e) {
             float& x = s[4 * j + 2 * r + e];
             x = mask.visible_low(r, key_begin + 8 * j + chunk_column(e)) ? x
-                                                                          : sm90_negative_infinity();
+                                                                         : sm90_negative_infinity();
           }
         }
       }

@@ -28,32 +28,42 @@ struct Sm90OnlineSoftmax {
     }
   }
 
+  // Folds v[0..N) into v[0] as a balanced tree: log2(N) dependent steps instead of N - 1, since
+  // the hdim-64 softmax waits on such fixed-latency chains more than on any pipe.
+  template <int N, class Op>
+  TILEFMHA_DEVICE static float tree_reduce(float (&v)[N], Op op) {
+#pragma unroll
+    for (int n = N; n > 1; n = (n + 1) / 2) {
+#pragma unroll
+      for (int j = 0; j < n / 2; ++j) v[j] = op(v[j], v[j + (n + 1) / 2]);
+    }
+    return v[0];
+  }
+
   // Replaces s by its unnormalized probabilities and returns, per row, the factor by which
   // everything accumulated so far must be rescaled.
   TILEFMHA_DEVICE void update(float (&s)[Columns / 2], float scale, float (&correction)[2]) {
+    const auto max2 = [](float a, float b) { return tile::max_f32(a, b); };
+    const auto add2 = [](float a, float b) { return a + b; };
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float block_max = row_max[r];
+      float chunk[kChunks];
 #pragma unroll
-      for (int j = 0; j < kChunks; ++j) {
-        block_max = tile::max_f32(block_max, tile::max_f32(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
-      }
-      block_max = tile::quad_max(block_max);
+      for (int j = 0; j < kChunks; ++j) chunk[j] = max2(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]);
+      const float block_max = tile::quad_max(max2(row_max[r], tree_reduce(chunk, max2)));
       // A row with nothing visible keeps max -inf: subtracting 0 keeps exp2 at 0, never NaN.
       const float base = block_max == sm90_negative_infinity() ? 0.0f : block_max * scale;
       correction[r] = tile::exp2_approx(row_max[r] * scale - base);
       row_max[r] = block_max;
-      float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < kChunks; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[4 * j + 2 * r + e];
-          x = tile::exp2_approx(x * scale - base);
-          sum += x;
-        }
+        float& x0 = s[4 * j + 2 * r];
+        float& x1 = s[4 * j + 2 * r + 1];
+        x0 = tile::exp2_approx(x0 * scale - base);
+        x1 = tile::exp2_approx(x1 * scale - base);
+        chunk[j] = x0 + x1;
       }
-      row_sum[r] = row_sum[r] * correction[r] + sum;
+      row_sum[r] = row_sum[r] * correction[r] + tree_reduce(chunk, add2);
     }
   }
 
