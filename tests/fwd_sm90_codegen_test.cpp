@@ -113,9 +113,9 @@ TEST(FwdSm90Codegen, SourceSpellsTheConfig) {
   EXPECT_NE(codegen::generate_sm90_source(looping).find("/*persistent=*/true"), std::string::npos);
   EXPECT_NE(looping.name().find(".persist-1"), std::string::npos);
   EXPECT_EQ(KernelConfig::parse_name(looping.name()), looping);
-  EXPECT_TRUE(fmha::sm90_smem_layout(64, 64, 192, 128, 2).o_staged());
-  // hdim 256: no room for an O buffer, so O goes from registers to global memory.
-  EXPECT_FALSE(fmha::sm90_smem_layout(256, 256, 128, 80, 2).o_staged());
+  EXPECT_TRUE(fmha::sm90_smem_layout(64, 64, 192, 128, 2).separate_o());
+  // hdim 256: O must reuse the Q buffer.
+  EXPECT_FALSE(fmha::sm90_smem_layout(256, 256, 128, 80, 2).separate_o());
   const std::string serial =
       codegen::generate_sm90_source(c, codegen::Sm90Variant{fmha::Sm90Schedule::serial, true});
   EXPECT_NE(serial.find("Sm90Schedule::serial, /*persistent=*/true"), std::string::npos);
@@ -144,7 +144,7 @@ TEST(FwdSm90Codegen, LaunchShapeFollowsTheTile) {
   EXPECT_EQ(codegen::launch_shape_sm90(c, p, per_tile, 132).grid[0], 144u);
   // The launch's own choice: O has no buffer of its own at block_n 176, so equal tiles run one
   // CTA each.
-  EXPECT_FALSE(fmha::sm90_smem_layout(128, 128, 128, 176, 2).o_staged());
+  EXPECT_FALSE(fmha::sm90_smem_layout(128, 128, 128, 176, 2).separate_o());
 }
 
 // Q (128 x 128), K and V rings (2 x 128 x 128 each) and O (128 x 128) fit in 227 KiB. The
@@ -154,7 +154,7 @@ TEST(FwdSm90Codegen, PersistentGridWherePersistenceWasMeasuredToPay) {
   testing::TensorPool pool(4);
   const KernelConfig c = sm90_fwd_config(DType::bf16, 128, 128, 128, 128);
   const fmha::Sm90SmemLayout layout = fmha::sm90_smem_layout(128, 128, 128, 128, 2);
-  ASSERT_TRUE(layout.o_staged());
+  ASSERT_TRUE(layout.separate_o());
   EXPECT_EQ(layout.bytes, 2 * (128 * 128 * 2 + 4 * 128 * 128) + 10 * 8 + 1024);
   EXPECT_FALSE(codegen::default_sm90_variant(c).persistent);
   KernelConfig looping = c;
@@ -179,16 +179,12 @@ TEST(FwdSm90Codegen, PersistentGridWherePersistenceWasMeasuredToPay) {
   EXPECT_FALSE(codegen::sm90_persistent_grid_pays(c, long_causal));
   // The enumerated (non-looping) form always gets one CTA per tile.
   EXPECT_EQ(codegen::launch_shape_sm90(c, plain, 132).grid[0], 32u * 8);
-  // O without its own buffer (hdim 256): persistent up to 4k equal rows and from 1k masked ones.
+  // O without its own buffer (hdim 256): equal tiles gain nothing, masked ones still do.
   const KernelConfig wide = sm90_fwd_config(DType::bf16, 256, 256, 128, 80);
-  const auto wide_builder = [&](int64_t seqlen) {
-    return testing::batch_problem(pool, Family::fwd, DType::bf16,
-                                  {2, 8, 8, seqlen, seqlen, 256, 256});
-  };
-  EXPECT_TRUE(codegen::sm90_persistent_grid_pays(wide, wide_builder(1024).build()));
-  EXPECT_FALSE(codegen::sm90_persistent_grid_pays(wide, wide_builder(8192).build()));
-  EXPECT_TRUE(codegen::sm90_persistent_grid_pays(wide, wide_builder(1024).causal().build()));
-  EXPECT_FALSE(codegen::sm90_persistent_grid_pays(wide, wide_builder(512).causal().build()));
+  ProblemBuilder wide_builder =
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {2, 8, 8, 1024, 1024, 256, 256});
+  EXPECT_FALSE(codegen::sm90_persistent_grid_pays(wide, wide_builder.build()));
+  EXPECT_TRUE(codegen::sm90_persistent_grid_pays(wide, wide_builder.causal().build()));
 }
 
 TEST(FwdSm90Codegen, TensorMapsFollowTheViewStrides) {

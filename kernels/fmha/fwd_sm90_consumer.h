@@ -47,10 +47,12 @@ struct Sm90Consumer {
     if (thread % 32 == 0) tile::mbarrier_arrive(empty_barrier);
   }
 
-  // The Q tile is free once the tile's last S = QK^T has completed (`step` is the block just
-  // waited for): O never goes through Q's buffer.
+  // With its own O buffer, the Q tile is free once the tile's last S = QK^T has completed
+  // (`step` is the block just waited for); else the epilogue releases it after storing O.
   TILEFMHA_DEVICE void release_q_after(int step, int steps) const {
-    if (step == steps - 1) release(barriers.q_empty());
+    if constexpr (Traits::kSmem.separate_o()) {
+      if (step == steps - 1) release(barriers.q_empty());
+    }
   }
 
   // Pingpong turn taking: wait until the previous warpgroup has issued its GEMMs, then let the

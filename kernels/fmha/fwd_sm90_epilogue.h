@@ -1,9 +1,10 @@
-// A consumer warpgroup's epilogue: normalize O by the softmax totals and store its 64 rows, then
-// write LSE. Where O has its own shared buffer (Sm90SmemLayout::o_staged), the rows go there as
-// 16-bit values in the swizzled panel layout and leave by TMA (batch mode, whose box clipping
-// drops rows past the sequence end) or by guarded 16-byte copies (group mode, whose sequences
-// are packed back to back). Where it has none (wide head dims), each thread stores its
-// accumulator pairs straight to global memory, so the Q buffer never waits for O.
+// A consumer warpgroup's epilogue: normalize O by the softmax totals, write it as 16-bit values
+// into its 64 rows of the O tile (its own buffer, or the now free Q tile) in the swizzled panel
+// layout, then store it to
+// global memory, and write LSE. Batch mode stores with TMA, whose box clipping drops rows past
+// the sequence end; group mode packs sequences back to back, so there the rows go out through
+// guarded 16-byte stores instead of clipping into the next sequence. Where O shares the Q
+// buffer, the warpgroup then releases it for the CTA's next tile.
 #pragma once
 
 #include "fmha/fwd_sm90_consumer.h"
@@ -30,10 +31,6 @@ TILEFMHA_DEVICE void sm90_load_shared_v4(tile::u32 address, tile::u32 (&value)[4
                : "memory");
 }
 
-TILEFMHA_DEVICE void sm90_store_global_u32(void* address, tile::u32 value) {
-  asm volatile("st.global.u32 [%0], %1;\n" ::"l"(address), "r"(value) : "memory");
-}
-
 TILEFMHA_DEVICE void sm90_store_global_v4(void* address, const tile::u32 (&value)[4]) {
   asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(address), "r"(value[0]),
                "r"(value[1]), "r"(value[2]), "r"(value[3])
@@ -46,26 +43,35 @@ TILEFMHA_DEVICE int sm90_swizzled_offset(int row, int chunk) {
   return row * kSm90RowBytes + ((chunk ^ (row % 8)) * 16);
 }
 
-// O through its own swizzled shared tile, then TMA (batch) or guarded 16-byte copies (group).
 template <class Traits>
-TILEFMHA_DEVICE void sm90_store_o_staged(const Sm90FwdParams& params, const SeqInfo& seq,
-                                         const Sm90Tile& tile_id,
-                                         const Sm90Consumer<Traits>& consumer,
-                                         const Sm90ConsumerState<Traits>& state) {
+TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& seq,
+                                   const Sm90Tile& tile_id, const Sm90Consumer<Traits>& consumer,
+                                   Sm90ConsumerState<Traits>& state, float softmax_scale,
+                                   float keep_scale) {
   using T = typename Traits::Element;
   constexpr int kDv = Traits::kHdimV;
   const FwdParams& p = params.base;
   const int thread = consumer.thread;
   const int group = consumer.group;
   const Sm90TileRows<Traits> tile_rows(p, tile_id.m_block);
-  // Registers -> swizzled shared tile (this warpgroup's rows of every panel). The previous
-  // tile's O must have left this warpgroup's rows first: the TMA store has read
+
+  float normalizer[2], lse[2];
+  float sink2 = 0.0f;
+  if constexpr (Traits::kSinkLogit) sink2 = p.sink_logits[tile_id.head * p.sink_stride] * kLog2e;
+  state.softmax.template finish<Traits::kSinkLogit>(softmax_scale, sink2, keep_scale, normalizer,
+                                                    lse);
+  Sm90Consumer<Traits>::rescale(state.o, normalizer);
+
+  // Registers -> swizzled shared tile (this warpgroup's rows of every panel). In its own buffer,
+  // the previous tile's O must have left this warpgroup's rows first: the TMA store has read
   // them (only its issuing thread can wait for that) or every thread's guarded copy has.
   const tile::u32 o_tile = consumer.smem + Traits::kSmem.o_offset;
-  if constexpr (!Traits::kGroupMode) {
-    if (thread == 0) tile::tma_store_wait_group_read<0>();
+  if constexpr (Traits::kSmem.separate_o()) {
+    if constexpr (!Traits::kGroupMode) {
+      if (thread == 0) tile::tma_store_wait_group_read<0>();
+    }
+    tile::named_barrier_sync(kSm90EpilogueBarrier + group, kSm90WarpgroupThreads);
   }
-  tile::named_barrier_sync(kSm90EpilogueBarrier + group, kSm90WarpgroupThreads);
 #pragma unroll
   for (int j = 0; j < kDv / 8; ++j) {
     const int panel = j / 8;
@@ -124,60 +130,9 @@ TILEFMHA_DEVICE void sm90_store_o_staged(const Sm90FwdParams& params, const SeqI
       sm90_store_global_v4(destination, value);
     }
   }
-}
-
-// O straight from the accumulators: a quad's four threads write a row's 8 columns of a chunk
-// (16 contiguous bytes) with 32-bit stores; rows past the sequence end and a padded kernel's
-// columns past the problem's head dim (a multiple of 8) are skipped.
-template <class Traits>
-TILEFMHA_DEVICE void sm90_store_o_direct(const Sm90FwdParams& params, const SeqInfo& seq,
-                                         const Sm90Tile& tile_id,
-                                         const Sm90Consumer<Traits>& consumer,
-                                         const Sm90ConsumerState<Traits>& state) {
-  using T = typename Traits::Element;
-  const FwdParams& p = params.base;
-  const Sm90TileRows<Traits> tile_rows(p, tile_id.m_block);
-  const int chunks = p.hdim_v / 8 < Traits::kHdimV / 8 ? p.hdim_v / 8 : Traits::kHdimV / 8;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = consumer.tile_row(r);
-    const int i = tile_rows.position(row);
-    if (i >= seq.len_q) continue;
-    T* o = static_cast<T*>(p.o) + seq.view_batch * p.o_strides.batch +
-           (long long)(tile_rows.head(tile_id.head, row)) * p.o_strides.head +
-           (seq.q_start + i) * p.o_strides.seq + consumer.chunk_column(0);
-#pragma unroll
-    for (int j = 0; j < Traits::kHdimV / 8; ++j) {
-      if (j >= chunks) break;
-      sm90_store_global_u32(o + 8 * j,
-                            tile::pack2<T>(state.o[4 * j + 2 * r], state.o[4 * j + 2 * r + 1]));
-    }
-  }
-}
-
-template <class Traits>
-TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& seq,
-                                   const Sm90Tile& tile_id, const Sm90Consumer<Traits>& consumer,
-                                   Sm90ConsumerState<Traits>& state, float softmax_scale,
-                                   float keep_scale) {
-  const FwdParams& p = params.base;
-  const Sm90TileRows<Traits> tile_rows(p, tile_id.m_block);
-
-  float normalizer[2], lse[2];
-  float sink2 = 0.0f;
-  if constexpr (Traits::kSinkLogit) sink2 = p.sink_logits[tile_id.head * p.sink_stride] * kLog2e;
-  state.softmax.template finish<Traits::kSinkLogit>(softmax_scale, sink2, keep_scale, normalizer,
-                                                    lse);
-  Sm90Consumer<Traits>::rescale(state.o, normalizer);
-
-  if constexpr (Traits::kSmem.o_staged()) {
-    sm90_store_o_staged<Traits>(params, seq, tile_id, consumer, state);
-  } else {
-    sm90_store_o_direct<Traits>(params, seq, tile_id, consumer, state);
-  }
 
   if constexpr (Traits::kStoreLse) {
-    if (consumer.thread % 4 == 0) {
+    if (thread % 4 == 0) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int i = tile_rows.position(consumer.tile_row(r));
@@ -189,13 +144,25 @@ TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& s
       }
     }
   }
+
+  // Where O shares the Q buffer, that buffer is free for the next tile once this warpgroup's O
+  // has left it: the TMA store has read it (batch mode) or the guarded stores have (group mode,
+  // where the next Q's TMA writes follow ordinary shared-memory accesses).
+  if constexpr (Traits::kSmem.separate_o()) {
+    return;
+  } else if constexpr (!Traits::kGroupMode) {
+    if (thread == 0) tile::tma_store_wait_group_read<0>();
+  } else {
+    tile::fence_proxy_async_shared();
+  }
+  consumer.release(consumer.barriers.q_empty());
 }
 
 // Before the CTA exits (its shared memory goes away), the TMA stores of O that each warpgroup's
 // issuing thread left in flight must have read their source.
 template <class Traits>
 TILEFMHA_DEVICE void sm90_epilogue_drain(const Sm90Consumer<Traits>& consumer) {
-  if constexpr (Traits::kSmem.o_staged() && !Traits::kGroupMode) {
+  if constexpr (Traits::kSmem.separate_o() && !Traits::kGroupMode) {
     if (consumer.thread == 0) tile::tma_store_wait_group_read<0>();
   }
 }

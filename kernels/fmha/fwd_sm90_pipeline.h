@@ -10,8 +10,9 @@
 namespace tilefmha::fmha {
 
 // Shared-window addresses of the kernel's mbarriers (see Sm90SmemLayout::barrier_offset):
-// q_full / q_empty guard the Q tile (free again once the tile's last S = QK^T is done), then
-// full / empty per stage of the K and V rings.
+// q_full / q_empty guard the Q tile (free again once the tile's last S = QK^T is done, or, where
+// the epilogue reuses it for O, once O has left), then full / empty per stage of the K and V
+// rings.
 template <int Stages>
 struct Sm90Barriers {
   tile::u32 base;

@@ -1,6 +1,7 @@
 // The producer: one thread of the first warpgroup issues every TMA load of the CTA's tiles.
-// Per tile, Q (once the consumers release the buffer after the previous tile's last QK^T), then
-// K and V blocks into their rings in the order the consumers use them under the overlap schedule (K0, K1, V0, K2, V1,
+// Per tile, Q (once the consumers release the buffer: after the previous tile's last QK^T, or
+// its O where O reuses the Q buffer), then K and V blocks into their
+// rings in the order the consumers use them under the overlap schedule (K0, K1, V0, K2, V1,
 // ..., V(n-1)); the serial schedule consumes them in an order this one never blocks. A
 // persistent CTA issues the next tile's K0 before its Q, so it lands while the consumers still
 // finish the previous tile.
@@ -77,7 +78,7 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
     };
 
     // Persistent CTAs load K0 first: it can land while the consumers still finish the previous
-    // tile.
+    // tile (and, where O shares the Q buffer, store its O from there).
     const int steps = blocks.count();
     if (Traits::kPersistent && steps > 0) load_k(0);
     tile::mbarrier_wait(barriers.q_empty(), (tile::u32(q_loads) & 1u) ^ 1u);

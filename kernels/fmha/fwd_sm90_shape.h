@@ -43,18 +43,16 @@ enum class Sm90Schedule : int { serial = 0, overlap = 1, pingpong = 2 };
 
 struct Sm90SmemLayout {
   int q_offset;        // Q tile
-  int o_offset;        // O tile the epilogue stages for the TMA store, where it fits; else -1
+  int o_offset;        // O tile of the epilogue: its own buffer where it fits, else the Q tile's
   int k_offset;        // `stages` K tiles
   int v_offset;        // `stages` V tiles
   int barrier_offset;  // mbarriers: q_full, q_empty, then k_full, k_empty, v_full, v_empty
   int k_stage_bytes;
   int v_stage_bytes;
   int bytes;  // everything, plus alignment slack for the 1024-byte swizzle atoms
-  // Whether O goes out through its own shared buffer (TMA store); else each thread stores its
-  // accumulators straight to global memory. Either way the Q tile is free once the tile's last
-  // S = QK^T is done, so a persistent CTA's next Q loads under this tile's last PV GEMM and
-  // epilogue.
-  constexpr bool o_staged() const { return o_offset >= 0; }
+  // O has a buffer of its own, so the Q tile is free once the tile's last S = QK^T is done and
+  // a persistent CTA's next Q loads under this tile's last PV GEMM and epilogue.
+  constexpr bool separate_o() const { return o_offset != q_offset; }
 };
 
 // Hopper's shared memory per block (the opt-in maximum).
@@ -69,6 +67,7 @@ constexpr int sm90_barrier_count(int stages) {
 constexpr Sm90SmemLayout sm90_smem_layout(int hdim_q, int hdim_v, int block_m, int block_n,
                                           int stages) {
   constexpr int element_bytes = 2;
+  const int widest = hdim_q > hdim_v ? hdim_q : hdim_v;
   const int barrier_bytes = 8 * sm90_barrier_count(stages);
   Sm90SmemLayout layout{};
   layout.q_offset = 0;
@@ -79,13 +78,13 @@ constexpr Sm90SmemLayout sm90_smem_layout(int hdim_q, int hdim_v, int block_m, i
   const int o_bytes = block_m * hdim_v * element_bytes;
   // The dynamic shared window is not promised 1024-byte alignment: the kernel rounds its base
   // up, so one atom of slack is requested.
-  const bool staged =
+  const bool separate =
       q_bytes + rings + o_bytes + barrier_bytes + kSm90AtomBytes <= kSm90MaxSharedBytes;
-  layout.k_offset = q_bytes;
+  layout.k_offset = separate ? q_bytes : block_m * widest * element_bytes;
   layout.v_offset = layout.k_offset + stages * layout.k_stage_bytes;
-  const int rings_end = layout.v_offset + stages * layout.v_stage_bytes;
-  layout.o_offset = staged ? rings_end : -1;
-  layout.barrier_offset = staged ? rings_end + o_bytes : rings_end;
+  layout.o_offset = separate ? layout.v_offset + stages * layout.v_stage_bytes : layout.q_offset;
+  layout.barrier_offset =
+      separate ? layout.o_offset + o_bytes : layout.v_offset + stages * layout.v_stage_bytes;
   layout.bytes = layout.barrier_offset + barrier_bytes + kSm90AtomBytes;
   return layout;
 }

@@ -28,16 +28,18 @@ struct Sm90OnlineSoftmax {
     }
   }
 
-  // Folds v[0..N) into v[0] as a balanced tree: log2(N) dependent steps instead of N - 1, since
-  // the hdim-64 softmax waits on such fixed-latency chains more than on any pipe.
-  template <int N, class Op>
-  TILEFMHA_DEVICE static float tree_reduce(float (&v)[N], Op op) {
+  // Row max and row sum run as kLanes independent chains combined at the end: the hdim-64
+  // softmax waits on fixed-latency dependencies more than on any pipe, and one chain over all of
+  // a row's columns is 2 x kChunks dependent steps long.
+  static constexpr int kLanes = kChunks >= 4 ? 4 : kChunks;
+
+  template <class Op>
+  TILEFMHA_DEVICE static float combine(float (&lane)[kLanes], Op op) {
+    if constexpr (kLanes == 4) return op(op(lane[0], lane[1]), op(lane[2], lane[3]));
+    float value = lane[0];
 #pragma unroll
-    for (int n = N; n > 1; n = (n + 1) / 2) {
-#pragma unroll
-      for (int j = 0; j < n / 2; ++j) v[j] = op(v[j], v[j + (n + 1) / 2]);
-    }
-    return v[0];
+    for (int i = 1; i < kLanes; ++i) value = op(value, lane[i]);
+    return value;
   }
 
   // Replaces s by its unnormalized probabilities and returns, per row, the factor by which
@@ -47,23 +49,30 @@ struct Sm90OnlineSoftmax {
     const auto add2 = [](float a, float b) { return a + b; };
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float chunk[kChunks];
+      float lane[kLanes];
 #pragma unroll
-      for (int j = 0; j < kChunks; ++j) chunk[j] = max2(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]);
-      const float block_max = tile::quad_max(max2(row_max[r], tree_reduce(chunk, max2)));
+      for (int i = 0; i < kLanes; ++i) lane[i] = row_max[r];
+#pragma unroll
+      for (int j = 0; j < kChunks; ++j) {
+        lane[j % kLanes] = max2(lane[j % kLanes], max2(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+      }
+      const float block_max = tile::quad_max(combine(lane, max2));
       // A row with nothing visible keeps max -inf: subtracting 0 keeps exp2 at 0, never NaN.
       const float base = block_max == sm90_negative_infinity() ? 0.0f : block_max * scale;
       correction[r] = tile::exp2_approx(row_max[r] * scale - base);
       row_max[r] = block_max;
 #pragma unroll
+      for (int i = 0; i < kLanes; ++i) lane[i] = 0.0f;
+#pragma unroll
       for (int j = 0; j < kChunks; ++j) {
-        float& x0 = s[4 * j + 2 * r];
-        float& x1 = s[4 * j + 2 * r + 1];
-        x0 = tile::exp2_approx(x0 * scale - base);
-        x1 = tile::exp2_approx(x1 * scale - base);
-        chunk[j] = x0 + x1;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[4 * j + 2 * r + e];
+          x = tile::exp2_approx(x * scale - base);
+          lane[j % kLanes] += x;
+        }
       }
-      row_sum[r] = row_sum[r] * correction[r] + tree_reduce(chunk, add2);
+      row_sum[r] = row_sum[r] * correction[r] + combine(lane, add2);
     }
   }
 

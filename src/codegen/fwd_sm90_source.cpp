@@ -132,20 +132,14 @@ std::string generate_sm90_source(const KernelConfig& c, const Sm90Variant& varia
 }
 
 bool sm90_persistent_grid_pays(const KernelConfig& c, const Problem& problem) {
-  // Measured on the H100 (bf16, hdim 64/128/256, docs/performance.md), persistent against one
-  // CTA per tile:
-  //   masked rows: +10-28% up to 8k, a tie or a loss at 16k; but -18% for hdim 256 at 512
-  //     rows, where O has no shared buffer and the tiles are shortest;
-  //   unmasked rows: +3-27% up to 4k; beyond, a gain only where O has its own shared buffer
-  //     (hdim 256 at 8k: -2%).
+  // Longest masked rows measured to gain (H100, bf16, hdim 64/128/256): +10-21% up to 8k,
+  // a tie or a loss at 16k against the hardware's dynamic scheduling of one CTA per tile.
   constexpr int64_t kMaskedMaxRows = 8192;
-  constexpr int64_t kUnmaskedMaxRows = 4096;
   if (problem.mode == Mode::group || !problem.seqlen_k_per_batch.empty()) return false;
-  const bool o_staged =
-      fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).o_staged();
-  if (problem.mask.kind != MaskKind::none)
-    return problem.seqlen_q <= kMaskedMaxRows && (o_staged || problem.seqlen_q > 512);
-  return o_staged || problem.seqlen_q <= kUnmaskedMaxRows;
+  if (problem.mask.kind != MaskKind::none) return problem.seqlen_q <= kMaskedMaxRows;
+  // Equal tiles: the gain is the next Q loading under this tile's epilogue, which needs O's
+  // own buffer (without it, hdim 256 lost 1-4%).
+  return fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).separate_o();
 }
 
 bool sm90_pack_gqa_pays(const KernelConfig& c, const Problem& problem) {
