@@ -28,51 +28,32 @@ struct Sm90OnlineSoftmax {
     }
   }
 
-  // Row max and row sum run as kLanes independent chains combined at the end: the hdim-64
-  // softmax waits on fixed-latency dependencies more than on any pipe, and one chain over all of
-  // a row's columns is 2 x kChunks dependent steps long.
-  static constexpr int kLanes = kChunks >= 4 ? 4 : kChunks;
-
-  template <class Op>
-  TILEFMHA_DEVICE static float combine(float (&lane)[kLanes], Op op) {
-    if constexpr (kLanes == 4) return op(op(lane[0], lane[1]), op(lane[2], lane[3]));
-    float value = lane[0];
-#pragma unroll
-    for (int i = 1; i < kLanes; ++i) value = op(value, lane[i]);
-    return value;
-  }
-
   // Replaces s by its unnormalized probabilities and returns, per row, the factor by which
   // everything accumulated so far must be rescaled.
   TILEFMHA_DEVICE void update(float (&s)[Columns / 2], float scale, float (&correction)[2]) {
-    const auto max2 = [](float a, float b) { return tile::max_f32(a, b); };
-    const auto add2 = [](float a, float b) { return a + b; };
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float lane[kLanes];
-#pragma unroll
-      for (int i = 0; i < kLanes; ++i) lane[i] = row_max[r];
+      float block_max = row_max[r];
 #pragma unroll
       for (int j = 0; j < kChunks; ++j) {
-        lane[j % kLanes] = max2(lane[j % kLanes], max2(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+        block_max = tile::max_f32(block_max, tile::max_f32(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
       }
-      const float block_max = tile::quad_max(combine(lane, max2));
+      block_max = tile::quad_max(block_max);
       // A row with nothing visible keeps max -inf: subtracting 0 keeps exp2 at 0, never NaN.
       const float base = block_max == sm90_negative_infinity() ? 0.0f : block_max * scale;
       correction[r] = tile::exp2_approx(row_max[r] * scale - base);
       row_max[r] = block_max;
-#pragma unroll
-      for (int i = 0; i < kLanes; ++i) lane[i] = 0.0f;
+      float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < kChunks; ++j) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& x = s[4 * j + 2 * r + e];
           x = tile::exp2_approx(x * scale - base);
-          lane[j % kLanes] += x;
+          sum += x;
         }
       }
-      row_sum[r] = row_sum[r] * correction[r] + combine(lane, add2);
+      row_sum[r] = row_sum[r] * correction[r] + sum;
     }
   }
 
