@@ -37,8 +37,7 @@ TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
   extern __shared__ __align__(1024) unsigned char shared[];
   const tile::u32 smem =
       (tile::shared_address(shared) + (kSm90AtomBytes - 1)) & ~tile::u32(kSm90AtomBytes - 1);
-  const Sm90Barriers<Traits::kStages, Traits::kQBuffers> barriers{smem +
-                                                                  Traits::kSmem.barrier_offset};
+  const Sm90Barriers<Traits::kStages> barriers{smem + Traits::kSmem.barrier_offset};
   constexpr bool kLongestFirst = !tile::same_type<typename Traits::Mask, NoMask>::value;
   const Sm90TileScheduler<kLongestFirst> scheduler{params};
 
@@ -73,7 +72,7 @@ TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
       const typename Traits::Dropout dropout(p, tile_id.batch, tile_id.head);
       Sm90ConsumerState<Traits> state;
       consumer.run(state, blocks, m_begin, element_mask, logits, dropout, p.scale_log2, step_base,
-                   q_loads);
+                   tile::u32(q_loads) & 1u);
       step_base += blocks.count();
       ++q_loads;
       // The epilogue decodes the tile again from its index, so only the index (not the tile's

@@ -33,7 +33,7 @@ struct Sm90Consumer {
   int group;   // consumer warpgroup index
   int thread;  // 0..127 within the warpgroup
   tile::u32 smem;
-  Sm90Barriers<Traits::kStages, Traits::kQBuffers> barriers;
+  Sm90Barriers<Traits::kStages> barriers;
 
   // Row of the tile (0..block_m-1) of this thread's accumulator row r.
   TILEFMHA_DEVICE int tile_row(int r) const {
@@ -49,9 +49,9 @@ struct Sm90Consumer {
 
   // With its own O buffer, the Q tile is free once the tile's last S = QK^T has completed
   // (`step` is the block just waited for); else the epilogue releases it after storing O.
-  TILEFMHA_DEVICE void release_q_after(int step, int steps, int q_buffer) const {
+  TILEFMHA_DEVICE void release_q_after(int step, int steps) const {
     if constexpr (Traits::kSmem.separate_o()) {
-      if (step == steps - 1) release(barriers.q_empty(q_buffer));
+      if (step == steps - 1) release(barriers.q_empty());
     }
   }
 
@@ -68,11 +68,10 @@ struct Sm90Consumer {
     }
   }
 
-  // S = Q K^T for the K block in `stage` and the Q tile in `q_buffer` (issued, not waited for).
-  TILEFMHA_DEVICE void issue_qk(float (&s)[kBlockN / 2], int stage, int q_buffer) const {
+  // S = Q K^T for the K block in `stage` (issued, not waited for).
+  TILEFMHA_DEVICE void issue_qk(float (&s)[kBlockN / 2], int stage) const {
     const tile::u64 q_descriptor = tile::make_smem_descriptor_k_major_sw128(
-        smem + Traits::kSmem.q_offset + q_buffer * Traits::kSmem.q_stage_bytes +
-        group * kSm90WarpgroupRows * kSm90RowBytes);
+        smem + Traits::kSmem.q_offset + group * kSm90WarpgroupRows * kSm90RowBytes);
     const tile::u64 k_descriptor = tile::make_smem_descriptor_k_major_sw128(
         smem + Traits::kSmem.k_offset + stage * Traits::kSmem.k_stage_bytes);
 #pragma unroll
@@ -205,20 +204,19 @@ struct Sm90Consumer {
   }
 
   // One tile's main loop. `step_base` counts the key blocks of the CTA's earlier tiles (ring
-  // positions continue across tiles); `q_load` counts the CTA's earlier Q tiles.
+  // positions continue across tiles); `q_phase` is the parity of this tile's Q load.
   template <class Mask, class Logits, class Dropout>
   TILEFMHA_DEVICE void run(Sm90ConsumerState<Traits>& state, const KeyBlocks& blocks, int m_begin,
                            const Mask& mask, const Logits& logits, const Dropout& dropout,
-                           float scale_log2, int step_base, int q_load) const {
+                           float scale_log2, int step_base, tile::u32 q_phase) const {
     constexpr int kStages = Traits::kStages;
     float(&o)[Traits::kHdimV / 2] = state.o;
 #pragma unroll
     for (int i = 0; i < Traits::kHdimV / 2; ++i) o[i] = 0.0f;
-    const int q_buffer = ring_stage<Traits::kQBuffers>(q_load);
-    tile::mbarrier_wait(barriers.q_full(q_buffer), ring_phase<Traits::kQBuffers>(q_load));
+    tile::mbarrier_wait(barriers.q_full(), q_phase);
 
     const int steps = blocks.count();
-    if (steps == 0) release_q_after(-1, 0, q_buffer);  // a tile that sees no key never reads Q
+    if (steps == 0) release_q_after(-1, 0);  // a tile that sees no key never reads Q
     float s[kBlockN / 2];
     tile::u32 p[kKeySteps][4];
     float correction[2];
@@ -231,12 +229,12 @@ struct Sm90Consumer {
         const int stage = stage_of(step);
         tile::mbarrier_wait(barriers.k_full(stage), phase_of(step));
         tile::wgmma_fence();
-        issue_qk(s, stage, q_buffer);
+        issue_qk(s, stage);
         tile::wgmma_commit_group();
         tile::wgmma_wait_group<0>();
         tile::wgmma_fence_registers(s);
         release(barriers.k_empty(stage));
-        release_q_after(step, steps, q_buffer);
+        release_q_after(step, steps);
 
         const float scale = transform(s, m_begin, key_begin_of(step), mask, logits, scale_log2);
         state.softmax.update(s, scale, correction);
@@ -257,13 +255,13 @@ struct Sm90Consumer {
       tile::mbarrier_wait(barriers.k_full(stage_of(0)), phase_of(0));
       wait_turn();
       tile::wgmma_fence();
-      issue_qk(s, stage_of(0), q_buffer);
+      issue_qk(s, stage_of(0));
       tile::wgmma_commit_group();
       pass_turn();
       tile::wgmma_wait_group<0>();
       tile::wgmma_fence_registers(s);
       release(barriers.k_empty(stage_of(0)));
-      release_q_after(0, steps, q_buffer);
+      release_q_after(0, steps);
       {
         const float scale = transform(s, m_begin, key_begin_of(0), mask, logits, scale_log2);
         state.softmax.update(s, scale, correction);
@@ -279,7 +277,7 @@ struct Sm90Consumer {
         tile::mbarrier_wait(barriers.v_full(v_stage), phase_of(step - 1));
         wait_turn();
         tile::wgmma_fence();
-        issue_qk(s, k_stage, q_buffer);
+        issue_qk(s, k_stage);
         tile::wgmma_commit_group();
         issue_pv(o, p, v_stage);
         tile::wgmma_commit_group();
@@ -288,7 +286,7 @@ struct Sm90Consumer {
         tile::wgmma_wait_group<1>();
         tile::wgmma_fence_registers(s);
         release(barriers.k_empty(k_stage));
-        release_q_after(step, steps, q_buffer);
+        release_q_after(step, steps);
         const float scale = transform(s, m_begin, key_begin_of(step), mask, logits, scale_log2);
         state.softmax.update(s, scale, correction);
         drop(s, m_begin, key_begin_of(step), dropout);

@@ -155,7 +155,7 @@ TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& s
   } else {
     tile::fence_proxy_async_shared();
   }
-  consumer.release(consumer.barriers.q_empty(0));  // one Q buffer without an O buffer
+  consumer.release(consumer.barriers.q_empty());
 }
 
 // Before the CTA exits (its shared memory goes away), the TMA stores of O that each warpgroup's

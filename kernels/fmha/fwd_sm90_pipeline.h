@@ -13,24 +13,23 @@ namespace tilefmha::fmha {
 // q_full / q_empty guard the Q tile (free again once the tile's last S = QK^T is done, or, where
 // the epilogue reuses it for O, once O has left), then full / empty per stage of the K and V
 // rings.
-template <int Stages, int QBuffers>
+template <int Stages>
 struct Sm90Barriers {
   tile::u32 base;
 
-  TILEFMHA_DEVICE tile::u32 q_full(int buffer) const { return base + 16u * buffer; }
-  TILEFMHA_DEVICE tile::u32 q_empty(int buffer) const { return base + 16u * buffer + 8u; }
-  TILEFMHA_DEVICE tile::u32 ring(int index) const { return base + 8u * (2 * QBuffers + index); }
-  TILEFMHA_DEVICE tile::u32 k_full(int stage) const { return ring(stage); }
-  TILEFMHA_DEVICE tile::u32 k_empty(int stage) const { return ring(Stages + stage); }
-  TILEFMHA_DEVICE tile::u32 v_full(int stage) const { return ring(2 * Stages + stage); }
-  TILEFMHA_DEVICE tile::u32 v_empty(int stage) const { return ring(3 * Stages + stage); }
+  TILEFMHA_DEVICE tile::u32 q_full() const { return base; }
+  TILEFMHA_DEVICE tile::u32 q_empty() const { return base + 8u; }
+  TILEFMHA_DEVICE tile::u32 k_full(int stage) const { return base + 8u * (2 + stage); }
+  TILEFMHA_DEVICE tile::u32 k_empty(int stage) const { return base + 8u * (2 + Stages + stage); }
+  TILEFMHA_DEVICE tile::u32 v_full(int stage) const { return base + 8u * (2 + 2 * Stages + stage); }
+  TILEFMHA_DEVICE tile::u32 v_empty(int stage) const {
+    return base + 8u * (2 + 3 * Stages + stage);
+  }
 
   // One thread initializes; the caller synchronizes the block afterwards.
   TILEFMHA_DEVICE void init(int consumer_warps) const {
-    for (int buffer = 0; buffer < QBuffers; ++buffer) {
-      tile::mbarrier_init(q_full(buffer), 1);
-      tile::mbarrier_init(q_empty(buffer), consumer_warps);
-    }
+    tile::mbarrier_init(q_full(), 1);
+    tile::mbarrier_init(q_empty(), consumer_warps);
     for (int stage = 0; stage < Stages; ++stage) {
       tile::mbarrier_init(k_full(stage), 1);
       tile::mbarrier_init(v_full(stage), 1);
@@ -42,8 +41,7 @@ struct Sm90Barriers {
 };
 
 // Ring slot and phase of the `step`-th key block a CTA processes (counted over all its
-// tiles), and likewise of its `n`-th Q tile over the Q buffers: both roles derive positions
-// from the count, so no ring state stays live. A consumer
+// tiles): both roles derive positions from the count, so no ring state stays live. A consumer
 // waits for a full barrier's phase `phase`, the producer for the empty barrier's `phase ^ 1`
 // (a fresh barrier counts the phase before its first as complete: the first pass is free).
 template <int Stages>

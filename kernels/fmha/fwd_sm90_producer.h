@@ -4,8 +4,7 @@
 // rings in the order the consumers use them under the overlap schedule (K0, K1, V0, K2, V1,
 // ..., V(n-1)); the serial schedule consumes them in an order this one never blocks. A
 // persistent CTA issues the next tile's K0 before its Q, so it lands while the consumers still
-// finish the previous tile; where Q is double-buffered, the next tile's Q loads a whole tile
-// ahead instead (Q is read once, so it comes from DRAM).
+// finish the previous tile.
 #pragma once
 
 #include "fmha/fwd_sm90_params.h"
@@ -23,37 +22,10 @@ TILEFMHA_DEVICE const tile::TensorMap* sm90_map(const Sm90TensorMap& map) {
   return reinterpret_cast<const tile::TensorMap*>(&map);
 }
 
-// Where a tile's data lives: the tensor-map coordinates of its loads.
-template <class Traits>
-struct Sm90TileSource {
-  int batch;    // the sequence's batch index in the tensor maps
-  int head;     // the Q head (the KV head itself when GQA groups are packed)
-  int kv_head;  // the K/V head
-  int q_row;    // first Q row, in the map's sequence coordinate
-  int k_start;  // the sequence's first K/V row
-  KeyBlocks blocks;
-
-  // False for a tile past its sequence's end (the consumers skip it alike).
-  TILEFMHA_DEVICE bool make(const FwdParams& p, const Sm90Tile& tile_id) {
-    const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, tile_id.batch);
-    const Sm90TileRows<Traits> tile_rows(p, tile_id.m_block);
-    if (tile_rows.past_end(seq)) return false;
-    batch = int(seq.view_batch);
-    head = tile_id.head;
-    kv_head = Traits::kPackGqa ? head : int(head / p.head_group);
-    q_row = int(seq.q_start) + tile_rows.q_begin;
-    k_start = int(seq.k_start);
-    blocks = tile_rows.key_blocks(p, seq);
-    return true;
-  }
-};
-
 template <class Traits, class Scheduler>
-TILEFMHA_DEVICE void sm90_produce(
-    const Sm90FwdParams& params, const Scheduler& scheduler, tile::u32 smem,
-    const Sm90Barriers<Traits::kStages, Traits::kQBuffers>& barriers) {
+TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& scheduler,
+                                  tile::u32 smem, const Sm90Barriers<Traits::kStages>& barriers) {
   constexpr int kStages = Traits::kStages;
-  constexpr int kQBuffers = Traits::kQBuffers;
   const FwdParams& p = params.base;
   const tile::TensorMap* q_map = sm90_map(params.q_map);
   const tile::TensorMap* k_map = sm90_map(params.k_map);
@@ -64,45 +36,30 @@ TILEFMHA_DEVICE void sm90_produce(
 
   int step_base = 0;  // key blocks loaded for earlier tiles
   int q_loads = 0;    // Q tiles loaded so far
-
-  // The next Q tile into its buffer, once the consumers released that buffer.
-  auto load_q = [&](const Sm90TileSource<Traits>& source) {
-    const int buffer = ring_stage<kQBuffers>(q_loads);
-    tile::mbarrier_wait(barriers.q_empty(buffer), ring_phase<kQBuffers>(q_loads) ^ 1u);
-    tile::mbarrier_arrive_expect_tx(barriers.q_full(buffer), Traits::kQBytes);
-#pragma unroll
-    for (int panel = 0; panel < Traits::kHdimQ / kSm90PanelElements; ++panel) {
-      const tile::u32 destination = smem + Traits::kSmem.q_offset +
-                                    buffer * Traits::kSmem.q_stage_bytes +
-                                    panel * Traits::kQPanelBytes;
-      if constexpr (Traits::kPackGqa) {
-        tile::tma_load_5d(destination, q_map, barriers.q_full(buffer), panel * kSm90PanelElements,
-                          0, source.kv_head, source.q_row, source.batch);
-      } else {
-        tile::tma_load_4d(destination, q_map, barriers.q_full(buffer), panel * kSm90PanelElements,
-                          source.q_row, source.head, source.batch);
-      }
-    }
-    ++q_loads;
-  };
-
   for (int index = scheduler.first(); index < scheduler.count(); index = scheduler.next(index)) {
-    Sm90TileSource<Traits> source;
-    if (!source.make(p, scheduler.tile(index))) continue;
-    const int steps = source.blocks.count();
+    const Sm90Tile tile_id = scheduler.tile(index);
+    const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, tile_id.batch);
+    const Sm90TileRows<Traits> tile_rows(p, tile_id.m_block);
+    if (tile_rows.past_end(seq)) continue;  // the consumers skip it alike
+    const int m_begin = tile_rows.q_begin;
+    const KeyBlocks blocks = tile_rows.key_blocks(p, seq);
+
+    const int batch = int(seq.view_batch);
+    const int head = tile_id.head;  // the KV head itself when GQA groups are packed
+    const int kv_head = Traits::kPackGqa ? head : int(head / p.head_group);
 
     // Block `step` of the tile into its ring slot: wait until the consumers freed the slot,
     // announce the bytes, then one TMA box per 64-column panel.
     auto load_block = [&](int step, tile::u32 empty, tile::u32 full, tile::u32 destination,
                           int stage_bytes, int panels, int panel_bytes,
                           const tile::TensorMap* map) {
-      const int key_row = source.k_start + source.blocks.block(step) * Traits::kBlockN;
+      const int key_row = int(seq.k_start) + blocks.block(step) * Traits::kBlockN;
       tile::mbarrier_wait(empty, ring_phase<kStages>(step_base + step) ^ 1u);
       tile::mbarrier_arrive_expect_tx(full, stage_bytes);
 #pragma unroll
       for (int panel = 0; panel < panels; ++panel) {
         tile::tma_load_4d(destination + panel * panel_bytes, map, full, panel * kSm90PanelElements,
-                          key_row, source.kv_head, source.batch);
+                          key_row, kv_head, batch);
       }
     };
     auto load_k = [&](int step) {
@@ -120,27 +77,25 @@ TILEFMHA_DEVICE void sm90_produce(
                  Traits::kVPanelBytes, v_map);
     };
 
-    if constexpr (kQBuffers > 1) {
-      // Double-buffered Q (persistent only): this tile's Q was loaded a tile ahead (the first
-      // tile's now); after its K0, the next live tile's Q goes into the other buffer, freed by
-      // the previous tile's last QK^T.
-      if (q_loads == 0) load_q(source);
-      if (steps > 0) load_k(0);
-      for (int next = scheduler.next(index); next < scheduler.count();
-           next = scheduler.next(next)) {
-        Sm90TileSource<Traits> ahead;
-        if (ahead.make(p, scheduler.tile(next))) {
-          load_q(ahead);
-          break;
-        }
+    // Persistent CTAs load K0 first: it can land while the consumers still finish the previous
+    // tile (and, where O shares the Q buffer, store its O from there).
+    const int steps = blocks.count();
+    if (Traits::kPersistent && steps > 0) load_k(0);
+    tile::mbarrier_wait(barriers.q_empty(), (tile::u32(q_loads) & 1u) ^ 1u);
+    tile::mbarrier_arrive_expect_tx(barriers.q_full(), Traits::kQBytes);
+#pragma unroll
+    for (int panel = 0; panel < Traits::kHdimQ / kSm90PanelElements; ++panel) {
+      const tile::u32 destination = smem + Traits::kSmem.q_offset + panel * Traits::kQPanelBytes;
+      if constexpr (Traits::kPackGqa) {
+        tile::tma_load_5d(destination, q_map, barriers.q_full(), panel * kSm90PanelElements, 0,
+                          kv_head, int(seq.q_start) + m_begin, batch);
+      } else {
+        tile::tma_load_4d(destination, q_map, barriers.q_full(), panel * kSm90PanelElements,
+                          int(seq.q_start) + m_begin, head, batch);
       }
-    } else {
-      // Persistent CTAs load K0 first: it can land while the consumers still finish the
-      // previous tile (and, where O shares the Q buffer, store its O from there).
-      if (Traits::kPersistent && steps > 0) load_k(0);
-      load_q(source);
-      if (!Traits::kPersistent && steps > 0) load_k(0);
     }
+    ++q_loads;
+    if (!Traits::kPersistent && steps > 0) load_k(0);
     if (steps > 0) {
       for (int step = 1; step < steps; ++step) {
         load_k(step);

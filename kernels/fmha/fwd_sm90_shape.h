@@ -42,14 +42,11 @@ constexpr int sm90_consumer_registers(int consumer_groups) {
 enum class Sm90Schedule : int { serial = 0, overlap = 1, pingpong = 2 };
 
 struct Sm90SmemLayout {
-  int q_offset;        // Q tiles (q_buffers of them)
+  int q_offset;        // Q tile
   int o_offset;        // O tile of the epilogue: its own buffer where it fits, else the Q tile's
   int k_offset;        // `stages` K tiles
   int v_offset;        // `stages` V tiles
-  int barrier_offset;  // mbarriers: q_full, q_empty per Q buffer, then k_full, k_empty, v_full,
-                       // v_empty per stage
-  int q_buffers;       // 2: a persistent CTA's next Q loads a whole tile ahead
-  int q_stage_bytes;
+  int barrier_offset;  // mbarriers: q_full, q_empty, then k_full, k_empty, v_full, v_empty
   int k_stage_bytes;
   int v_stage_bytes;
   int bytes;  // everything, plus alignment slack for the 1024-byte swizzle atoms
@@ -61,19 +58,17 @@ struct Sm90SmemLayout {
 // Hopper's shared memory per block (the opt-in maximum).
 constexpr int kSm90MaxSharedBytes = 232448;
 
-constexpr int sm90_barrier_count(int stages, int q_buffers = 1) {
-  return 2 * q_buffers + 4 * stages;
+constexpr int sm90_barrier_count(int stages) {
+  return 2 + 4 * stages;
 }
 
 // Q, then K and V rings, then (where the total stays within kSm90MaxSharedBytes) O, then the
 // barriers. Every tile is a multiple of the 1024-byte swizzle atom, so each stays aligned.
-// A persistent kernel double-buffers Q where that fits beside an O buffer of its own: the next
-// tile's Q (read once, so from DRAM) then loads while this tile computes rather than at the
-// tile boundary.
 constexpr Sm90SmemLayout sm90_smem_layout(int hdim_q, int hdim_v, int block_m, int block_n,
-                                          int stages, bool persistent = false) {
+                                          int stages) {
   constexpr int element_bytes = 2;
   const int widest = hdim_q > hdim_v ? hdim_q : hdim_v;
+  const int barrier_bytes = 8 * sm90_barrier_count(stages);
   Sm90SmemLayout layout{};
   layout.q_offset = 0;
   layout.k_stage_bytes = block_n * hdim_q * element_bytes;
@@ -83,21 +78,14 @@ constexpr Sm90SmemLayout sm90_smem_layout(int hdim_q, int hdim_v, int block_m, i
   const int o_bytes = block_m * hdim_v * element_bytes;
   // The dynamic shared window is not promised 1024-byte alignment: the kernel rounds its base
   // up, so one atom of slack is requested.
-  auto fits = [&](int q_buffers) {
-    return q_buffers * q_bytes + rings + o_bytes + 8 * sm90_barrier_count(stages, q_buffers) +
-               kSm90AtomBytes <=
-           kSm90MaxSharedBytes;
-  };
-  const bool separate = fits(1);
-  layout.q_buffers = persistent && fits(2) ? 2 : 1;
-  layout.q_stage_bytes = q_bytes;
-  layout.k_offset = separate ? layout.q_buffers * q_bytes : block_m * widest * element_bytes;
+  const bool separate =
+      q_bytes + rings + o_bytes + barrier_bytes + kSm90AtomBytes <= kSm90MaxSharedBytes;
+  layout.k_offset = separate ? q_bytes : block_m * widest * element_bytes;
   layout.v_offset = layout.k_offset + stages * layout.k_stage_bytes;
   layout.o_offset = separate ? layout.v_offset + stages * layout.v_stage_bytes : layout.q_offset;
   layout.barrier_offset =
       separate ? layout.o_offset + o_bytes : layout.v_offset + stages * layout.v_stage_bytes;
-  layout.bytes =
-      layout.barrier_offset + 8 * sm90_barrier_count(stages, layout.q_buffers) + kSm90AtomBytes;
+  layout.bytes = layout.barrier_offset + barrier_bytes + kSm90AtomBytes;
   return layout;
 }
 

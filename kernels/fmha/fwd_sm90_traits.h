@@ -50,9 +50,7 @@ struct Sm90FwdTraits {
   static constexpr bool kFusedScale =
       tile::same_type<Logits_, fmha::Logits<PlainScale, NoBias>>::value;
 
-  static constexpr Sm90SmemLayout kSmem =
-      sm90_smem_layout(HdimQ, HdimV, BlockM, BlockN, Stages, Persistent);
-  static constexpr int kQBuffers = kSmem.q_buffers;
+  static constexpr Sm90SmemLayout kSmem = sm90_smem_layout(HdimQ, HdimV, BlockM, BlockN, Stages);
   static constexpr int kQBytes = BlockM * HdimQ * 2;
   static constexpr int kQPanelBytes = BlockM * kSm90RowBytes;
   static constexpr int kKPanelBytes = BlockN * kSm90RowBytes;

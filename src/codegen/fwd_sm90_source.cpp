@@ -176,8 +176,7 @@ jit::LaunchShape launch_shape_sm90(const KernelConfig& c, const Problem& problem
   shape.grid[0] = static_cast<unsigned>(ctas > 0 ? ctas : 1);
   shape.block[0] = static_cast<unsigned>(threads_per_block_sm90(c));
   shape.dynamic_shared_bytes = static_cast<unsigned>(
-      fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages, variant.persistent)
-          .bytes);
+      fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).bytes);
   return shape;
 }
 
