@@ -201,6 +201,16 @@ std::vector<Case> cases() {
                      return batch(pool, DType::fp16, {3, 16, 2, 1, 333, 64, 64}).build();
                    }});
   }
+  // One consumer warpgroup per CTA, two CTAs per SM (registers reallocated from 128 a thread):
+  // causal rows over several query blocks, with LSE.
+  {
+    KernelConfig c = sm90_config(DType::bf16, 64, 64, 64, 128);
+    c.mask = MaskKind::causal;
+    c.lse = true;
+    all.push_back({"bf16_d64_m64_two_ctas_per_sm_causal", c, S::overlap, [](TensorPool& pool) {
+                     return batch(pool, DType::bf16, {2, 3, 3, 300, 300, 64, 64}).causal().build();
+                   }});
+  }
   // Head dims narrower than the kernel's panels: TMA zero-fills the columns past them on load
   // and clips them on store (group mode stores whole 16-byte chunks up to the head dim).
   {
@@ -419,6 +429,7 @@ TEST_F(FwdSm90Gpu, Throughput) {
                         {128, 128, 128, 2, MaskKind::causal}, {128, 128, 176, 2, MaskKind::causal},
                         {64, 192, 128, 2, MaskKind::none},    {64, 128, 128, 2, MaskKind::none},
                         {64, 192, 128, 2, MaskKind::causal},  {64, 128, 128, 2, MaskKind::causal},
+                        {64, 64, 128, 2, MaskKind::none},     {64, 64, 128, 2, MaskKind::causal},
                         {256, 128, 80, 2, MaskKind::none},    {256, 128, 80, 2, MaskKind::causal}};
   std::vector<std::pair<KernelConfig, codegen::Sm90Variant>> kernels;
   for (const Tile& t : tiles) {

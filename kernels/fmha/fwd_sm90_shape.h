@@ -24,13 +24,15 @@ constexpr int sm90_threads(int block_m) {
 }
 
 // Register budget per thread after setmaxnreg: the producer keeps little, consumers take what
-// it frees. Each pair uses exactly the block's launch allocation (65536 / threads, rounded down
-// to 8): 2 consumers 24 + 2 x 240 = 3 x 168, 3 consumers 32 + 3 x 160 = 4 x 128.
+// it frees. Each pair uses exactly the block's launch allocation (65536 / (threads x CTAs per
+// SM), rounded down to 8): 2 consumers 24 + 2 x 240 = 3 x 168, 3 consumers 32 + 3 x 160 =
+// 4 x 128, and one consumer in each of two CTAs per SM 24 + 232 = 2 x 128. A lone consumer in
+// a CTA that has the SM to itself keeps the 255-register cap without reallocating.
 constexpr int sm90_producer_registers(int consumer_groups) {
-  return consumer_groups == 2 ? 24 : 32;
+  return consumer_groups == 3 ? 32 : 24;
 }
 constexpr int sm90_consumer_registers(int consumer_groups) {
-  return consumer_groups == 2 ? 240 : 160;
+  return consumer_groups == 3 ? 160 : (consumer_groups == 2 ? 240 : 232);
 }
 
 // How a consumer warpgroup orders its two GEMMs and the softmax:
@@ -87,6 +89,18 @@ constexpr Sm90SmemLayout sm90_smem_layout(int hdim_q, int hdim_v, int block_m, i
       separate ? layout.o_offset + o_bytes : layout.v_offset + stages * layout.v_stage_bytes;
   layout.bytes = layout.barrier_offset + barrier_bytes + kSm90AtomBytes;
   return layout;
+}
+
+// CTAs that share an SM: two where a one-consumer tile (block_m 64) leaves room in shared memory
+// for a second (each CTA also takes 1 KiB of reserved shared memory), so one CTA's tile ramp
+// and epilogue run under the other's main loop; else one.
+constexpr int kSm90SharedBytesPerSm = 233472;
+constexpr int kSm90ReservedSharedBytesPerCta = 1024;
+constexpr int sm90_ctas_per_sm(int block_m, int smem_bytes) {
+  return sm90_consumer_groups(block_m) == 1 &&
+                 2 * (smem_bytes + kSm90ReservedSharedBytesPerCta) <= kSm90SharedBytesPerSm
+             ? 2
+             : 1;
 }
 
 }  // namespace tilefmha::fmha

@@ -40,10 +40,6 @@ struct Sm90FwdTraits {
   static constexpr bool kPackGqa = PackGqa;
   static constexpr bool kOverlap = Schedule != Sm90Schedule::serial;
   static constexpr bool kPingpong = Schedule == Sm90Schedule::pingpong && kConsumerGroups > 1;
-  // Register reallocation pays only when one warpgroup's registers can feed another's.
-  static constexpr bool kReallocateRegisters = kConsumerGroups > 1;
-  static constexpr int kProducerRegisters = sm90_producer_registers(kConsumerGroups);
-  static constexpr int kConsumerRegisters = sm90_consumer_registers(kConsumerGroups);
 
   // Plain scaling folds into the exponent (one FFMA per element: exp2(s * c - max * c));
   // any other logits transform is applied element by element before the softmax.
@@ -51,6 +47,12 @@ struct Sm90FwdTraits {
       tile::same_type<Logits_, fmha::Logits<PlainScale, NoBias>>::value;
 
   static constexpr Sm90SmemLayout kSmem = sm90_smem_layout(HdimQ, HdimV, BlockM, BlockN, Stages);
+  static constexpr int kCtasPerSm = sm90_ctas_per_sm(BlockM, kSmem.bytes);
+  // Register reallocation pays when one warpgroup's registers can feed another's: several
+  // consumers, or one consumer whose CTA shares the SM (launched at 128 registers a thread).
+  static constexpr bool kReallocateRegisters = kConsumerGroups > 1 || kCtasPerSm > 1;
+  static constexpr int kProducerRegisters = sm90_producer_registers(kConsumerGroups);
+  static constexpr int kConsumerRegisters = sm90_consumer_registers(kConsumerGroups);
   static constexpr int kQBytes = BlockM * HdimQ * 2;
   static constexpr int kQPanelBytes = BlockM * kSm90RowBytes;
   static constexpr int kKPanelBytes = BlockN * kSm90RowBytes;

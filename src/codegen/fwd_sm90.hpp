@@ -53,9 +53,13 @@ std::string generate_sm90_source(const KernelConfig& config, const Sm90Variant& 
 // Threads per block: one producer plus block_m / 64 consumer warpgroups.
 int threads_per_block_sm90(const KernelConfig& config);
 
+// CTAs of `config` an SM runs at once (fmha::sm90_ctas_per_sm): the launch bounds' minimum and
+// the persistent grid's CTAs per SM.
+int sm90_ctas_per_sm(const KernelConfig& config);
+
 // Block, dynamic shared memory and a 1D grid over the tiles (query blocks x query heads x
-// sequences) of the default variant: for a persistent config, at most `sm_count` CTAs (0:
-// unknown, one per tile), else one CTA per tile.
+// sequences) of the default variant: for a persistent config, at most `sm_count` x
+// sm90_ctas_per_sm CTAs (0: unknown, one per tile), else one CTA per tile.
 jit::LaunchShape launch_shape_sm90(const KernelConfig& config, const Problem& problem,
                                    int64_t sm_count);
 // For a persistent variant, at most `max_ctas` CTAs (the SM count: one resident CTA per SM),

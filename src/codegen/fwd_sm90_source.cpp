@@ -74,7 +74,9 @@ void check_supported_sm90(const KernelConfig& c) {
                     " bytes of shared memory, more than Hopper's " +
                     std::to_string(kMaxSharedBytes));
   const int groups = fmha::sm90_consumer_groups(c.block_m);
-  const int budget = groups == 1 ? 255 : fmha::sm90_consumer_registers(groups);
+  const int budget = groups == 1 && fmha::sm90_ctas_per_sm(c.block_m, layout.bytes) == 1
+                         ? 255
+                         : fmha::sm90_consumer_registers(groups);
   // S (fp32), P (packed 16-bit) and O (fp32) accumulators per consumer thread.
   const int accumulators = c.block_n / 2 + c.block_n / 4 + c.hdim_v / 2;
   if (accumulators + kConsumerRegisterOverhead > budget)
@@ -104,6 +106,11 @@ int threads_per_block_sm90(const KernelConfig& c) {
   return fmha::sm90_threads(c.block_m);
 }
 
+int sm90_ctas_per_sm(const KernelConfig& c) {
+  return fmha::sm90_ctas_per_sm(
+      c.block_m, fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).bytes);
+}
+
 std::string generate_sm90_source(const KernelConfig& c) {
   return generate_sm90_source(c, default_sm90_variant(c));
 }
@@ -124,8 +131,9 @@ std::string generate_sm90_source(const KernelConfig& c, const Sm90Variant& varia
      << "    " << schedule_name(variant.schedule) << ", /*persistent=*/"
      << boolean(variant.persistent) << ", /*pack_gqa=*/" << boolean(c.pack_gqa) << ">;\n"
      << "}  // namespace\n\n"
-     << "extern \"C\" __global__ void __launch_bounds__(" << threads_per_block_sm90(c) << ", 1) "
-     << c.symbol() << "(const __grid_constant__ tilefmha::fmha::Sm90FwdParams params) {\n"
+     << "extern \"C\" __global__ void __launch_bounds__(" << threads_per_block_sm90(c) << ", "
+     << sm90_ctas_per_sm(c) << ") " << c.symbol()
+     << "(const __grid_constant__ tilefmha::fmha::Sm90FwdParams params) {\n"
      << "  tilefmha::fmha::fwd_sm90<Traits>(params);\n"
      << "}\n";
   return tu.str();
@@ -170,7 +178,9 @@ jit::LaunchShape launch_shape_sm90(const KernelConfig& c, const Problem& problem
                 "seqlen_q = " + std::to_string(problem.seqlen_q) + ", nhead_q = " +
                     std::to_string(problem.nhead_q) + ", batch = " + std::to_string(problem.batch) +
                     ": " + std::to_string(tiles) + " tiles exceed the kernel's 2^31 - 1");
-  const int64_t ctas = variant.persistent && max_ctas > 0 && max_ctas < tiles ? max_ctas : tiles;
+  // A persistent grid runs as many CTAs as the SMs hold at once.
+  const int64_t resident = max_ctas * sm90_ctas_per_sm(c);
+  const int64_t ctas = variant.persistent && resident > 0 && resident < tiles ? resident : tiles;
   jit::LaunchShape shape;
   // A grid needs one block even when there is no tile; such a CTA exits at once.
   shape.grid[0] = static_cast<unsigned>(ctas > 0 ? ctas : 1);
