@@ -5,6 +5,7 @@
 #pragma once
 
 #include "fmha/fwd_params.h"
+#include "tile/fast_divmod.h"
 
 namespace tilefmha::fmha {
 
@@ -36,6 +37,9 @@ struct Sm90FwdParams {
   // are then 5D [dim, group head, KV head, seq, batch] and m_blocks counts block_m / g query
   // positions).
   int tile_heads;
+  // Divisions of a tile number by m_slots and by tile_heads as multiply-shifts (set with them).
+  tile::FastDivisor slot_divisor;
+  tile::FastDivisor head_divisor;
 };
 
 }  // namespace tilefmha::fmha

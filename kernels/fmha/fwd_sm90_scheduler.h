@@ -54,12 +54,14 @@ struct Sm90TileScheduler {
     return n % 2 == 0 ? n + 1 : n - 1 + 2 * sm90_grid_ctas();
   }
 
-  // The tile of number n: one division pair whatever the order. The second half of a middle
-  // block's pair gets m_block = m_blocks, past every sequence's end, which both roles skip.
+  // The tile of number n: two multiply-shift divisions whatever the order. The second half of a
+  // middle block's pair gets m_block = m_blocks, past every sequence's end, which both roles
+  // skip.
   TILEFMHA_DEVICE Sm90Tile tile(int n) const {
     const int m_count = params.m_blocks;
-    const int k = n % slots();
-    const int rest = n / slots();
+    const int rest = int(tile::fast_divide(unsigned(n), params.slot_divisor));
+    const int k = n - rest * slots();
+    const int batch = int(tile::fast_divide(unsigned(rest), params.head_divisor));
     int m = k;
     if (paired()) {
       const int slot = k / 2;
@@ -67,7 +69,7 @@ struct Sm90TileScheduler {
     } else if (LongestFirst) {
       m = m_count - 1 - k;
     }
-    return {m, rest % heads(), rest / heads()};
+    return {m, rest - batch * heads(), batch};
   }
 };
 

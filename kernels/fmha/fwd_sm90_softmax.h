@@ -76,7 +76,8 @@ struct Sm90OnlineSoftmax {
         max2 = joint;
       }
       const bool any = total > 0.0f;
-      normalizer[r] = any ? keep_scale * weight / total : 0.0f;
+      // The approximate reciprocal (1 ulp) spares the IEEE division's slow-path branches.
+      normalizer[r] = any ? keep_scale * weight * tile::reciprocal_approx(total) : 0.0f;
       lse[r] = any ? (max2 + tile::log2_approx(total)) * kLn2 : sm90_negative_infinity();
     }
   }
