@@ -185,6 +185,11 @@ TEST(FwdSm90Codegen, PersistentGridWherePersistenceWasMeasuredToPay) {
       testing::batch_problem(pool, Family::fwd, DType::bf16, {2, 8, 8, 1024, 1024, 256, 256});
   EXPECT_FALSE(codegen::sm90_persistent_grid_pays(wide, wide_builder.build()));
   EXPECT_TRUE(codegen::sm90_persistent_grid_pays(wide, wide_builder.causal().build()));
+  // ... but not at 512 masked rows, whose tiles are too short to gain.
+  EXPECT_FALSE(codegen::sm90_persistent_grid_pays(
+      wide, testing::batch_problem(pool, Family::fwd, DType::bf16, {2, 8, 8, 512, 512, 256, 256})
+                .causal()
+                .build()));
 }
 
 TEST(FwdSm90Codegen, TensorMapsFollowTheViewStrides) {

@@ -35,8 +35,9 @@ Sm90Variant default_sm90_variant(const KernelConfig& config);
 // `config` on `problem`. With tiles of equal cost (no mask), where O has its own shared buffer
 // (Sm90SmemLayout::separate_o): the next tile's Q then loads under this tile's last GEMM and
 // epilogue (H200, bf16, hdim 128, 512 tokens: +27%). Under causal and window masks, whose query
-// blocks see different key counts, up to 8k rows: the scheduler deals tiles out in pairs of
-// equal total work, so the rounds stay even (H100: +10-21% at hdim 128). Never for ragged
+// blocks see different key counts, up to 8k rows (from 1k where O shares the Q buffer): the
+// scheduler deals tiles out in pairs of equal total work, so the rounds stay even (H100:
+// +10-21% at hdim 128). Never for ragged
 // sequences (group mode, per-batch key lengths), whose tiles no static order can balance.
 bool sm90_persistent_grid_pays(const KernelConfig& config, const Problem& problem);
 
