@@ -143,3 +143,28 @@ TEST(Dispatcher, DefaultCandidatesServeEveryForwardFeature) {
   const Problem odd = base(130, 36, 36).build();
   EXPECT_EQ(dispatcher.explain(odd).front().kernel.pipeline, Pipeline::sm80_mma);
 }
+
+// hdim 64 on Hopper: 64-row tiles (two CTAs per SM) for masked rows of 512 to 2k, the 192-row
+// tile for longer masked rows and for unmasked ones (H100 measurements, docs/performance.md).
+TEST(Dispatcher, Hdim64TileFollowsTheRowsAndTheMask) {
+  Registry registry;
+  DispatcherOptions options;
+  options.candidates = default_candidates(Arch::sm90, {Family::fwd});
+  Dispatcher dispatcher(registry, {Arch::sm90, 132, "test"}, options);
+  auto fake = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  auto block_m = [&](int64_t seqlen, bool causal) {
+    const int64_t batch = 16384 / seqlen;
+    ProblemBuilder b(Family::fwd);
+    b.dtype(DType::bf16).shape(batch, 32, 32, seqlen, seqlen, 64, 64);
+    const auto view = bshd(fake, DType::bf16, batch, seqlen, 32, 64, MemorySpace::device);
+    b.q(view).k(view).v(view).o(view);
+    if (causal) b.causal();
+    const KernelConfig kernel = dispatcher.explain(b.build()).front().kernel;
+    EXPECT_EQ(kernel.pipeline, Pipeline::sm90_ws);
+    return kernel.block_m;
+  };
+  EXPECT_EQ(block_m(512, true), 64);
+  EXPECT_EQ(block_m(2048, true), 64);
+  EXPECT_EQ(block_m(8192, true), 192);
+  EXPECT_EQ(block_m(1024, false), 192);
+}

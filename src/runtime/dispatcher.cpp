@@ -56,6 +56,13 @@ double preference(const KernelConfig& kernel, const Problem& problem, const Devi
   // and fewer, longer tiles lose to 128 rows (sm90_ws hdim 64 causal up to 2k: +13-15%).
   if (kernel.block_m > 128 && problem.mask.kind != MaskKind::none && problem.seqlen_q <= 2048)
     score -= 10;
+  // Masked rows of 512 to 2k on one-consumer tiles that share an SM two CTAs at a time: one
+  // CTA's tile ramp and epilogue run under the other's main loop (sm90_ws hdim 64 causal: 64
+  // rows beat 128 by 1-5% and 192 by 8-49%).
+  const bool masked_short =
+      problem.mask.kind != MaskKind::none && problem.seqlen_q >= 512 && problem.seqlen_q <= 2048;
+  if (masked_short && kernel.pipeline == Pipeline::sm90_ws && codegen::sm90_ctas_per_sm(kernel) > 1)
+    score += 6;
   score += kernel.stages;  // deeper pipelines hide latency when shared memory allows
   return score;
 }
