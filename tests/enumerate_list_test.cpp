@@ -42,9 +42,9 @@ TEST(ListReport, CountsPerFamilyTotalAndTime) {
   EXPECT_NE(text.find("sweep config fwd_ci (variant fwd), arch sm90, profile full"),
             std::string::npos)
       << text;
-  // sm90_ws 12 (hdim 64 in two tiles, hdim 128 in one) and its sm80_mma fallback 8.
-  EXPECT_NE(text.find("  fwd                   20\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("  total                 20\n"), std::string::npos) << text;
+  // sm90_ws 16 (hdim 64 in three tiles, hdim 128 in one) and its sm80_mma fallback 8.
+  EXPECT_NE(text.find("  fwd                   24\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  total                 24\n"), std::string::npos) << text;
   EXPECT_NE(text.find("enumerated in "), std::string::npos) << text;
   EXPECT_EQ(text.find("fwd.sm90."), std::string::npos) << "names without --list";
 }
@@ -52,7 +52,7 @@ TEST(ListReport, CountsPerFamilyTotalAndTime) {
 TEST(ListReport, CountOnlyPrintsTheTotal) {
   ListOptions options = fwd_ci();
   options.count_only = true;
-  EXPECT_EQ(report(options), "20\n");
+  EXPECT_EQ(report(options), "24\n");
   options.profile = "ci";
   EXPECT_EQ(report(options), "2\n");
   // sm80: fp16/bf16 x (hdim 64: 128x128, hdim 128: 128x64) x (no mask, causal).
@@ -73,20 +73,20 @@ TEST(ListReport, ListPrintsCanonicalNames) {
       EXPECT_EQ(KernelConfig::parse_name(line).name(), line);
       ++names;
     }
-  EXPECT_EQ(names, 20);
+  EXPECT_EQ(names, 24);
 }
 
 TEST(ListReport, FiltersAndFilterFilesAllMustHold) {
   ListOptions options = fwd_ci();
   options.count_only = true;
   options.filters = {"c.dtype == 'bf16'"};
-  EXPECT_EQ(report(options), "10\n");
+  EXPECT_EQ(report(options), "12\n");
   options.filters.push_back("c.mask == 'causal'");
-  EXPECT_EQ(report(options), "5\n");
+  EXPECT_EQ(report(options), "6\n");
   const auto file = temp_file("filters.txt");
   std::ofstream(file) << "# only head dim 64\nc.hdim_q == 64\n";
   options.filter_files = {file.string()};
-  EXPECT_EQ(report(options), "3\n");
+  EXPECT_EQ(report(options), "4\n");
   std::filesystem::remove(file);
 }
 
