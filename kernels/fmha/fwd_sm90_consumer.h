@@ -189,15 +189,6 @@ struct Sm90Consumer {
     }
   }
 
-  // O *= correction where some row of the warp saw its max move; on long rows most key blocks
-  // move none of a warp's 16 maxima (the correction is then exactly exp2(0) = 1), and the skipped
-  // multiplies are one instruction per O element on the softmax's critical path.
-  TILEFMHA_DEVICE static void rescale_where_moved(float (&o)[Traits::kHdimV / 2],
-                                                  const float (&c)[2]) {
-    const bool moved = (c[0] != 1.0f) | (c[1] != 1.0f);
-    if (__any_sync(0xffffffffu, moved)) rescale(o, c);
-  }
-
   // The last warpgroup opens the first turn; warpgroup 0 takes the matching extra turn after
   // its last tile, so every arrival on a turn barrier is consumed.
   TILEFMHA_DEVICE void open_turns() const {
@@ -248,7 +239,7 @@ struct Sm90Consumer {
         const float scale = transform(s, m_begin, key_begin_of(step), mask, logits, scale_log2);
         state.softmax.update(s, scale, correction);
         drop(s, m_begin, key_begin_of(step), dropout);
-        rescale_where_moved(o, correction);
+        rescale(o, correction);
         pack_p(s, p);
 
         tile::mbarrier_wait(barriers.v_full(stage), phase_of(step));
@@ -303,7 +294,7 @@ struct Sm90Consumer {
         tile::wgmma_wait_group<0>();
         tile::wgmma_fence_registers(o);
         release(barriers.v_empty(v_stage));
-        rescale_where_moved(o, correction);
+        rescale(o, correction);
         pack_p(s, p);
       }
 
