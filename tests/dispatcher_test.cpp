@@ -34,6 +34,19 @@ KernelConfig sm80_kernel(MaskKind mask, bool pad, int32_t block_m = 128) {
   return c;
 }
 
+// An sm90 dispatcher over the default forward candidates, for planning only (nothing runs, so
+// problems may point anywhere in device space).
+struct Sm90Planner {
+  static DispatcherOptions options() {
+    DispatcherOptions options;
+    options.candidates = default_candidates(Arch::sm90, {Family::fwd});
+    return options;
+  }
+  Registry registry;
+  Dispatcher dispatcher{registry, {Arch::sm90, 132, "test"}, options()};
+  void* fake = reinterpret_cast<void*>(uintptr_t{1} << 20);
+};
+
 std::shared_ptr<const jit::KernelCache> temporary_cache() {
   const auto dir = std::filesystem::path(::testing::TempDir()) / "tilefmha_dispatcher_cache";
   return std::make_shared<jit::KernelCache>(dir);
@@ -99,11 +112,9 @@ TEST(Dispatcher, SignatureSeparatesTraitsButNotPointers) {
 // Every forward feature has a kernel on sm90 in the default candidates (the full profile), so
 // the GPU backend never answers "no kernel" for a valid forward problem.
 TEST(Dispatcher, DefaultCandidatesServeEveryForwardFeature) {
-  Registry registry;
-  DispatcherOptions options;
-  options.candidates = default_candidates(Arch::sm90, {Family::fwd});
-  Dispatcher dispatcher(registry, {Arch::sm90, 132, "test"}, options);
-  auto fake = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  Sm90Planner planner;
+  Dispatcher& dispatcher = planner.dispatcher;
+  void* fake = planner.fake;
   auto base = [&](int64_t sq, int64_t hq, int64_t hv) {
     ProblemBuilder b(Family::fwd);
     b.dtype(DType::bf16).shape(2, 8, 2, sq, sq, hq, hv);
@@ -147,11 +158,9 @@ TEST(Dispatcher, DefaultCandidatesServeEveryForwardFeature) {
 // hdim 64 on Hopper: 64-row tiles (two CTAs per SM) for masked rows of 512 to 2k, the 192-row
 // tile for longer masked rows and for unmasked ones (H100 measurements, docs/performance.md).
 TEST(Dispatcher, Hdim64TileFollowsTheRowsAndTheMask) {
-  Registry registry;
-  DispatcherOptions options;
-  options.candidates = default_candidates(Arch::sm90, {Family::fwd});
-  Dispatcher dispatcher(registry, {Arch::sm90, 132, "test"}, options);
-  auto fake = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  Sm90Planner planner;
+  Dispatcher& dispatcher = planner.dispatcher;
+  void* fake = planner.fake;
   auto block_m = [&](int64_t seqlen, bool causal) {
     const int64_t batch = 16384 / seqlen;
     ProblemBuilder b(Family::fwd);

@@ -97,55 +97,44 @@ struct Sm90Consumer {
     }
   }
 
+  // f(x, r, offset) on every element of a block of S: x by reference, r its accumulator row
+  // (0 or 1), offset its column minus chunk_column(0), a compile-time 8j + e.
+  template <class F>
+  TILEFMHA_DEVICE static void for_each_element(float (&s)[kBlockN / 2], F&& f) {
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) f(s[4 * j + 2 * r + e], r, 8 * j + e);
+      }
+    }
+  }
+
   // Logits hook and mask (an Sm90ElementMask) on a block of S; returns the scale the softmax
   // must still apply.
   template <class Mask, class Logits>
   TILEFMHA_DEVICE float transform(float (&s)[kBlockN / 2], int m_begin, int key_begin,
                                   const Mask& mask, const Logits& logits, float scale_log2) const {
+    const int thread_key = key_begin + chunk_column(0);
     if constexpr (!Traits::kFusedScale) {
-#pragma unroll
-      for (int j = 0; j < kBlockN / 8; ++j) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& x = s[4 * j + 2 * r + e];
-            x = logits(x, m_begin + tile_row(r), key_begin + 8 * j + chunk_column(e));
-          }
-        }
-      }
+      for_each_element(s, [&](float& x, int r, int offset) {
+        x = logits(x, m_begin + tile_row(r), thread_key + offset);
+      });
     }
-    // Only blocks that cross a mask boundary (the diagonal, the sequence end) pay for it.
+    // Only blocks that cross a mask boundary (the diagonal, the sequence end) pay for it; the
+    // right side compares the compile-time offset with a per-row limit.
     if (mask.block_crosses_high(key_begin, kBlockN)) {
-      // Element (j, e) sits at offset 8j + e + chunk_column(0) from key_begin.
-      int limit[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) limit[r] = mask.last_visible(r, key_begin) - chunk_column(0);
-#pragma unroll
-      for (int j = 0; j < kBlockN / 8; ++j) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& x = s[4 * j + 2 * r + e];
-            x = 8 * j + e <= limit[r] ? x : sm90_negative_infinity();
-          }
-        }
-      }
+      const int limit[2] = {mask.last_visible(0, key_begin) - chunk_column(0),
+                            mask.last_visible(1, key_begin) - chunk_column(0)};
+      for_each_element(s, [&](float& x, int r, int offset) {
+        x = offset <= limit[r] ? x : sm90_negative_infinity();
+      });
     }
     if (mask.block_crosses_low(key_begin, kBlockN)) {
-#pragma unroll
-      for (int j = 0; j < kBlockN / 8; ++j) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& x = s[4 * j + 2 * r + e];
-            x = mask.visible_low(r, key_begin + 8 * j + chunk_column(e)) ? x
-                                                                         : sm90_negative_infinity();
-          }
-        }
-      }
+      for_each_element(s, [&](float& x, int r, int offset) {
+        x = mask.visible_low(r, thread_key + offset) ? x : sm90_negative_infinity();
+      });
     }
     return Traits::kFusedScale ? scale_log2 : 1.0f;
   }
