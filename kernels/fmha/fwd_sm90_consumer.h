@@ -116,10 +116,9 @@ struct Sm90Consumer {
   template <class Mask, class Logits>
   TILEFMHA_DEVICE float transform(float (&s)[kBlockN / 2], int m_begin, int key_begin,
                                   const Mask& mask, const Logits& logits, float scale_log2) const {
-    const int thread_key = key_begin + chunk_column(0);
     if constexpr (!Traits::kFusedScale) {
       for_each_element(s, [&](float& x, int r, int offset) {
-        x = logits(x, m_begin + tile_row(r), thread_key + offset);
+        x = logits(x, m_begin + tile_row(r), key_begin + chunk_column(0) + offset);
       });
     }
     // Only blocks that cross a mask boundary (the diagonal, the sequence end) pay for it; the
@@ -133,7 +132,8 @@ struct Sm90Consumer {
     }
     if (mask.block_crosses_low(key_begin, kBlockN)) {
       for_each_element(s, [&](float& x, int r, int offset) {
-        x = mask.visible_low(r, thread_key + offset) ? x : sm90_negative_infinity();
+        x = mask.visible_low(r, key_begin + chunk_column(0) + offset) ? x
+                                                                      : sm90_negative_infinity();
       });
     }
     return Traits::kFusedScale ? scale_log2 : 1.0f;
