@@ -1,9 +1,9 @@
 // Which tiles a CTA computes. Tiles (query block, query head, sequence) are numbered and CTA c
 // takes numbers c, c + gridDim.x, ...: a grid of one CTA per tile runs each tile in its own CTA,
-// a persistent kernel (Traits::kPersistent) on one CTA per SM loops over many. The numbering
-// puts query blocks fastest, so CTAs running together share a head's K/V in L2; under masks
-// that give later query blocks more keys (causal, bottom-right windows) each head's blocks are
-// numbered longest first, which the hardware's dynamic CTA scheduling turns into a balanced
+// a persistent kernel (Traits::kPersistent) on each CTA slot of the SMs loops over many. The
+// numbering puts query blocks fastest, so CTAs running together share a head's K/V in L2; under
+// masks that give later query blocks more keys (causal, bottom-right windows) each head's blocks
+// are numbered longest first, which the hardware's dynamic CTA scheduling turns into a balanced
 // one-CTA-per-tile grid. A persistent grid's static round-robin cannot balance that order, so
 // there the numbers go in pairs: a CTA takes query blocks m_count - 1 - s and s of one head
 // together, whose key blocks add up to the same count for every s, and pairs are dealt out

@@ -33,8 +33,8 @@ struct Sm90FwdTraits {
   static constexpr bool kStoreLse = StoreLse;
   static constexpr bool kSinkLogit = SinkLogit;
   static constexpr Sm90Schedule kSchedule = Schedule;
-  // Persistent: a CTA loops over tiles (grid of at most one CTA per SM); else it runs exactly
-  // one tile (grid of one CTA per tile) and keeps no state across tiles.
+  // Persistent: a CTA loops over tiles (grid of at most kCtasPerSm CTAs per SM); else it runs
+  // exactly one tile (grid of one CTA per tile) and keeps no state across tiles.
   static constexpr bool kPersistent = Persistent;
   // The g query heads of a KV head share a tile: row r is query position r / g of head r % g.
   static constexpr bool kPackGqa = PackGqa;

@@ -22,7 +22,7 @@ void check_supported_sm90(const KernelConfig& config);
 struct Sm90Variant {
   fmha::Sm90Schedule schedule = fmha::Sm90Schedule::pingpong;
   // Whether the CTAs loop over tiles. Such a kernel runs either grid: one CTA per tile (each
-  // loops once) or a persistent grid of one CTA per SM (launch_shape_sm90's max_ctas).
+  // loops once) or a persistent grid filling every CTA slot of the SMs (launch_shape_sm90).
   bool persistent = false;
 };
 
@@ -31,7 +31,7 @@ struct Sm90Variant {
 // runs one tile, so only the persistent form has it).
 Sm90Variant default_sm90_variant(const KernelConfig& config);
 
-// Whether a persistent grid (one CTA per SM looping over tiles) beats one CTA per tile for
+// Whether a persistent grid (CTAs filling the SMs, looping over tiles) beats one CTA per tile for
 // `config` on `problem`. With tiles of equal cost (no mask), where O has its own shared buffer
 // (Sm90SmemLayout::separate_o): the next tile's Q then loads under this tile's last GEMM and
 // epilogue (H200, bf16, hdim 128, 512 tokens: +27%). Under causal and window masks, whose query

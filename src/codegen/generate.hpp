@@ -26,7 +26,7 @@ int threads_per_block(const KernelConfig& config);
 // size comes from the same formula the kernel uses (kernels/fmha/fwd_shape.h); above 48 KiB the
 // launcher raises the function's limit. Throws Error(not_supported) when the grid exceeds the
 // hardware limits (65535 heads or sequences). `sm_count` (0: unknown) lets a kernel whose CTAs
-// loop over tiles run on a persistent grid of one CTA per SM where that pays (sm90_ws).
+// loop over tiles run on a persistent grid filling the SMs where that pays (sm90_ws).
 jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem,
                               int64_t sm_count = 0);
 

@@ -68,7 +68,7 @@ double preference(const KernelConfig& kernel, const Problem& problem, const Devi
 }
 
 // The kernel as launched: an sm90_ws forward kernel runs in its persistent form (CTAs looping
-// over tiles on one CTA per SM) where that pays for the problem.
+// over tiles on every CTA slot of the SMs) where that pays for the problem.
 KernelConfig launch_form(KernelConfig kernel, const Problem& problem) {
   if (kernel.pipeline != Pipeline::sm90_ws || kernel.family != Family::fwd) return kernel;
   if (codegen::sm90_pack_gqa_pays(kernel, problem))
