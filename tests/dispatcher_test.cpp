@@ -141,7 +141,7 @@ TEST(Dispatcher, DefaultCandidatesServeEveryForwardFeature) {
   // Hopper's own pipeline wins where it fits.
   EXPECT_EQ(dispatcher.explain(problems[0]).front().kernel.pipeline, Pipeline::sm90_ws);
   EXPECT_EQ(dispatcher.explain(problems[1]).front().kernel.pipeline, Pipeline::sm90_ws);
-  // Causal rows skip blocks: the 128-wide key tile beats the 176-wide one (H100 measurements).
+  // Causal rows skip blocks: the 128-wide key tile beats the 192-wide one (H100 measurements).
   EXPECT_EQ(dispatcher.explain(problems[1]).front().kernel.block_n, 128);
   // Head dim 72 runs on the 128-wide panels, zero-filled by TMA, before the portable pipeline;
   // an exact head dim prefers the unpadded kernel.

@@ -113,7 +113,7 @@ TEST(ArchSpec, HopperWarpSpecializedTilesPerHeadDim) {
   const auto ws = Pipeline::sm90_ws;
   EXPECT_TRUE(has_tile(spec, fwd, ws, DType::bf16, 64, 64, 192, 128));
   EXPECT_TRUE(has_tile(spec, fwd, ws, DType::bf16, 128, 128, 128, 128));
-  EXPECT_TRUE(has_tile(spec, fwd, ws, DType::bf16, 128, 128, 128, 176));
+  EXPECT_TRUE(has_tile(spec, fwd, ws, DType::bf16, 128, 128, 128, 192));
   EXPECT_TRUE(has_tile(spec, fwd, ws, DType::fp16, 192, 128, 128, 112));
   EXPECT_TRUE(has_tile(spec, fwd, ws, DType::bf16, 256, 256, 128, 80));
   EXPECT_TRUE(has_tile(spec, fwd, ws, DType::fp8_e4m3, 128, 128, 128, 224));
@@ -198,9 +198,9 @@ TEST(ArchSpec, ResourceFormulas) {
 TEST(ArchSpec, TileOverSharedMemoryLimitIsNamed) {
   nlohmann::json spec = sm90_json();
   for (auto& shape : hopper_forward_group(spec)["shapes"])
-    if (shape["block_n"] == 176) shape["stages"] = 3;
+    if (shape["block_n"] == 192) shape["stages"] = 3;
   const std::string message = load_error(spec);
-  EXPECT_NE(message.find("sm90_ws fp16 hdim 128/128 m128.n176.k128.w12.s3"), std::string::npos)
+  EXPECT_NE(message.find("sm90_ws fp16 hdim 128/128 m128.n192.k128.w12.s3"), std::string::npos)
       << message;
   EXPECT_NE(message.find("smem_per_block_optin_bytes 232448"), std::string::npos) << message;
 }

@@ -66,7 +66,7 @@ TEST(SweepConfig, VariantsNameFamilyGroups) {
 
 TEST(SweepConfig, BothSectionsAreHonoured) {
   const json traits = {{"dtype", {{"values", {"fp16"}}}}, {"mask", {{"values", {"causal"}}}}};
-  const json tiles = {{"block_n", {{"values", {176}}}}};
+  const json tiles = {{"block_n", {{"values", {192}}}}};
   const Enumeration traits_only = enumerate_config({{"variant", "fwd"}, {"trait_config", traits}});
   const Enumeration both =
       enumerate_config({{"variant", "fwd"}, {"trait_config", traits}, {"tile_config", tiles}});
@@ -76,11 +76,11 @@ TEST(SweepConfig, BothSectionsAreHonoured) {
     EXPECT_EQ(c.dtype, DType::fp16);
     EXPECT_EQ(c.mask, MaskKind::causal);
   }
-  size_t with_176 = 0;
-  for (const KernelConfig& c : traits_only.configs) with_176 += c.block_n == 176;
-  EXPECT_EQ(both.configs.size(), with_176);
+  size_t with_192 = 0;
+  for (const KernelConfig& c : traits_only.configs) with_192 += c.block_n == 192;
+  EXPECT_EQ(both.configs.size(), with_192);
   for (const KernelConfig& c : both.configs) {
-    EXPECT_EQ(c.block_n, 176);
+    EXPECT_EQ(c.block_n, 192);
     EXPECT_EQ(c.dtype, DType::fp16);
   }
 }

@@ -52,7 +52,7 @@ struct TileEntry {
 
   // The tile's fields on a KernelConfig of `family` (identity, pipeline, head dims, tile).
   void apply_to(KernelConfig& config) const;
-  // "sm90_ws bf16 hdim 128/128 m128.n176.k128.w12.s2" for messages.
+  // "sm90_ws bf16 hdim 128/128 m128.n192.k128.w12.s2" for messages.
   std::string describe() const;
 };
 
