@@ -211,6 +211,19 @@ std::vector<Case> cases() {
                      return batch(pool, DType::bf16, {2, 3, 3, 300, 300, 64, 64}).causal().build();
                    }});
   }
+  {
+    KernelConfig c = sm90_config(DType::fp16, 64, 64, 64, 128);
+    c.mode = Mode::group;
+    c.mask = MaskKind::causal;
+    c.lse = true;
+    all.push_back(
+        {"fp16_d64_m64_two_ctas_per_sm_group_causal", c, S::overlap, [](TensorPool& pool) {
+           return testing::group_problem(pool, Family::fwd, DType::fp16, {0, 150, 150, 551, 552},
+                                         {0, 100, 136, 736, 737}, 4, 2, 64, 64)
+               .causal(MaskAlign::bottom_right)
+               .build();
+         }});
+  }
   // Head dims narrower than the kernel's panels: TMA zero-fills the columns past them on load
   // and clips them on store (group mode stores whole 16-byte chunks up to the head dim).
   {
