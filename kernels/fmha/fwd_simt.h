@@ -59,13 +59,10 @@ TILEFMHA_DEVICE void fwd_simt(const FwdParams& p) {
   // Key c of this thread within a block: pairs (2 * lane, +1), then the same 16 keys further.
   auto key_of = [&](int c) { return 2 * row_lane + (c & 1) + 16 * (c >> 1); };
 
-  const long long kv_head = h / p.head_group;
-  const float* q = static_cast<const float*>(p.q) + seq.view_batch * p.q_strides.batch +
-                   (seq.q_start + m_begin) * p.q_strides.seq + h * p.q_strides.head;
-  const float* k = static_cast<const float*>(p.k) + seq.view_batch * p.k_strides.batch +
-                   seq.k_start * p.k_strides.seq + kv_head * p.k_strides.head;
-  const float* v = static_cast<const float*>(p.v) + seq.view_batch * p.v_strides.batch +
-                   seq.k_start * p.v_strides.seq + kv_head * p.v_strides.head;
+  const SeqInfo::Operands<float> operands = seq.operands<float>(p, h, m_begin);
+  const float* q = operands.q;
+  const float* k = operands.k;
+  const float* v = operands.v;
 
   const typename Traits::Mask mask(p, seq, m_begin, kBlockM);
   const KeyBlocks blocks = mask.key_blocks(kBlockN);

@@ -3,6 +3,7 @@
 // tensor-core kernels, so every pipeline computes one definition of each feature.
 #pragma once
 
+#include "fmha/fwd_hook_traits.h"
 #include "fmha/fwd_simt_shape.h"
 
 namespace tilefmha::fmha {
@@ -10,13 +11,11 @@ namespace tilefmha::fmha {
 template <int HdimQ, int HdimV, int BlockM, int BlockN, int BlockK, int Warps, bool GroupMode,
           bool PadSeqlenQ, bool PadSeqlenK, bool PadHdimQ, bool PadHdimV, class Mask_,
           class Logits_, class Dropout_, bool StoreLse, bool SinkLogit>
-struct FwdSimtTraits {
-  using Mask = Mask_;
-  using Logits = Logits_;
-  using Dropout = Dropout_;
+struct FwdSimtTraits : FwdHookTraits<HdimQ, HdimV, GroupMode, PadSeqlenQ, PadSeqlenK, PadHdimQ,
+                                     PadHdimV, Mask_, Logits_, Dropout_, StoreLse, SinkLogit> {
+  using FwdSimtTraits::FwdHookTraits::kDq;
+  using FwdSimtTraits::FwdHookTraits::kDv;
 
-  static constexpr int kDq = padded_head_dim(HdimQ);
-  static constexpr int kDv = padded_head_dim(HdimV);
   static constexpr int kBlockM = BlockM;
   static constexpr int kBlockN = BlockN;
   static constexpr int kBlockK = BlockK;  // head-dim step of the unrolled Q.K loop
@@ -29,15 +28,6 @@ struct FwdSimtTraits {
   static constexpr int kRows = BlockM / kRowSlots;
   static constexpr int kKeys = BlockN / kLanesPerRow;
   static constexpr int kCols = kDv / kLanesPerRow;
-
-  static constexpr bool kGroupMode = GroupMode;
-  static constexpr bool kPadSeqlenQ = PadSeqlenQ;
-  static constexpr bool kPadSeqlenK = PadSeqlenK;
-  // A padded tile dim always needs the predicate, whatever the flag says.
-  static constexpr bool kPadHdimQ = PadHdimQ || kDq != HdimQ;
-  static constexpr bool kPadHdimV = PadHdimV || kDv != HdimV;
-  static constexpr bool kStoreLse = StoreLse;
-  static constexpr bool kSinkLogit = SinkLogit;
 
   static constexpr int kSharedBytes = fwd_simt_shared_bytes(HdimQ, HdimV, BlockM, BlockN);
 

@@ -73,13 +73,10 @@ TILEFMHA_DEVICE void fwd_sm80(const FwdParams& p) {
   const auto k_lane = KTile::lane_offsets((lane >> 4) * 8 + lane_row, ((lane >> 3) & 1) * 8);
   const auto v_lane = VTile::lane_offsets(((lane >> 3) & 1) * 8 + lane_row, (lane >> 4) * 8);
 
-  const long long kv_head = h / p.head_group;
-  const T* q = static_cast<const T*>(p.q) + seq.view_batch * p.q_strides.batch +
-               (seq.q_start + m_begin) * p.q_strides.seq + h * p.q_strides.head;
-  const T* k = static_cast<const T*>(p.k) + seq.view_batch * p.k_strides.batch +
-               seq.k_start * p.k_strides.seq + kv_head * p.k_strides.head;
-  const T* v = static_cast<const T*>(p.v) + seq.view_batch * p.v_strides.batch +
-               seq.k_start * p.v_strides.seq + kv_head * p.v_strides.head;
+  const SeqInfo::Operands<T> operands = seq.operands<T>(p, h, m_begin);
+  const T* q = operands.q;
+  const T* k = operands.k;
+  const T* v = operands.v;
 
   const typename Traits::Mask mask(p, seq, m_begin, kBlockM);
   const KeyBlocks blocks = mask.key_blocks(kBlockN);

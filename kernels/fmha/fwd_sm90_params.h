@@ -32,14 +32,12 @@ struct Sm90FwdParams {
   // head): m_blocks, rounded up to even when paired.
   int m_blocks;
   int paired;
-  int m_slots;
-  // Heads the tiles run over: nhead_q, or nhead_k when GQA groups are packed (the Q and O maps
-  // are then 5D [dim, group head, KV head, seq, batch] and m_blocks counts block_m / g query
-  // positions).
-  int tile_heads;
-  // Divisions of a tile number by m_slots and by tile_heads as multiply-shifts (set with them).
-  tile::FastDivisor slot_divisor;
-  tile::FastDivisor head_divisor;
+  // The two counts a tile number is divided by, each with its multiply-shift (tile::FastDivisor
+  // holds the count itself as `divisor`): numbers per (sequence, head), and the heads the tiles
+  // run over: nhead_q, or nhead_k when GQA groups are packed (the Q and O maps are then 5D [dim,
+  // group head, KV head, seq, batch] and m_blocks counts block_m / g query positions).
+  tile::FastDivisor m_slots;
+  tile::FastDivisor tile_heads;
 };
 
 }  // namespace tilefmha::fmha

@@ -42,9 +42,9 @@ struct Sm90TileScheduler {
   const Sm90FwdParams& params;
 
   TILEFMHA_DEVICE bool paired() const { return LongestFirst && params.paired != 0; }
-  TILEFMHA_DEVICE int heads() const { return params.tile_heads; }
+  TILEFMHA_DEVICE int heads() const { return int(params.tile_heads.divisor); }
   // Numbers per (sequence, head): its query blocks, rounded up to whole pairs when paired.
-  TILEFMHA_DEVICE int slots() const { return params.m_slots; }
+  TILEFMHA_DEVICE int slots() const { return int(params.m_slots.divisor); }
 
   // The loop: for (n = first(); n < count(); n = next(n)) { tile(n) ... }
   TILEFMHA_DEVICE int count() const { return slots() * heads() * int(params.base.batch); }
@@ -59,9 +59,9 @@ struct Sm90TileScheduler {
   // skip.
   TILEFMHA_DEVICE Sm90Tile tile(int n) const {
     const int m_count = params.m_blocks;
-    const int rest = int(tile::fast_divide(unsigned(n), params.slot_divisor));
+    const int rest = int(tile::fast_divide(unsigned(n), params.m_slots));
     const int k = n - rest * slots();
-    const int batch = int(tile::fast_divide(unsigned(rest), params.head_divisor));
+    const int batch = int(tile::fast_divide(unsigned(rest), params.tile_heads));
     int m = k;
     if (paired()) {
       const int slot = k / 2;

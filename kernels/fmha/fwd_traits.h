@@ -3,6 +3,7 @@
 // dropout) that the main loop calls. Features are types here, never flags in the main loop.
 #pragma once
 
+#include "fmha/fwd_hook_traits.h"
 #include "fmha/fwd_shape.h"
 #include "tile/numeric_types.h"
 
@@ -11,14 +12,11 @@ namespace tilefmha::fmha {
 template <class Element_, int HdimQ, int HdimV, int BlockM, int BlockN, int Warps, int Stages,
           bool GroupMode, bool PadSeqlenQ, bool PadSeqlenK, bool PadHdimQ, bool PadHdimV,
           class Mask_, class Logits_, class Dropout_, bool StoreLse, bool SinkLogit>
-struct FwdTraits {
+struct FwdTraits : FwdHookTraits<HdimQ, HdimV, GroupMode, PadSeqlenQ, PadSeqlenK, PadHdimQ,
+                                 PadHdimV, Mask_, Logits_, Dropout_, StoreLse, SinkLogit> {
   using Element = Element_;
-  using Mask = Mask_;
-  using Logits = Logits_;
-  using Dropout = Dropout_;
+  using FwdTraits::FwdHookTraits::kDq;
 
-  static constexpr int kDq = padded_head_dim(HdimQ);
-  static constexpr int kDv = padded_head_dim(HdimV);
   static constexpr int kBlockM = BlockM;
   static constexpr int kBlockN = BlockN;
   static constexpr int kWarps = Warps;
@@ -26,15 +24,6 @@ struct FwdTraits {
   static constexpr int kStages = Stages;
   // Each warp owns kMTiles consecutive 16-row slices of the query block.
   static constexpr int kMTiles = BlockM / (16 * Warps);
-
-  static constexpr bool kGroupMode = GroupMode;
-  static constexpr bool kPadSeqlenQ = PadSeqlenQ;
-  static constexpr bool kPadSeqlenK = PadSeqlenK;
-  // A padded tile dim always needs the predicate, whatever the flag says.
-  static constexpr bool kPadHdimQ = PadHdimQ || kDq != HdimQ;
-  static constexpr bool kPadHdimV = PadHdimV || kDv != HdimV;
-  static constexpr bool kStoreLse = StoreLse;
-  static constexpr bool kSinkLogit = SinkLogit;
 
   // Q fragments stay in registers when they fit beside the O accumulators; otherwise they are
   // re-read from shared memory at every key block.

@@ -34,6 +34,25 @@ struct SeqInfo {
     if (p.seqlen_k_per_batch != nullptr) info.len_k = int(p.seqlen_k_per_batch[b]);
     return info;
   }
+
+  // Query head h's operands in this sequence: Q from query row m_begin, K and V (the head's KV
+  // head) from key 0.
+  template <class T>
+  struct Operands {
+    const T* q;
+    const T* k;
+    const T* v;
+  };
+  template <class T>
+  TILEFMHA_DEVICE Operands<T> operands(const FwdParams& p, int h, int m_begin) const {
+    const long long kv_head = h / p.head_group;
+    return {static_cast<const T*>(p.q) + view_batch * p.q_strides.batch +
+                (q_start + m_begin) * p.q_strides.seq + h * p.q_strides.head,
+            static_cast<const T*>(p.k) + view_batch * p.k_strides.batch +
+                k_start * p.k_strides.seq + kv_head * p.k_strides.head,
+            static_cast<const T*>(p.v) + view_batch * p.v_strides.batch +
+                k_start * p.v_strides.seq + kv_head * p.v_strides.head};
+  }
 };
 
 }  // namespace tilefmha::fmha

@@ -135,9 +135,9 @@ fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& p, const FwdDeviceIndice
   params.base = make_fwd_params(p, indices);
   const int64_t rows_per_tile = c.pack_gqa ? c.block_m / (p.nhead_q / p.nhead_k) : c.block_m;
   params.m_blocks = static_cast<int>((p.seqlen_q + rows_per_tile - 1) / rows_per_tile);
-  params.tile_heads = static_cast<int>(c.pack_gqa ? p.nhead_k : p.nhead_q);
-  params.head_divisor = tile::make_fast_divisor(static_cast<unsigned>(params.tile_heads));
-  bind_sm90_grid(params, c, int64_t{params.m_blocks} * params.tile_heads * p.batch);
+  params.tile_heads =
+      tile::make_fast_divisor(static_cast<unsigned>(c.pack_gqa ? p.nhead_k : p.nhead_q));
+  bind_sm90_grid(params, c, int64_t{params.m_blocks} * params.tile_heads.divisor * p.batch);
   const bool scale_folds = !c.softcap && c.bias == BiasKind::none;
   if (scale_folds && p.scale() < 0)
     fail(ErrorKind::not_supported, "softmax_scale = " + std::to_string(p.scale()) +
@@ -156,10 +156,10 @@ fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& p, const FwdDeviceIndice
 }
 
 void bind_sm90_grid(fmha::Sm90FwdParams& params, const KernelConfig& config, int64_t grid_ctas) {
-  const int64_t tiles = int64_t{params.m_blocks} * params.tile_heads * params.base.batch;
+  const int64_t tiles = int64_t{params.m_blocks} * params.tile_heads.divisor * params.base.batch;
   params.paired = config.mask != MaskKind::none && grid_ctas < tiles ? 1 : 0;
-  params.m_slots = params.paired ? (params.m_blocks + 1) / 2 * 2 : params.m_blocks;
-  params.slot_divisor = tile::make_fast_divisor(static_cast<unsigned>(params.m_slots));
+  params.m_slots = tile::make_fast_divisor(
+      static_cast<unsigned>(params.paired ? (params.m_blocks + 1) / 2 * 2 : params.m_blocks));
 }
 
 }  // namespace tilefmha::runtime
