@@ -100,13 +100,73 @@ TEST(Dispatcher, PlanCompilesOnFirstUseAndIsCachedBySignature) {
   EXPECT_NE(dispatcher.plan(problem(999, MaskKind::causal)).get(), first.get());
 }
 
-TEST(Dispatcher, SignatureSeparatesTraitsButNotPointers) {
+TEST(Dispatcher, PlanKeySeparatesTraitsButNotPointers) {
   const Problem a = problem(512);
   Problem b = a;
   b.q.data = reinterpret_cast<void*>(uintptr_t{1} << 24);
-  EXPECT_EQ(problem_signature(a), problem_signature(b));
-  b.softcap = 30;
-  EXPECT_NE(problem_signature(a), problem_signature(b));
+  EXPECT_EQ(PlanKey::of(a), PlanKey::of(b));
+  EXPECT_EQ(PlanKey::of(a).hash(), PlanKey::of(b).hash());
+  // Every kind of field in the list separates keys: a bool, an enum, a count, a nested field.
+  Problem capped = a;
+  capped.softcap = 30;
+  Problem masked = a;
+  masked.mask.kind = MaskKind::causal;
+  Problem heads = a;
+  heads.nhead_k = 4;
+  Problem window = a;
+  window.mask.window_left = 7;
+  Problem split = a;
+  split.split.num_splits = 3;
+  for (const Problem* other : {&capped, &masked, &heads, &window, &split}) {
+    EXPECT_NE(PlanKey::of(a), PlanKey::of(*other)) << PlanKey::of(*other).describe();
+    EXPECT_NE(PlanKey::of(a).hash(), PlanKey::of(*other).hash());
+  }
+  EXPECT_NE(PlanKey::of(a).describe().find("nhead_k=8"), std::string::npos)
+      << PlanKey::of(a).describe();
+}
+
+// A launch form chosen for one problem (packed GQA for decode rows) must not reach another
+// problem's plan through the registry, where the built packed kernel stays listed. Regression:
+// a 16/16-head problem planned after a 32/8-head decode got the packed kernel and failed with
+// "nhead_q / nhead_k = 1: packed GQA needs a group of 2..64 dividing 64".
+TEST(Dispatcher, LaunchFormsDoNotLeakBetweenProblems) {
+  Registry registry;
+  DispatcherOptions options;
+  KernelConfig kernel;
+  kernel.arch = Arch::sm90;
+  kernel.pipeline = Pipeline::sm90_ws;
+  kernel.block_m = 128;
+  kernel.block_n = 128;
+  kernel.block_k = 128;
+  kernel.warps = 12;
+  kernel.stages = 2;
+  kernel.pad_seqlen_q = kernel.pad_seqlen_k = true;
+  KernelConfig packed = kernel;
+  packed.pack_gqa = true;
+  KernelConfig persistent = kernel;
+  persistent.persistent = true;
+  // Already built (fake cubins: planning without a GPU never loads them).
+  for (const KernelConfig& c : {kernel, packed, persistent}) registry.add(c, {'x'});
+  Dispatcher dispatcher(registry, {Arch::sm90, 132, "test"}, options);
+  auto make = [](int64_t batch, int64_t sq, int64_t sk, int64_t hq, int64_t hk) {
+    void* fake = reinterpret_cast<void*>(uintptr_t{1} << 20);
+    ProblemBuilder b(Family::fwd);
+    b.dtype(DType::bf16).shape(batch, hq, hk, sq, sk, 128, 128);
+    b.q(bshd(fake, DType::bf16, batch, sq, hq, 128, MemorySpace::device));
+    b.k(bshd(fake, DType::bf16, batch, sk, hk, 128, MemorySpace::device));
+    b.v(bshd(fake, DType::bf16, batch, sk, hk, 128, MemorySpace::device));
+    b.o(bshd(fake, DType::bf16, batch, sq, hq, 128, MemorySpace::device));
+    b.splits(1);  // one pass: this test is about the forward kernel's launch form
+    return b.build();
+  };
+  const auto decode = dispatcher.plan(make(32, 1, 16384, 32, 8));
+  EXPECT_TRUE(decode->stages.front().kernel.pack_gqa);
+  const auto dense = dispatcher.plan(make(2, 8192, 8192, 16, 16));
+  EXPECT_FALSE(dense->stages.front().kernel.pack_gqa) << dense->explanation;
+  for (const CandidateVerdict& verdict : dispatcher.explain(make(2, 8192, 8192, 16, 16))) {
+    EXPECT_FALSE(verdict.kernel.pack_gqa) << verdict.kernel.name();
+    EXPECT_FALSE(verdict.kernel.persistent) << verdict.kernel.name();
+  }
 }
 
 // Every forward feature has a kernel on sm90 in the default candidates (the full profile), so

@@ -1,7 +1,8 @@
 // Codegen of the sm90_ws forward kernel with no GPU: configs of the sm90 tile table pass the
 // support check and others are refused naming the field; generated sources compile with NVRTC
 // for sm_90a into PTX that uses wgmma, TMA and setmaxnreg, with no spills and no serialized
-// wgmma; launch shapes and TMA map specs follow the tile and the views' strides.
+// wgmma; launch shapes and TMA map specs follow the tile and the views' strides. The same for
+// the split-KV mode (family fwd_splitkv), whose launch shapes count the splits.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -317,4 +318,286 @@ TEST(FwdSm90Codegen, PackedGqaForShortQueryRows) {
   EXPECT_THROW(codegen::check_supported_sm90(packed), Error);
 }
 
+namespace {
+
+// Split-KV (family fwd_splitkv): the sm90_ws kernel's split mode.
+
+// data/arch/sm90.json's sm90_ws fp16/bf16 fwd_splitkv tiles: one consumer warpgroup, block_n 128
+// (64 at hdim 256).
+KernelConfig splitkv_config(DType dtype, int hdim_q, int hdim_v, int block_n = 128) {
+  KernelConfig c = sm90_fwd_config(dtype, hdim_q, hdim_v, 64, block_n);
+  c.family = Family::fwd_splitkv;
+  return c;
+}
+
+// A fwd_splitkv problem with host views: Q, K, V and the fp32 partials, no O or LSE view.
+ProblemBuilder splitkv_problem(testing::TensorPool& pool, DType t, const testing::Dims& d,
+                               int64_t num_splits) {
+  ProblemBuilder builder(Family::fwd_splitkv);
+  builder.dtype(t)
+      .shape(d.batch, d.nhead_q, d.nhead_k, d.seqlen_q, d.seqlen_k, d.hdim_q, d.hdim_v)
+      .q(pool.qkv(t, testing::QkvLayout::bshd, d.batch, d.seqlen_q, d.nhead_q, d.hdim_q))
+      .k(pool.qkv(t, testing::QkvLayout::bshd, d.batch, d.seqlen_k, d.nhead_k, d.hdim_q))
+      .v(pool.qkv(t, testing::QkvLayout::bshd, d.batch, d.seqlen_k, d.nhead_k, d.hdim_v))
+      .splits(num_splits,
+              pool.filled(DType::fp32, {num_splits, d.batch, d.nhead_q, d.seqlen_q, d.hdim_v}, 0),
+              pool.filled(DType::fp32, {num_splits, d.batch, d.nhead_q, d.seqlen_q}, 0));
+  return builder;
+}
+
+TEST(FwdSm90SplitKvCodegen, TileTableShapesAreSupportedAndSpellTheMode) {
+  const struct {
+    int hq, hv, n;
+  } shapes[] = {{64, 64, 128}, {128, 128, 128}, {192, 128, 128}, {192, 192, 128}, {256, 256, 64}};
+  for (const auto& s : shapes) {
+    for (DType dtype : {DType::fp16, DType::bf16}) {
+      KernelConfig c = splitkv_config(dtype, s.hq, s.hv, s.n);
+      c.mask = MaskKind::causal;
+      EXPECT_EQ(not_supported_message(c), "") << c.name();
+      c.pack_gqa = true;
+      EXPECT_EQ(not_supported_message(c), "") << c.name();
+    }
+  }
+  KernelConfig c = splitkv_config(DType::bf16, 128, 128);
+  c.mode = Mode::group;
+  c.bias = BiasKind::alibi;
+  c.softcap = true;
+  c.mask = MaskKind::window;
+  EXPECT_EQ(not_supported_message(c), "") << c.name();
+  const std::string source = codegen::generate_sm90_source(c);
+  EXPECT_NE(source.find("/*pack_gqa=*/false, /*split_kv=*/true>;"), std::string::npos) << source;
+  EXPECT_NE(source.find("/*persistent=*/false"), std::string::npos);
+  EXPECT_NE(source.find(c.symbol()), std::string::npos);
+  // A fwd config spells no split flag: its translation unit is what it was before split-KV.
+  KernelConfig forward = c;
+  forward.family = Family::fwd;
+  EXPECT_EQ(codegen::generate_sm90_source(forward).find("split_kv"), std::string::npos);
+  EXPECT_NE(forward.symbol(), c.symbol());
+}
+
+TEST(FwdSm90SplitKvCodegen, UnsupportedFieldsAreNamed) {
+  auto expect_field = [](const KernelConfig& c, const std::string& field) {
+    testing::expect_names_field(not_supported_message(c), field);
+  };
+  const KernelConfig good = splitkv_config(DType::bf16, 128, 128);
+  KernelConfig c = good;
+  c.family = Family::fwd_pagedkv;
+  expect_field(c, "family");
+  c = good;
+  c.dropout = true;
+  expect_field(c, "dropout");
+  c = good;
+  c.sink_logit = true;
+  expect_field(c, "sink_logit");
+  c = good;
+  c.lse = true;
+  expect_field(c, "lse");
+  c = good;
+  c.persistent = true;
+  expect_field(c, "persistent");
+  c = good;
+  c.block_n = 96;  // 128-key split chunks would cut its blocks
+  expect_field(c, "block_n");
+  c = splitkv_config(DType::bf16, 256, 256, 80);
+  expect_field(c, "block_n");
+  c = good;
+  c.mode = Mode::group;
+  c.pack_gqa = true;
+  expect_field(c, "mode");  // packed GQA stays batch mode
+  c = good;
+  c.page_table = PageTableKind::vllm_block_table;
+  expect_field(c, "page_table");
+  // The looping variant is refused where the source is made, naming the field.
+  testing::expect_names_field(testing::not_supported_message([&] {
+                                codegen::generate_sm90_source(
+                                    good, codegen::Sm90Variant{fmha::Sm90Schedule::overlap, true});
+                              }),
+                              "persistent");
+}
+
+TEST(FwdSm90SplitKvCodegen, LaunchShapesCountTheSplits) {
+  testing::TensorPool pool(7);
+  // Decode: batch 1, 32 query heads over 8 KV heads, one query, 16 splits (of 128k keys in
+  // practice; the grid does not depend on the key count, so 8k keep the host tensors small).
+  const Problem decode =
+      splitkv_problem(pool, DType::bf16, {1, 32, 8, 1, 8192, 128, 128}, 16).build();
+  KernelConfig packed = splitkv_config(DType::bf16, 128, 128);
+  packed.pack_gqa = true;
+  EXPECT_TRUE(codegen::sm90_pack_gqa_pays(packed, decode));
+  // One packed tile per KV head and split: 8 x 16 = 128 CTAs, close to the 132 SMs.
+  jit::LaunchShape shape = codegen::launch_shape_sm90(packed, decode, 132);
+  EXPECT_EQ(shape.grid[0], 8u * 16);
+  EXPECT_EQ(shape.grid[1], 1u);
+  EXPECT_EQ(shape.block[0], 256u);
+  EXPECT_EQ(shape.dynamic_shared_bytes,
+            static_cast<unsigned>(fmha::sm90_smem_layout(128, 128, 64, 128, 2).bytes));
+  const codegen::Sm90Variant per_tile = codegen::default_sm90_variant(packed);
+  EXPECT_FALSE(per_tile.persistent);
+  EXPECT_EQ(codegen::launch_shape_sm90(packed, decode, per_tile, 132).grid[0], 8u * 16);
+  // An explicit split count (a fwd problem planned in two stages) wins over the problem's.
+  EXPECT_EQ(codegen::launch_shape_sm90(packed, decode, per_tile, 132, 3).grid[0], 8u * 3);
+  // Unpacked: one tile per query head and split.
+  const KernelConfig unpacked = splitkv_config(DType::bf16, 128, 128);
+  EXPECT_EQ(codegen::launch_shape_sm90(unpacked, decode, 0).grid[0], 32u * 16);
+  // 16 queries x 4 heads fill one 64-row packed tile; 100 need two 64-row unpacked tiles.
+  const Problem chunk =
+      splitkv_problem(pool, DType::bf16, {2, 32, 8, 16, 8192, 128, 128}, 3).build();
+  EXPECT_EQ(codegen::launch_shape_sm90(packed, chunk, 0).grid[0], 1u * 8 * 2 * 3);
+  const Problem prefill =
+      splitkv_problem(pool, DType::bf16, {2, 4, 4, 100, 1000, 128, 128}, 3).build();
+  EXPECT_EQ(codegen::launch_shape_sm90(unpacked, prefill, 0).grid[0], 2u * 4 * 2 * 3);
+  // Group mode: query blocks of the longest sequence, every sequence and split.
+  const Problem group = ProblemBuilder(Family::fwd_splitkv)
+                            .dtype(DType::fp16)
+                            .shape(1, 4, 2, 0, 0, 64, 64)
+                            .group({0, 70, 70, 200}, {0, 300, 310, 900})
+                            .q(pool.uniform(DType::fp16, {1, 200, 4, 64}, -1, 1))
+                            .k(pool.uniform(DType::fp16, {1, 900, 2, 64}, -1, 1))
+                            .v(pool.uniform(DType::fp16, {1, 900, 2, 64}, -1, 1))
+                            .splits(5, pool.filled(DType::fp32, {5, 1, 4, 200, 64}, 0),
+                                    pool.filled(DType::fp32, {5, 1, 4, 200}, 0))
+                            .build();
+  KernelConfig grouped = splitkv_config(DType::fp16, 64, 64);
+  grouped.mode = Mode::group;
+  EXPECT_EQ(codegen::launch_shape_sm90(grouped, group, 0).grid[0], 3u * 4 * 3 * 5);
+
+  // Split counts the kernel family cannot take are named.
+  auto invalid_argument_message = [](auto&& call) {
+    try {
+      call();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::invalid_argument) << e.what();
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  KernelConfig forward = sm90_fwd_config(DType::bf16, 128, 128, 128, 128);
+  const Problem fwd_problem =
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 4, 4, 100, 1000, 128, 128})
+          .build();
+  EXPECT_EQ(
+      codegen::launch_shape_sm90(forward, fwd_problem, codegen::default_sm90_variant(forward), 0, 1)
+          .grid[0],
+      4u);
+  testing::expect_names_field(invalid_argument_message([&] {
+                                codegen::launch_shape_sm90(forward, fwd_problem,
+                                                           codegen::default_sm90_variant(forward),
+                                                           0, 3);
+                              }),
+                              "num_splits");
+  testing::expect_names_field(invalid_argument_message([&] {
+                                codegen::launch_shape_sm90(unpacked, decode, per_tile, 0, 0);
+                              }),
+                              "num_splits");
+  testing::expect_names_field(
+      testing::not_supported_message([&] {
+        codegen::launch_shape_sm90(
+            unpacked, decode, codegen::Sm90Variant{fmha::Sm90Schedule::overlap, true}, 132, 16);
+      }),
+      "persistent");
+}
+
+// No O view and no O map: the partials leave the kernel through plain fp32 stores.
+TEST(FwdSm90SplitKvCodegen, MapsSkipOAndParamsCheckThePartials) {
+  testing::TensorPool pool(8);
+  const Problem p = splitkv_problem(pool, DType::fp16, {2, 8, 2, 4, 500, 64, 64}, 3).build();
+  ASSERT_TRUE(p.o.empty());
+  KernelConfig c = splitkv_config(DType::fp16, 64, 64);
+  c.pack_gqa = true;
+  const runtime::Sm90TensorMapSpecs specs = runtime::sm90_tensor_map_specs(p, c);
+  EXPECT_TRUE(specs.o.dims.empty());
+  EXPECT_EQ(specs.q.dims, (std::vector<uint64_t>{64, 4, 2, 4, 2}));  // packed: 4 heads a group
+  EXPECT_EQ(specs.q.box, (std::vector<uint32_t>{64, 4, 1, 16, 1}));
+  EXPECT_EQ(specs.k.box, (std::vector<uint32_t>{64, 128, 1, 1}));
+
+  // Problem family and kernel family must agree on who writes partials (checked before any
+  // device work, so host views do here).
+  auto message_of = [](auto&& call, ErrorKind kind) {
+    try {
+      call();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), kind) << e.what();
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const runtime::FwdDeviceIndices no_indices{};
+  const KernelConfig forward = sm90_fwd_config(DType::fp16, 64, 64, 128, 128);
+  EXPECT_NE(message_of([&] { runtime::make_fwd_sm90_params(p, no_indices, forward); },
+                       ErrorKind::invalid_argument)
+                .find("family = fwd: the kernel writes whole rows of O"),
+            std::string::npos);
+  const Problem whole =
+      testing::batch_problem(pool, Family::fwd, DType::fp16, {2, 8, 2, 4, 500, 64, 64}).build();
+  EXPECT_NE(message_of([&] { runtime::make_fwd_sm90_params(whole, no_indices, c); },
+                       ErrorKind::invalid_argument)
+                .find("split is null and family = fwd"),
+            std::string::npos);
+  // Views marked as device memory (never dereferenced on the host): odd partial strides cannot
+  // take the kernel's paired float stores.
+  Problem device = p;
+  for (TensorView* view : {&device.q, &device.k, &device.v}) view->space = MemorySpace::device;
+  device.split.lse_acc.space = MemorySpace::device;
+  device.split.o_acc = pool.strided(DType::fp32, 3 * 2 * 8 * 4 * 65, {3, 2, 8, 4, 64},
+                                    {2 * 8 * 4 * 65, 8 * 4 * 65, 4 * 65, 65, 1}, -1, 1);
+  device.split.o_acc.space = MemorySpace::device;
+  const std::string odd = message_of([&] { runtime::make_fwd_sm90_params(device, no_indices, c); },
+                                     ErrorKind::not_supported);
+  EXPECT_EQ(odd.rfind("split.o_acc.stride[3] = 65", 0), 0u) << odd;
+}
+
+// Compile-only for sm_90a: the split mode of several tiles, with the masks, packed GQA and group
+// mode, keeps the Hopper instructions, stores its partials as fp32 pairs rather than by TMA, and
+// does not spill.
+TEST(FwdSm90SplitKvCodegen, CompilesForSm90a) {
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
+  std::vector<KernelConfig> configs;
+  KernelConfig c = splitkv_config(DType::fp16, 64, 64);
+  c.mask = MaskKind::causal;
+  configs.push_back(c);
+  c = splitkv_config(DType::bf16, 128, 128);
+  c.mask = MaskKind::causal;
+  c.pack_gqa = true;
+  configs.push_back(c);
+  c = splitkv_config(DType::bf16, 64, 64);
+  c.pack_gqa = true;
+  configs.push_back(c);
+  c = splitkv_config(DType::fp16, 128, 128);
+  c.mode = Mode::group;
+  c.mask = MaskKind::window;
+  configs.push_back(c);
+  c = splitkv_config(DType::bf16, 256, 256, 64);
+  configs.push_back(c);
+  c = splitkv_config(DType::fp16, 256, 256, 64);
+  c.mask = MaskKind::causal;
+  configs.push_back(c);
+  const jit::CompileOptions options = testing::verbose_ptxas_options("sm_90a");
+  for (const KernelConfig& config : configs) {
+    SCOPED_TRACE(config.name());
+    const jit::CompiledKernel compiled =
+        jit::compile_kernel(config.symbol(), codegen::generate_sm90_source(config), options);
+    EXPECT_FALSE(compiled.cubin.empty());
+    const std::string wgmma =
+        "wgmma.mma_async.sync.aligned.m64n" + std::to_string(config.block_n) + "k16";
+    const std::string tma_load = config.pack_gqa ? "cp.async.bulk.tensor.5d.shared::cluster.global"
+                                                 : "cp.async.bulk.tensor.4d.shared::cluster.global";
+    for (const std::string& instruction : {wgmma, tma_load, std::string("mbarrier.try_wait.parity"),
+                                           std::string("st.global.v2.f32")})
+      EXPECT_NE(compiled.ptx.find(instruction), std::string::npos) << instruction;
+    // Registers move between warpgroups only where two CTAs share an SM (hdim 64).
+    EXPECT_EQ(compiled.ptx.find("setmaxnreg.inc") != std::string::npos,
+              codegen::sm90_ctas_per_sm(config) == 2);
+    // No TMA store of O: the partials go out from the registers.
+    EXPECT_EQ(compiled.ptx.find("cp.async.bulk.tensor.4d.global.shared"), std::string::npos);
+    EXPECT_EQ(compiled.ptx.find("cp.async.bulk.tensor.5d.global.shared"), std::string::npos);
+    EXPECT_EQ(compiled.log.find("serialized"), std::string::npos) << compiled.log;
+    const PtxasReport report = ptxas_report(compiled.log);
+    EXPECT_GT(report.registers, 0) << compiled.log;
+    EXPECT_EQ(report.spill_bytes, 0) << compiled.log;
+    std::printf("%s: %d registers at launch, %d spill bytes\n", config.name().c_str(),
+                report.registers, report.spill_bytes);
+  }
+}
+
+}  // namespace
 }  // namespace tilefmha

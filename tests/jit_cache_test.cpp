@@ -1,4 +1,5 @@
-// The on-disk cubin cache: keys, hits, atomic writes, corruption detection and rebuild.
+// The on-disk cubin cache: keys, hits, atomic writes, corruption detection and rebuild, entries
+// for another arch, and paths that cannot hold an entry.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,6 +12,7 @@
 
 #include "jit/cached_compiler.hpp"
 #include "jit/content_hash.hpp"
+#include "jit/cubin_arch.hpp"
 #include "jit/kernel_cache.hpp"
 #include "support/scratch_dirs.hpp"
 #include "tilefmha/error.hpp"
@@ -211,6 +213,107 @@ TEST(JitCache, ConcurrentWritersNeverExposeAPartialEntry) {
     EXPECT_EQ(entry.path().extension(), ".cubin") << entry.path();
   }
   EXPECT_EQ(files, 1);
+}
+
+CompileOptions sm90a() {
+  CompileOptions options;
+  options.arch = "sm_90a";
+  return options;
+}
+
+// An intact entry (valid checksum, right key) whose cubin is for sm_80 sits under the sm_90a
+// key, as after a key collision or a hand-copied file: it is not served, it is reported, and
+// the fresh compile replaces it.
+TEST(JitCache, EntryForAnotherArchIsAMissThenOverwritten) {
+  const TemporaryDirectory directory("tilefmha_jit_cache_test_");
+  const KernelCache cache(directory.path());
+  const std::vector<char> sm80_cubin = compile_cached("axpy", axpy_kernel, sm80(), nullptr).cubin;
+  const std::string key = cache_key("axpy", axpy_kernel, sm90a());
+  cache.write(key, sm80_cubin);
+
+  const CacheRead read = cache.read(key, "sm_90a");
+  EXPECT_EQ(read.lookup, CacheLookup::wrong_arch);
+  EXPECT_TRUE(read.cubin.empty());
+  EXPECT_NE(read.problem.find("sm_80"), std::string::npos) << read.problem;
+  EXPECT_NE(read.problem.find("sm_90a"), std::string::npos) << read.problem;
+  EXPECT_NE(read.problem.find(cache.entry_path(key).string()), std::string::npos) << read.problem;
+  EXPECT_EQ(cache.read(key).lookup, CacheLookup::hit);  // intact: only the arch is wrong
+  EXPECT_EQ(cache.read(key, "sm_80").lookup, CacheLookup::hit);
+
+  const CachedKernel rebuilt = compile_cached("axpy", axpy_kernel, sm90a(), &cache);
+  EXPECT_EQ(rebuilt.outcome, CacheOutcome::rebuilt);
+  EXPECT_NE(rebuilt.note.find("not served"), std::string::npos) << rebuilt.note;
+  EXPECT_EQ(cubin_sm_version(rebuilt.cubin), 90);
+  EXPECT_TRUE(rebuilt.store_error.empty()) << rebuilt.store_error;
+
+  const CachedKernel hit = compile_cached("axpy", axpy_kernel, sm90a(), &cache);
+  EXPECT_EQ(hit.outcome, CacheOutcome::hit);
+  EXPECT_EQ(hit.cubin, rebuilt.cubin);
+}
+
+TEST(JitCache, IntactEntryThatIsNotACubinIsNotServed) {
+  const TemporaryDirectory directory("tilefmha_jit_cache_test_");
+  const KernelCache cache(directory.path());
+  const std::string key = cache_key("axpy", axpy_kernel, sm80());
+  std::vector<char> garbage(300);
+  for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<char>(i * 7);
+  cache.write(key, garbage);
+  const CacheRead read = cache.read(key, "sm_80");
+  EXPECT_EQ(read.lookup, CacheLookup::wrong_arch);
+  EXPECT_NE(read.problem.find("ELF"), std::string::npos) << read.problem;
+
+  cache.write(key, std::vector<char>{'\x7f', 'E', 'L', 'F'});  // truncated
+  EXPECT_EQ(cache.read(key, "sm_80").lookup, CacheLookup::wrong_arch);
+
+  const CachedKernel rebuilt = compile_cached("axpy", axpy_kernel, sm80(), &cache);
+  EXPECT_EQ(rebuilt.outcome, CacheOutcome::rebuilt);
+  EXPECT_EQ(cubin_sm_version(rebuilt.cubin), 80);
+  EXPECT_EQ(compile_cached("axpy", axpy_kernel, sm80(), &cache).outcome, CacheOutcome::hit);
+}
+
+// A directory where the entry belongs: a miss that leaves the directory alone, and a compile
+// that still returns its cubin, with the skipped store reported instead of thrown.
+TEST(JitCache, DirectoryAtTheEntryPathIsAMissAndTheStoreIsSkipped) {
+  const TemporaryDirectory directory("tilefmha_jit_cache_test_");
+  const KernelCache cache(directory.path());
+  const std::string key = cache_key("axpy", axpy_kernel, sm80());
+  const fs::path entry = cache.entry_path(key);
+  for (const bool empty : {true, false}) {
+    fs::create_directory(entry);
+    if (!empty) write_bytes(entry / "inside", {'x'});
+
+    const CacheRead read = cache.read(key, "sm_80");
+    EXPECT_EQ(read.lookup, CacheLookup::miss);
+    EXPECT_NE(read.problem.find("is a directory"), std::string::npos) << read.problem;
+    EXPECT_EQ(cache.read(key).lookup, CacheLookup::miss);
+    try {
+      cache.write(key, std::vector<char>{'c'});
+      ADD_FAILURE() << "wrote an entry over a directory";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.kind(), ErrorKind::io);
+      EXPECT_NE(std::string(error.what()).find(entry.string()), std::string::npos) << error.what();
+    }
+
+    CachedKernel compiled;
+    ASSERT_NO_THROW(compiled = compile_cached("axpy", axpy_kernel, sm80(), &cache));
+    EXPECT_EQ(compiled.outcome, CacheOutcome::miss);
+    EXPECT_EQ(cubin_sm_version(compiled.cubin), 80);
+    EXPECT_NE(compiled.store_error.find("directory"), std::string::npos) << compiled.store_error;
+    EXPECT_NE(compiled.note.find("not stored in the kernel cache"), std::string::npos)
+        << compiled.note;
+    EXPECT_TRUE(fs::is_directory(entry));
+    // Nothing else was left behind: no temporary file.
+    int files = 0;
+    for (const auto& item : fs::directory_iterator(directory.path())) {
+      ++files;
+      EXPECT_EQ(item.path(), entry);
+    }
+    EXPECT_EQ(files, 1);
+    fs::remove_all(entry);
+  }
+  // With the directory gone the cache works again.
+  EXPECT_EQ(compile_cached("axpy", axpy_kernel, sm80(), &cache).outcome, CacheOutcome::miss);
+  EXPECT_EQ(compile_cached("axpy", axpy_kernel, sm80(), &cache).outcome, CacheOutcome::hit);
 }
 
 class EnvironmentVariable {

@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace tilefmha {
 
@@ -19,10 +20,17 @@ enum class ErrorKind {
 class Error : public std::runtime_error {
  public:
   Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  // `field` names the KernelConfig or Problem field at fault, so callers can act on it without
+  // parsing the message (the dispatcher ranks near-miss kernels by it).
+  Error(ErrorKind kind, const std::string& message, std::string field)
+      : std::runtime_error(message), kind_(kind), field_(std::move(field)) {}
   ErrorKind kind() const { return kind_; }
+  // Empty when the error is not about one field.
+  const std::string& field() const { return field_; }
 
  private:
   ErrorKind kind_;
+  std::string field_;
 };
 
 }  // namespace tilefmha

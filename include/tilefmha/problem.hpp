@@ -86,11 +86,21 @@ struct AppendKv {
 
 // Split-KV: split s covers keys [s * chunk, min((s + 1) * chunk, key_length(b))) where
 // chunk = splitkv_chunk(key_length(b), num_splits). Partials exclude the sink logit; the
-// combine adds it once.
+// combine adds it once. For family fwd, num_splits is a request to the dispatcher: 0 lets it
+// choose (split-KV + combine where that beats one pass), 1 forbids splitting, n > 1 forces n
+// splits; the partials then live in the plan's workspace. fwd_splitkv and the combine take
+// n >= 1 and their partials from o_acc / lse_acc.
 struct SplitKv {
-  int64_t num_splits = 1;
+  int64_t num_splits = 0;
   TensorView o_acc;    // fp32 [num_splits, batch, nhead_q, seqlen_q, hdim_v]
   TensorView lse_acc;  // fp32 [num_splits, batch, nhead_q, seqlen_q]
+};
+
+struct DeviceIndexArrays {
+  const int64_t* seqstart_q = nullptr;  // batch + 1 prefix sums (group mode)
+  const int64_t* seqstart_k = nullptr;  // batch + 1 prefix sums (group mode)
+  const int64_t* seqlen_k = nullptr;    // batch key counts (either mode)
+  bool any() const { return seqstart_q || seqstart_k || seqlen_k; }
 };
 
 struct Backward {
@@ -122,6 +132,11 @@ struct Problem {
   std::vector<int64_t> seqstart_k;
   // Optional valid key count per sequence (KV caches, paged problems, append-KV cache fill).
   std::vector<int64_t> seqlen_k_per_batch;
+  // The same index arrays already in device memory (int64), as serving engines keep them; each
+  // replaces its host vector above, which must then be empty. The caller gives batch and the
+  // longest lengths (seqlen_q, seqlen_k); validation cannot read device contents, so the GPU
+  // kernels trust them, and the CPU reference refuses such problems.
+  DeviceIndexArrays device_indices;
 
   std::optional<double> softmax_scale;  // default 1 / sqrt(hdim_q)
   double softcap = 0.0;                 // 0: off; else s <- cap * tanh(s / cap)
@@ -146,6 +161,10 @@ struct Problem {
   double scale() const;
   bool is_paged() const { return paged.table != PageTableKind::none; }
   bool has_dropout() const { return dropout.p > 0.0; }
+  // Per-sequence key counts, on the host or the device.
+  bool has_key_lengths() const {
+    return !seqlen_k_per_batch.empty() || device_indices.seqlen_k != nullptr;
+  }
   bool is_backward() const;
   // Query / key counts of sequence b (group-mode seqstarts, cache lengths, or batch lengths).
   int64_t query_length(int64_t b) const;
@@ -182,6 +201,12 @@ class ProblemBuilder {
   // Group mode; batch, seqlen_q and seqlen_k are derived from the prefix sums.
   ProblemBuilder& group(std::vector<int64_t> seqstart_q, std::vector<int64_t> seqstart_k);
   ProblemBuilder& key_lengths(std::vector<int64_t> seqlen_k_per_batch);
+  // Group mode over device prefix sums (int64, batch + 1 entries each; seqstart_k may be null for
+  // paged caches): the caller gives batch and the longest query and key lengths.
+  ProblemBuilder& group_on_device(const int64_t* seqstart_q, const int64_t* seqstart_k,
+                                  int64_t batch, int64_t max_seqlen_q, int64_t max_seqlen_k);
+  // Per-sequence key counts in device memory (int64, batch entries); seqlen_k must be the longest.
+  ProblemBuilder& key_lengths_on_device(const int64_t* seqlen_k_per_batch);
 
   ProblemBuilder& scale(double softmax_scale);
   ProblemBuilder& softcap(double cap);

@@ -69,6 +69,18 @@ struct FwdParams {
   unsigned long long dropout_offset;
   unsigned int dropout_threshold;
   float dropout_keep_scale;
+
+  // Split-KV (fwd_splitkv kernels only; num_splits 1 and null partials otherwise): split s of
+  // sequence b covers keys [s * chunk, min((s + 1) * chunk, len_k)) with
+  // chunk = splitkv_chunk(len_k, num_splits) (fmha/splitkv.h). Each split writes its partial O,
+  // normalized by its own softmax sum and without the sink logit, as fp32 into o_acc
+  // [split, batch, head, seq, dim], and its natural-log LSE into lse_acc [split, batch, head,
+  // seq] (-inf where the split saw no key). Group mode indexes batch 0 and the packed token.
+  int num_splits;
+  float* o_acc;
+  long long o_acc_split_stride, o_acc_batch_stride, o_acc_head_stride, o_acc_seq_stride;
+  float* lse_acc;
+  long long lse_acc_split_stride, lse_acc_batch_stride, lse_acc_head_stride, lse_acc_seq_stride;
 };
 
 }  // namespace tilefmha::fmha

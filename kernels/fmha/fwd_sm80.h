@@ -8,6 +8,12 @@
 //   * online softmax in base 2, then the epilogue normalizes, stores O through shared memory
 //     and writes LSE.
 // Features enter as the hooks of Traits (fmha/fwd_traits.h).
+//
+// Split-KV (Traits::kSplitKv, family fwd_splitkv): grid z runs over (sequence, split) pairs,
+// z = b * num_splits + split, so the splits of one sequence are adjacent CTAs sharing its Q rows
+// in L2. A CTA visits the mask's key blocks that lie in its split (fmha/splitkv.h) and writes
+// the split's own softmax-normalized O as fp32, with its LSE, into the partials of FwdParams;
+// an empty split writes O = 0 and LSE = -inf. With kSplitKv false none of this is compiled.
 #pragma once
 
 #include "fmha/dropout.h"
@@ -17,6 +23,7 @@
 #include "fmha/mask.h"
 #include "fmha/seq_info.h"
 #include "fmha/smem_tile.h"
+#include "fmha/splitkv.h"
 #include "tile/cp_async.h"
 #include "tile/fast_math.h"
 #include "tile/ldmatrix.h"
@@ -28,6 +35,81 @@ namespace tilefmha::fmha {
 
 TILEFMHA_DEVICE float negative_infinity() {
   return tile::bits_as_float(0xFF800000u);
+}
+
+// The key blocks one CTA of a split-KV kernel visits: the mask's sink blocks and window blocks,
+// each clipped to the split's keys. Both stay ascending and disjoint, so the main loop walks
+// them as it walks KeyBlocks.
+struct SplitKeyBlocks {
+  int head_begin, head_count;  // sink blocks inside the split
+  int tail_begin, tail_count;  // window blocks inside the split
+
+  TILEFMHA_DEVICE int count() const { return head_count + tail_count; }
+  TILEFMHA_DEVICE int block(int step) const {
+    return step < head_count ? head_begin + step : tail_begin + (step - head_count);
+  }
+
+  TILEFMHA_DEVICE static void clip(int begin, int end, int first, int last, int& out_begin,
+                                   int& out_count) {
+    out_begin = begin > first ? begin : first;
+    const int out_end = end < last ? end : last;
+    out_count = out_end > out_begin ? out_end - out_begin : 0;
+  }
+
+  TILEFMHA_DEVICE static SplitKeyBlocks make(const KeyBlocks& mask, int len_k, int num_splits,
+                                             int split, int block_n) {
+    const SplitKeyRange keys = split_key_range(len_k, num_splits, split);
+    // A split past the last key is empty; rounding its end up would give it a ragged block.
+    const int first = keys.begin / block_n;
+    const int last = keys.end > keys.begin ? ceil_div(keys.end, block_n) : first;
+    SplitKeyBlocks blocks;
+    clip(0, mask.sink_blocks, first, last, blocks.head_begin, blocks.head_count);
+    clip(mask.window_begin, mask.window_end, first, last, blocks.tail_begin, blocks.tail_count);
+    return blocks;
+  }
+};
+
+template <class Traits, class Mask>
+TILEFMHA_DEVICE auto visited_key_blocks(const Mask& mask, const FwdParams& p, const SeqInfo& seq,
+                                        int split) {
+  if constexpr (Traits::kSplitKv) {
+    return SplitKeyBlocks::make(mask.key_blocks(Traits::kBlockN), seq.len_k, p.num_splits, split,
+                                Traits::kBlockN);
+  } else {
+    return mask.key_blocks(Traits::kBlockN);
+  }
+}
+
+// Split-KV epilogue: the split's normalized O goes straight from the accumulators to the fp32
+// partial (a quad covers 8 contiguous floats of a row: whole 32-byte sectors, no shared-memory
+// pass) and its LSE to lse_acc. Rows past the sequence end are left alone.
+template <class Traits>
+TILEFMHA_DEVICE void store_split_partials(const FwdParams& p, const SeqInfo& seq, int h,
+                                          int split, int m_begin, int warp_row, int group,
+                                          int pair,
+                                          const float (&o)[Traits::kMTiles][Traits::kDv / 8][4],
+                                          const float (&lse)[Traits::kMTiles][2]) {
+  float* o_acc = p.o_acc + split * p.o_acc_split_stride + seq.view_batch * p.o_acc_batch_stride +
+                 h * p.o_acc_head_stride;
+  float* lse_acc = p.lse_acc + split * p.lse_acc_split_stride +
+                   seq.view_batch * p.lse_acc_batch_stride + h * p.lse_acc_head_stride;
+#pragma unroll
+  for (int mt = 0; mt < Traits::kMTiles; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int i = m_begin + warp_row + mt * 16 + group + r * 8;
+      if (i >= seq.len_q) continue;
+      float* row = o_acc + (seq.q_start + i) * p.o_acc_seq_stride;
+#pragma unroll
+      for (int dt = 0; dt < Traits::kDv / 8; ++dt) {
+        const int col = dt * 8 + pair * 2;
+        if (!Traits::kPadHdimV || col < p.hdim_v) {
+          *reinterpret_cast<float2*>(row + col) = make_float2(o[mt][dt][2 * r], o[mt][dt][2 * r + 1]);
+        }
+      }
+      if (pair == 0) lse_acc[(seq.q_start + i) * p.lse_acc_seq_stride] = lse[mt][r];
+    }
+  }
 }
 
 template <class Traits>
@@ -55,7 +137,8 @@ TILEFMHA_DEVICE void fwd_sm80(const FwdParams& p) {
   // Later query blocks see more keys under causal masks: schedule them first.
   const int m_begin = (gridDim.x - 1 - blockIdx.x) * kBlockM;
   const int h = blockIdx.y;
-  const int b = blockIdx.z;
+  const int b = Traits::kSplitKv ? int(blockIdx.z) / p.num_splits : int(blockIdx.z);
+  const int split = Traits::kSplitKv ? int(blockIdx.z) - b * p.num_splits : 0;
   const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, b);
   if (m_begin >= seq.len_q) return;
 
@@ -79,7 +162,7 @@ TILEFMHA_DEVICE void fwd_sm80(const FwdParams& p) {
   const T* v = operands.v;
 
   const typename Traits::Mask mask(p, seq, m_begin, kBlockM);
-  const KeyBlocks blocks = mask.key_blocks(kBlockN);
+  const auto blocks = visited_key_blocks<Traits>(mask, p, seq, split);
   const int steps = blocks.count();
   const typename Traits::Logits logits(p, seq, b, h);
   const typename Traits::Dropout dropout(p, b, h);
@@ -318,6 +401,11 @@ TILEFMHA_DEVICE void fwd_sm80(const FwdParams& p) {
         o[mt][dt][2 * r + 1] *= factor;
       }
     }
+  }
+
+  if constexpr (Traits::kSplitKv) {
+    store_split_partials<Traits>(p, seq, h, split, m_begin, warp_row, group, pair, o, lse);
+    return;
   }
 
 #pragma unroll

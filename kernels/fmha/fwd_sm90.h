@@ -6,6 +6,8 @@
 //   * warpgroups 1.. are consumers, 64 query rows each, with the freed registers: wgmma
 //     GEMMs, online softmax, in the schedule of Traits (fwd_sm90_consumer.h);
 //   * each consumer normalizes and stores its rows of O and LSE (fwd_sm90_epilogue.h).
+// Split-KV kernels (Traits::kSplitKv, family fwd_splitkv) add the split to the tile: a CTA
+// visits the key blocks of its split only and writes the split's fp32 partial O and LSE.
 // Mask and logits features enter as the hooks of Traits, as in the sm80 kernel.
 #pragma once
 
@@ -39,7 +41,7 @@ TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
       (tile::shared_address(shared) + (kSm90AtomBytes - 1)) & ~tile::u32(kSm90AtomBytes - 1);
   const Sm90Barriers<Traits::kStages> barriers{smem + Traits::kSmem.barrier_offset};
   constexpr bool kLongestFirst = !tile::same_type<typename Traits::Mask, NoMask>::value;
-  const Sm90TileScheduler<kLongestFirst> scheduler{params};
+  const Sm90TileScheduler<kLongestFirst, Traits::kSplitKv> scheduler{params};
 
   if (threadIdx.x == 0) barriers.init(Traits::kConsumerWarps);
   __syncthreads();
@@ -63,7 +65,7 @@ TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
       const Sm90TileRows<Traits> tile_rows(p, tile_id.m_block);
       if (tile_rows.past_end(seq)) continue;  // the producer skips it alike
       const int m_begin = tile_rows.q_begin;
-      const KeyBlocks blocks = tile_rows.key_blocks(p, seq);
+      const auto blocks = tile_rows.visited_blocks(p, seq, tile_id.split);
       const typename Traits::Logits logits(p, seq, tile_id.batch, tile_id.head);
       const int rows[2] = {tile_rows.position(consumer.tile_row(0)),
                            tile_rows.position(consumer.tile_row(1))};
@@ -80,8 +82,12 @@ TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
       const Sm90Tile again = scheduler.tile(sm90_opaque(index));
       const SeqInfo epilogue_seq = SeqInfo::make<Traits::kGroupMode>(p, again.batch);
       const float softmax_scale = Traits::kFusedScale ? p.scale_log2 : 1.0f;
-      sm90_epilogue<Traits>(params, epilogue_seq, again, consumer, state, softmax_scale,
-                            dropout.keep_scale());
+      if constexpr (Traits::kSplitKv) {
+        sm90_split_epilogue<Traits>(p, epilogue_seq, again, consumer, state, softmax_scale);
+      } else {
+        sm90_epilogue<Traits>(params, epilogue_seq, again, consumer, state, softmax_scale,
+                              dropout.keep_scale());
+      }
       if constexpr (!Traits::kPersistent) break;
     }
     sm90_epilogue_drain(consumer);

@@ -194,14 +194,18 @@ struct Sm90Consumer {
 
   // One tile's main loop. `step_base` counts the key blocks of the CTA's earlier tiles (ring
   // positions continue across tiles); `q_phase` is the parity of this tile's Q load.
-  template <class Mask, class Logits, class Dropout>
-  TILEFMHA_DEVICE void run(Sm90ConsumerState<Traits>& state, const KeyBlocks& blocks, int m_begin,
+  // `blocks`: KeyBlocks, or Sm90SplitKeyBlocks in split-KV mode.
+  template <class Blocks, class Mask, class Logits, class Dropout>
+  TILEFMHA_DEVICE void run(Sm90ConsumerState<Traits>& state, const Blocks& blocks, int m_begin,
                            const Mask& mask, const Logits& logits, const Dropout& dropout,
                            float scale_log2, int step_base, tile::u32 q_phase) const {
     constexpr int kStages = Traits::kStages;
     float(&o)[Traits::kHdimV / 2] = state.o;
 #pragma unroll
     for (int i = 0; i < Traits::kHdimV / 2; ++i) o[i] = 0.0f;
+    if constexpr (Traits::kSplitKv) {
+      if (blocks.count() == 0) return;  // an empty split: the producer loads no Q for it
+    }
     tile::mbarrier_wait(barriers.q_full(), q_phase);
 
     const int steps = blocks.count();

@@ -158,11 +158,56 @@ TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& s
   consumer.release(consumer.barriers.q_empty());
 }
 
+TILEFMHA_DEVICE void sm90_store_global_v2(float* address, float x, float y) {
+  asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" ::"l"(address), "f"(x), "f"(y) : "memory");
+}
+
+// The split-KV epilogue: the split's O, normalized by its own softmax sum (no sink logit, no
+// dropout), goes as fp32 straight from the accumulators to o_acc [split, view batch, head,
+// seq, dim]: the 4 threads of a quad hold 8 adjacent columns of a row, 32 contiguous bytes, so
+// the stores fill whole sectors without a pass through shared memory (and the problem needs no
+// O view or map). LSE goes to lse_acc; a split that saw no key of a row writes O = 0 and
+// LSE = -inf (the softmax's finish gives a zero normalizer), never NaN. Rows past the sequence
+// end are skipped; packed GQA rows map to (position, head) as Sm90TileRows says.
+template <class Traits>
+TILEFMHA_DEVICE void sm90_split_epilogue(const FwdParams& p, const SeqInfo& seq,
+                                         const Sm90Tile& tile_id,
+                                         const Sm90Consumer<Traits>& consumer,
+                                         Sm90ConsumerState<Traits>& state, float softmax_scale) {
+  float normalizer[2], lse[2];
+  state.softmax.template finish<false>(softmax_scale, 0.0f, 1.0f, normalizer, lse);
+  const Sm90TileRows<Traits> tile_rows(p, tile_id.m_block);
+  float* const o_split =
+      p.o_acc + tile_id.split * p.o_acc_split_stride + seq.view_batch * p.o_acc_batch_stride;
+  float* const lse_split =
+      p.lse_acc + tile_id.split * p.lse_acc_split_stride + seq.view_batch * p.lse_acc_batch_stride;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int tile_row = consumer.tile_row(r);
+    const int i = tile_rows.position(tile_row);
+    if (i >= seq.len_q) continue;
+    const long long head = tile_rows.head(tile_id.head, tile_row);
+    const long long token = seq.q_start + i;
+    float* const row = o_split + head * p.o_acc_head_stride + token * p.o_acc_seq_stride;
+#pragma unroll
+    for (int j = 0; j < Traits::kHdimV / 8; ++j) {
+      const int column = 8 * j + consumer.chunk_column(0);
+      // A padded kernel's extra columns (past the problem's head dim) are not stored.
+      if (column < p.hdim_v) {
+        sm90_store_global_v2(row + column, state.o[4 * j + 2 * r] * normalizer[r],
+                             state.o[4 * j + 2 * r + 1] * normalizer[r]);
+      }
+    }
+    if (consumer.thread % 4 == 0)
+      lse_split[head * p.lse_acc_head_stride + token * p.lse_acc_seq_stride] = lse[r];
+  }
+}
+
 // Before the CTA exits (its shared memory goes away), the TMA stores of O that each warpgroup's
-// issuing thread left in flight must have read their source.
+// issuing thread left in flight must have read their source. (Split-KV stores no O by TMA.)
 template <class Traits>
 TILEFMHA_DEVICE void sm90_epilogue_drain(const Sm90Consumer<Traits>& consumer) {
-  if constexpr (Traits::kSmem.separate_o() && !Traits::kGroupMode) {
+  if constexpr (Traits::kSmem.separate_o() && !Traits::kGroupMode && !Traits::kSplitKv) {
     if (consumer.thread == 0) tile::tma_store_wait_group_read<0>();
   }
 }

@@ -38,6 +38,10 @@ struct Sm90FwdParams {
   // group head, KV head, seq, batch] and m_blocks counts block_m / g query positions).
   tile::FastDivisor m_slots;
   tile::FastDivisor tile_heads;
+  // Split-KV kernels: the splits per sequence (FwdParams::num_splits), which tile numbers run
+  // over after the heads (fwd_sm90_scheduler.h). 1 for the fwd family, whose kernels never read
+  // it. Last, so the fields before keep their offsets.
+  tile::FastDivisor tile_splits;
 };
 
 }  // namespace tilefmha::fmha

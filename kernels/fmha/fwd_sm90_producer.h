@@ -4,7 +4,7 @@
 // rings in the order the consumers use them under the overlap schedule (K0, K1, V0, K2, V1,
 // ..., V(n-1)); the serial schedule consumes them in an order this one never blocks. A
 // persistent CTA issues the next tile's K0 before its Q, so it lands while the consumers still
-// finish the previous tile.
+// finish the previous tile. A split-KV tile loads only the blocks of its split.
 #pragma once
 
 #include "fmha/fwd_sm90_params.h"
@@ -42,7 +42,7 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
     const Sm90TileRows<Traits> tile_rows(p, tile_id.m_block);
     if (tile_rows.past_end(seq)) continue;  // the consumers skip it alike
     const int m_begin = tile_rows.q_begin;
-    const KeyBlocks blocks = tile_rows.key_blocks(p, seq);
+    const auto blocks = tile_rows.visited_blocks(p, seq, tile_id.split);
 
     const int batch = int(seq.view_batch);
     const int head = tile_id.head;  // the KV head itself when GQA groups are packed
@@ -81,6 +81,10 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
     // tile (and, where O shares the Q buffer, store its O from there).
     const int steps = blocks.count();
     if (Traits::kPersistent && steps > 0) load_k(0);
+    // A split with no visible key needs no Q: its consumers write O = 0 and LSE = -inf at once.
+    if constexpr (Traits::kSplitKv) {
+      if (steps == 0) break;
+    }
     tile::mbarrier_wait(barriers.q_empty(), (tile::u32(q_loads) & 1u) ^ 1u);
     tile::mbarrier_arrive_expect_tx(barriers.q_full(), Traits::kQBytes);
 #pragma unroll

@@ -9,6 +9,12 @@
 // together, whose key blocks add up to the same count for every s, and pairs are dealt out
 // round-robin in head order, so the rounds stay even and CTAs running together still share
 // K/V.
+//
+// Split-KV (Split, one CTA per tile, never paired) adds the split to the tile. From fastest to
+// slowest: query block, head, split, sequence. The query blocks of one (head, split) read the
+// same K/V chunk; heads come next so that, unpacked, the query heads of a GQA group (adjacent
+// heads) read their shared chunk together; splits then re-read only their head's Q, which is
+// small beside a chunk of K/V; and a sequence's tiles stay together, its Q still in L2.
 #pragma once
 
 #include "fmha/fwd_sm90_params.h"
@@ -20,6 +26,7 @@ struct Sm90Tile {
   int m_block;
   int head;
   int batch;
+  int split;  // 0 unless split-KV
 };
 
 // Holds only a reference to the (constant-bank) parameters: the counts are re-read where
@@ -37,17 +44,22 @@ TILEFMHA_DEVICE int sm90_cta_index() {
   return int(value);
 }
 
-template <bool LongestFirst>
+template <bool LongestFirst, bool Split = false>
 struct Sm90TileScheduler {
   const Sm90FwdParams& params;
 
-  TILEFMHA_DEVICE bool paired() const { return LongestFirst && params.paired != 0; }
+  TILEFMHA_DEVICE bool paired() const { return LongestFirst && !Split && params.paired != 0; }
   TILEFMHA_DEVICE int heads() const { return int(params.tile_heads.divisor); }
   // Numbers per (sequence, head): its query blocks, rounded up to whole pairs when paired.
   TILEFMHA_DEVICE int slots() const { return int(params.m_slots.divisor); }
 
   // The loop: for (n = first(); n < count(); n = next(n)) { tile(n) ... }
-  TILEFMHA_DEVICE int count() const { return slots() * heads() * int(params.base.batch); }
+  TILEFMHA_DEVICE int count() const {
+    if constexpr (Split)
+      return slots() * heads() * int(params.tile_splits.divisor) * int(params.base.batch);
+    else
+      return slots() * heads() * int(params.base.batch);
+  }
   TILEFMHA_DEVICE int first() const { return paired() ? 2 * sm90_cta_index() : sm90_cta_index(); }
   TILEFMHA_DEVICE int next(int n) const {
     if (!paired()) return n + sm90_grid_ctas();
@@ -61,6 +73,14 @@ struct Sm90TileScheduler {
     const int m_count = params.m_blocks;
     const int rest = int(tile::fast_divide(unsigned(n), params.m_slots));
     const int k = n - rest * slots();
+    if constexpr (Split) {
+      // Only the longest-first order applies: split grids run one CTA per tile, never paired.
+      const int m = LongestFirst ? m_count - 1 - k : k;
+      const int sequence_split = int(tile::fast_divide(unsigned(rest), params.tile_heads));
+      const int batch = int(tile::fast_divide(unsigned(sequence_split), params.tile_splits));
+      return {m, rest - sequence_split * heads(), batch,
+              sequence_split - batch * int(params.tile_splits.divisor)};
+    }
     const int batch = int(tile::fast_divide(unsigned(rest), params.tile_heads));
     int m = k;
     if (paired()) {
@@ -69,7 +89,7 @@ struct Sm90TileScheduler {
     } else if (LongestFirst) {
       m = m_count - 1 - k;
     }
-    return {m, rest - batch * heads(), batch};
+    return {m, rest - batch * heads(), batch, 0};
   }
 };
 

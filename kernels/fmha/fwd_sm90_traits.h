@@ -8,13 +8,14 @@
 #include "fmha/logits.h"
 #include "fmha/mask.h"
 #include "fmha/seq_info.h"
+#include "fmha/splitkv.h"
 #include "tile/numeric_types.h"
 
 namespace tilefmha::fmha {
 
 template <class Element_, int HdimQ, int HdimV, int BlockM, int BlockN, int Stages, bool GroupMode,
           class Mask_, class Logits_, class Dropout_, bool StoreLse, bool SinkLogit,
-          Sm90Schedule Schedule, bool Persistent, bool PackGqa = false>
+          Sm90Schedule Schedule, bool Persistent, bool PackGqa = false, bool SplitKv = false>
 struct Sm90FwdTraits {
   using Element = Element_;
   using Mask = Mask_;
@@ -38,6 +39,10 @@ struct Sm90FwdTraits {
   static constexpr bool kPersistent = Persistent;
   // The g query heads of a KV head share a tile: row r is query position r / g of head r % g.
   static constexpr bool kPackGqa = PackGqa;
+  // Split-KV (family fwd_splitkv): tile (query block, head, sequence, split) visits only the
+  // keys of its split and writes a partial O (normalized by the split's own sum) and its LSE as
+  // fp32 into FwdParams::o_acc / lse_acc instead of O and LSE.
+  static constexpr bool kSplitKv = SplitKv;
   static constexpr bool kOverlap = Schedule != Sm90Schedule::serial;
   static constexpr bool kPingpong = Schedule == Sm90Schedule::pingpong && kConsumerGroups > 1;
 
@@ -75,6 +80,25 @@ struct Sm90FwdTraits {
                              tile::same_type<Logits_, fmha::Logits<PlainScale, NoBias>>::value),
                 "packed GQA tiles hold several heads: no per-head dropout, sink, bias or "
                 "ALiBi, and batch mode only");
+  static_assert(!SplitKv || (!Dropout_::kEnabled && !SinkLogit && !Persistent &&
+                             kSplitKvGranule % BlockN == 0),
+                "split-KV partials carry no dropout or sink logit, run one CTA per tile, and "
+                "need key blocks that divide the split granule (no block straddles two splits)");
+};
+
+// The key blocks a split-KV tile visits: its mask's blocks (KeyBlocks) intersected with the
+// split's blocks [first, end). Unlike KeyBlocks, the sink blocks may start past block 0, where
+// a split begins inside a long run of sink tokens.
+struct Sm90SplitKeyBlocks {
+  int sink_first;
+  int sink_blocks;
+  int window_begin;
+  int window_end;
+
+  TILEFMHA_DEVICE int count() const { return sink_blocks + (window_end - window_begin); }
+  TILEFMHA_DEVICE int block(int step) const {
+    return step < sink_blocks ? sink_first + step : window_begin + (step - sink_blocks);
+  }
 };
 
 // The query rows of a tile: block_m rows of one head, or with packed GQA block_m / g query
@@ -95,6 +119,26 @@ struct Sm90TileRows {
   TILEFMHA_DEVICE bool past_end(const SeqInfo& seq) const { return q_begin >= seq.len_q; }
   TILEFMHA_DEVICE KeyBlocks key_blocks(const FwdParams& p, const SeqInfo& seq) const {
     return typename Traits::Mask(p, seq, q_begin, count).key_blocks(Traits::kBlockN);
+  }
+  // The blocks of split `split` in split-KV mode (the mask's blocks otherwise): split chunks are
+  // multiples of kSplitKvGranule keys, so whole blocks fall into one split, and the mask (whose
+  // bottom-right diagonal follows the sequence's whole key count) needs no change.
+  TILEFMHA_DEVICE auto visited_blocks(const FwdParams& p, const SeqInfo& seq, int split) const {
+    if constexpr (Traits::kSplitKv) {
+      constexpr int kBlockN = Traits::kBlockN;
+      const KeyBlocks mask = key_blocks(p, seq);
+      const SplitKeyRange range = split_key_range(seq.len_k, p.num_splits, split);
+      const int first = range.begin / kBlockN;
+      // An empty split (past the keys) visits nothing, even where len_k ends mid-block.
+      const int end = range.end > range.begin ? ceil_div(range.end, kBlockN) : first;
+      const int sink_end = mask.sink_blocks < end ? mask.sink_blocks : end;
+      const int window_begin = mask.window_begin > first ? mask.window_begin : first;
+      const int window_end = mask.window_end < end ? mask.window_end : end;
+      return Sm90SplitKeyBlocks{first, sink_end > first ? sink_end - first : 0, window_begin,
+                                window_end > window_begin ? window_end : window_begin};
+    } else {
+      return key_blocks(p, seq);
+    }
   }
 
   TILEFMHA_DEVICE int position(int tile_row) const {

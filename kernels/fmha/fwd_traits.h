@@ -1,17 +1,21 @@
 // The compile-time identity of one sm80_mma forward kernel, generated from a KernelConfig:
 // element type, head dims, tile, padding, and the feature hooks (mask, logits transform,
 // dropout) that the main loop calls. Features are types here, never flags in the main loop.
+// SplitKv selects the fwd_splitkv form: the grid's z covers (sequence, split) pairs, a CTA visits
+// only its split's keys and writes fp32 partials (fwd_params.h) instead of O and LSE.
 #pragma once
 
 #include "fmha/fwd_hook_traits.h"
 #include "fmha/fwd_shape.h"
+#include "fmha/splitkv.h"
 #include "tile/numeric_types.h"
 
 namespace tilefmha::fmha {
 
 template <class Element_, int HdimQ, int HdimV, int BlockM, int BlockN, int Warps, int Stages,
           bool GroupMode, bool PadSeqlenQ, bool PadSeqlenK, bool PadHdimQ, bool PadHdimV,
-          class Mask_, class Logits_, class Dropout_, bool StoreLse, bool SinkLogit>
+          class Mask_, class Logits_, class Dropout_, bool StoreLse, bool SinkLogit,
+          bool SplitKv = false>
 struct FwdTraits : FwdHookTraits<HdimQ, HdimV, GroupMode, PadSeqlenQ, PadSeqlenK, PadHdimQ,
                                  PadHdimV, Mask_, Logits_, Dropout_, StoreLse, SinkLogit> {
   using Element = Element_;
@@ -22,6 +26,7 @@ struct FwdTraits : FwdHookTraits<HdimQ, HdimV, GroupMode, PadSeqlenQ, PadSeqlenK
   static constexpr int kWarps = Warps;
   static constexpr int kThreads = Warps * 32;
   static constexpr int kStages = Stages;
+  static constexpr bool kSplitKv = SplitKv;
   // Each warp owns kMTiles consecutive 16-row slices of the query block.
   static constexpr int kMTiles = BlockM / (16 * Warps);
 
@@ -39,6 +44,13 @@ struct FwdTraits : FwdHookTraits<HdimQ, HdimV, GroupMode, PadSeqlenQ, PadSeqlenK
                 "block_m must be a multiple of 16 * warps");
   static_assert(BlockN % 16 == 0, "block_n must be a multiple of 16");
   static_assert(Stages >= 2 && Stages <= 4, "stages must be 2..4");
+  // Split chunks are whole granules of keys; a block dividing the granule never straddles two
+  // splits.
+  static_assert(!SplitKv || kSplitKvGranule % BlockN == 0, "split-KV needs block_n dividing 128");
+  // Partials exclude the sink logit (the combine adds it once) and the family has no dropout;
+  // the combine writes the LSE.
+  static_assert(!SplitKv || (!SinkLogit && !StoreLse && !Dropout_::kEnabled),
+                "split-KV partials take no sink logit, dropout or LSE output");
 };
 
 }  // namespace tilefmha::fmha

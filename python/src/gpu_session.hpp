@@ -1,15 +1,13 @@
-// The GPU backend of the Python package: one dispatcher per device, with its registry, plan
-// cache and JIT cache, kept by the Python layer for the life of the process so that repeated
-// calls of one problem signature plan in microseconds.
+// The GPU backend of the Python package: one tilefmha::Engine per device, kept by the Python
+// layer for the life of the process so that repeated calls of one problem shape plan in
+// microseconds.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include "jit/module.hpp"
-#include "runtime/dispatcher.hpp"
-#include "runtime/registry.hpp"
+#include "tilefmha/engine.hpp"
 
 namespace tilefmha::python {
 
@@ -17,12 +15,12 @@ class ProblemHandle;
 
 class GpuSession {
  public:
-  // Retains the primary context of `device_ordinal` (the one PyTorch's runtime uses). Throws
-  // Error(invalid_argument) saying why when no driver or GPU is usable.
+  // Opens an engine on `device_ordinal` (its primary context, the one PyTorch's runtime uses).
+  // Throws Error(invalid_argument) saying why when no driver or GPU is usable.
   explicit GpuSession(int device_ordinal);
 
   int device_ordinal() const { return device_ordinal_; }
-  std::string device_name() const { return dispatcher_->device().name; }
+  std::string device_name() const { return engine_->device_name(); }
 
   // Plans (JIT-compiling on first use) and launches the handle's problem on `stream` (a
   // CUstream handle as an integer; 0 is the legacy default stream). Only family fwd runs on
@@ -32,9 +30,7 @@ class GpuSession {
 
  private:
   int device_ordinal_;
-  std::unique_ptr<jit::GpuContext> context_;
-  runtime::Registry registry_;
-  std::unique_ptr<runtime::Dispatcher> dispatcher_;
+  std::unique_ptr<Engine> engine_;
 };
 
 }  // namespace tilefmha::python

@@ -52,7 +52,7 @@ class ProblemHandle {
   // The device ordinal of the attached device tensors (none when all are host arrays).
   std::optional<int> device() const { return device_; }
   // The problem as attached so far (validation happens when it runs).
-  Problem problem() const { return builder_.peek(); }
+  const Problem& problem() const { return builder_.peek(); }
   std::string describe() const { return builder_.peek().describe(); }
 
   // The CPU reference for the handle's family (backward: all three stages, with the fp32

@@ -1,8 +1,10 @@
 // Codegen of the portable sm80_mma forward pipeline (kernels/fmha/fwd_sm80.h): support check,
-// translation unit and launch shape of a KernelConfig with pipeline == sm80_mma. The generic
+// translation unit and launch shape of a KernelConfig with pipeline == sm80_mma, family fwd or
+// fwd_splitkv (the same kernel in its split form, FwdTraits' split_kv argument). The generic
 // entry points (generate.hpp) dispatch here for that pipeline.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "jit/module.hpp"
@@ -15,7 +17,12 @@ namespace tilefmha::codegen {
 void check_supported_sm80(const KernelConfig& config);
 std::string generate_sm80_source(const KernelConfig& config);
 int threads_per_block_sm80(const KernelConfig& config);
-// One CTA per (query block, query head, sequence); shared memory from fwd_shape.h.
+// One CTA per (query block, query head, sequence, split): grid z = batch * num_splits
+// (launch_grid.hpp); shared memory from fwd_shape.h. num_splits is 1 for a fwd kernel (other
+// counts throw Error(not_supported)) and the plan's split count for a fwd_splitkv kernel.
+jit::LaunchShape launch_shape_sm80(const KernelConfig& config, const Problem& problem,
+                                   int64_t num_splits);
+// As above with the problem's split count for a fwd_splitkv problem, else 1.
 jit::LaunchShape launch_shape_sm80(const KernelConfig& config, const Problem& problem);
 
 }  // namespace tilefmha::codegen

@@ -7,12 +7,15 @@
 #include "codegen/launch_grid.hpp"
 #include "codegen/unsupported.hpp"
 #include "fmha/fwd_shape.h"
+#include "fmha/splitkv.h"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::codegen {
 
 void check_supported_sm80(const KernelConfig& c) {
-  if (c.family != Family::fwd) unsupported("family", c.family, "codegen implements fwd only");
+  const bool split = c.family == Family::fwd_splitkv;
+  if (c.family != Family::fwd && !split)
+    unsupported("family", c.family, "sm80_mma implements fwd and fwd_splitkv only");
   if (c.pipeline != Pipeline::sm80_mma)
     unsupported("pipeline", c.pipeline, "codegen implements sm80_mma only");
   if (c.dtype != DType::fp16 && c.dtype != DType::bf16)
@@ -28,6 +31,9 @@ void check_supported_sm80(const KernelConfig& c) {
     unsupported("block_m", c.block_m, "gives a warp more than 32 query rows");
   if (c.block_n < 16 || c.block_n > 128 || c.block_n % 16 != 0)
     unsupported("block_n", c.block_n, "must be a multiple of 16 in 16..128");
+  if (split && fmha::kSplitKvGranule % c.block_n != 0)
+    unsupported("block_n", c.block_n,
+                "split-KV needs a block_n dividing 128, so no key block straddles two splits");
   if (c.stages < 2 || c.stages > 4) unsupported("stages", c.stages, "must be 2..4");
   check_forward_fields(c, "sm80_mma has no fp8 path");
   if (c.persistent)
@@ -36,6 +42,12 @@ void check_supported_sm80(const KernelConfig& c) {
     unsupported("pack_gqa", c.pack_gqa, "sm80_mma runs one head per tile; only sm90_ws packs GQA");
   if (c.mode == Mode::group && !(c.pad_seqlen_q && c.pad_seqlen_k))
     unsupported("mode", c.mode, "group mode needs pad_seqlen_q and pad_seqlen_k");
+  // Split partials carry their own LSE and exclude the sink logit; the combine writes the LSE
+  // and adds the sink logit once. The family has no dropout.
+  if (split && c.lse) unsupported("lse", c.lse, "fwd_splitkv writes partial LSEs; the combine writes LSE");
+  if (split && c.dropout) unsupported("dropout", c.dropout, "fwd_splitkv has no dropout");
+  if (split && c.sink_logit)
+    unsupported("sink_logit", c.sink_logit, "the combine adds the sink logit, not the splits");
 }
 
 int threads_per_block_sm80(const KernelConfig& config) {
@@ -53,7 +65,8 @@ std::string generate_sm80_source(const KernelConfig& c) {
      << "    /*hdim_q=*/" << c.hdim_q << ", /*hdim_v=*/" << c.hdim_v << ",\n"
      << "    /*block_m=*/" << c.block_m << ", /*block_n=*/" << c.block_n << ", /*warps=*/"
      << c.warps << ", /*stages=*/" << c.stages << ",\n"
-     << padding_arguments(c) << feature_hook_arguments(c) << ">;\n"
+     << padding_arguments(c) << feature_hook_arguments(c)
+     << (c.family == Family::fwd_splitkv ? ",\n    /*split_kv=*/true" : "") << ">;\n"
      << "}  // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << threads_per_block_sm80(c) << ") "
      << c.symbol() << "(const tilefmha::fmha::FwdParams params) {\n"
@@ -62,12 +75,24 @@ std::string generate_sm80_source(const KernelConfig& c) {
   return tu.str();
 }
 
-jit::LaunchShape launch_shape_sm80(const KernelConfig& c, const Problem& problem) {
+jit::LaunchShape launch_shape_sm80(const KernelConfig& c, const Problem& problem,
+                                   int64_t num_splits) {
   check_supported_sm80(c);
-  jit::LaunchShape shape = query_block_grid(problem, c.block_m, threads_per_block_sm80(c));
+  if (c.family != Family::fwd_splitkv && num_splits != 1)
+    throw Error(ErrorKind::not_supported,
+                "num_splits = " + std::to_string(num_splits) +
+                    ": a fwd kernel writes O in one pass; splits need a fwd_splitkv kernel");
+  jit::LaunchShape shape =
+      query_block_grid(problem, c.block_m, threads_per_block_sm80(c), num_splits);
   shape.dynamic_shared_bytes = static_cast<unsigned>(fmha::fwd_sm80_shared_bytes(
       c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages, static_cast<int>(dtype_size(c.dtype))));
   return shape;
+}
+
+jit::LaunchShape launch_shape_sm80(const KernelConfig& c, const Problem& problem) {
+  // A fwd_splitkv problem carries its split count; anything else runs in one split.
+  return launch_shape_sm80(
+      c, problem, problem.family == Family::fwd_splitkv ? problem.split.num_splits : 1);
 }
 
 }  // namespace tilefmha::codegen

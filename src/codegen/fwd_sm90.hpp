@@ -1,6 +1,11 @@
 // Codegen of the sm90_ws forward pipeline (Hopper warp-specialized, kernels/fmha/fwd_sm90.h):
 // support check, translation unit and launch shape of a KernelConfig with
 // pipeline == sm90_ws. The generic codegen entry points dispatch here for that pipeline.
+//
+// Family fwd_splitkv compiles the same kernel in its split-KV mode (Sm90FwdTraits' SplitKv):
+// tiles (query block, head, sequence, split), each visiting only its split's key blocks and
+// writing fp32 partials (FwdParams::o_acc / lse_acc) for the combine. A fwd config's source is
+// unchanged by it.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +19,10 @@
 namespace tilefmha::codegen {
 
 // Throws Error(not_supported) naming the first field (and its value) the sm90_ws kernel does
-// not implement, so a dispatcher can fall back to sm80_mma.
+// not implement, so a dispatcher can fall back to sm80_mma. Families fwd and fwd_splitkv; the
+// latter without dropout, sink_logit or lse (the combine adds the sink logit and writes LSE),
+// never persistent, and with block_n dividing 128 (fmha::kSplitKvGranule: a key block never
+// straddles two splits).
 void check_supported_sm90(const KernelConfig& config);
 
 // Implementation choices that are not part of a kernel's identity (its KernelConfig): how the
@@ -45,9 +53,15 @@ bool sm90_persistent_grid_pays(const KernelConfig& config, const Problem& proble
 // rows shorter than block_m, a group of 2..64 query heads per KV head dividing 64, batch mode,
 // and none of the per-head features (dropout, sink logit, bias, ALiBi, soft cap). A tile then
 // holds block_m / g query positions of all g heads, and K/V is read once per KV head.
+// It answers split-KV decode too, so there is no separate policy for splits: a split divides
+// the keys, not the query rows, so a packed tile still fills g times the rows of an unpacked one
+// and each K/V chunk is still read once per KV head instead of once per query head. Packing
+// leaves g times fewer tiles per split, which the dispatcher's split count makes up for (more
+// splits, each a cheaper K/V chunk), while unpacked tiles would stream every chunk g times.
 bool sm90_pack_gqa_pays(const KernelConfig& config, const Problem& problem);
 
-// The translation unit of `config` (checks support first).
+// The translation unit of `config` (checks support first; a fwd_splitkv config refuses a
+// persistent variant, naming `persistent`).
 std::string generate_sm90_source(const KernelConfig& config);
 std::string generate_sm90_source(const KernelConfig& config, const Sm90Variant& variant);
 
@@ -59,14 +73,23 @@ int threads_per_block_sm90(const KernelConfig& config);
 int sm90_ctas_per_sm(const KernelConfig& config);
 
 // Block, dynamic shared memory and a 1D grid over the tiles (query blocks x query heads x
-// sequences) of the default variant: for a persistent config, at most `sm_count` x
-// sm90_ctas_per_sm CTAs (0: unknown, one per tile), else one CTA per tile.
+// sequences, x splits for fwd_splitkv) of the default variant: for a persistent config, at most
+// `sm_count` x sm90_ctas_per_sm CTAs (0: unknown, one per tile), else one CTA per tile. A
+// fwd_splitkv config takes the problem's own problem.split.num_splits, a fwd config 1 split; a
+// fwd problem planned in two stages (splits in the plan's workspace) must name its split count
+// through the overload that takes num_splits.
 jit::LaunchShape launch_shape_sm90(const KernelConfig& config, const Problem& problem,
                                    int64_t sm_count);
 // For a persistent variant, at most `max_ctas` CTAs (the SM count: one resident CTA per SM),
 // never more than tiles; with max_ctas 0 or a non-persistent variant, one CTA per tile. Throws
-// Error(not_supported) past 2^31 - 1 tiles.
+// Error(not_supported) past 2^31 - 1 tiles. Splits as above.
 jit::LaunchShape launch_shape_sm90(const KernelConfig& config, const Problem& problem,
                                    const Sm90Variant& variant, int64_t max_ctas);
+// With `num_splits` splits per sequence: a fwd_splitkv config takes 1 or more (one CTA per
+// tile, so max_ctas has no effect and a persistent variant is refused, naming `persistent`);
+// a fwd config only 1. Error(invalid_argument) naming num_splits otherwise.
+jit::LaunchShape launch_shape_sm90(const KernelConfig& config, const Problem& problem,
+                                   const Sm90Variant& variant, int64_t max_ctas,
+                                   int64_t num_splits);
 
 }  // namespace tilefmha::codegen

@@ -6,6 +6,10 @@ std::string_view element_type(DType dtype) {
   return dtype == DType::fp16 ? "tilefmha::tile::half_t" : "tilefmha::tile::bfloat16_t";
 }
 
+std::string_view storage_type(DType dtype) {
+  return dtype == DType::fp32 ? "float" : element_type(dtype);
+}
+
 std::string_view mask_hook(MaskKind mask) {
   return mask == MaskKind::none ? "tilefmha::fmha::NoMask" : "tilefmha::fmha::WindowMask";
 }

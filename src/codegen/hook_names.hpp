@@ -12,6 +12,8 @@ namespace tilefmha::codegen {
 
 // The 16-bit element type (fp16 or bf16; the caller has checked the dtype).
 std::string_view element_type(DType dtype);
+// The device type of an fp32, fp16 or bf16 tensor (the caller has checked the dtype).
+std::string_view storage_type(DType dtype);
 
 // A window kernel serves causal problems too (causal is window(-1, 0) with runtime bounds).
 std::string_view mask_hook(MaskKind mask);

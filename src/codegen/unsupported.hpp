@@ -4,6 +4,7 @@
 #pragma once
 
 #include <sstream>
+#include <string>
 #include <string_view>
 #include <type_traits>
 
@@ -21,7 +22,7 @@ template <class T>
     message << field << " = " << (value ? "true" : "false") << ": " << why;
   else
     message << field << " = " << value << ": " << why;
-  throw Error(ErrorKind::not_supported, message.str());
+  throw Error(ErrorKind::not_supported, message.str(), std::string(field));
 }
 
 // Refuses the fields no forward kernel implements, in this order: a paged K/V table, RoPE (which

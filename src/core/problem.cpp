@@ -18,8 +18,9 @@ bool Problem::is_backward() const {
          family == Family::bwd_convert_dq;
 }
 
+// With device index arrays the host knows only the longest lengths: those stand in below.
 int64_t Problem::query_length(int64_t b) const {
-  if (mode == Mode::group) return seqstart_q[b + 1] - seqstart_q[b];
+  if (mode == Mode::group && !seqstart_q.empty()) return seqstart_q[b + 1] - seqstart_q[b];
   return seqlen_q;
 }
 
@@ -30,7 +31,7 @@ int64_t Problem::key_length(int64_t b) const {
 }
 
 int64_t Problem::query_start(int64_t b) const {
-  return mode == Mode::group ? seqstart_q[b] : 0;
+  return mode == Mode::group && !seqstart_q.empty() ? seqstart_q[b] : 0;
 }
 
 int64_t Problem::key_start(int64_t b) const {
@@ -38,7 +39,8 @@ int64_t Problem::key_start(int64_t b) const {
 }
 
 int64_t Problem::total_q() const {
-  return mode == Mode::group ? seqstart_q.back() : batch * seqlen_q;
+  if (mode != Mode::group) return batch * seqlen_q;
+  return seqstart_q.empty() ? 0 : seqstart_q.back();  // 0: unknown on the host
 }
 
 Problem::PageSlot Problem::page_slot(int64_t b, int64_t j) const {
@@ -128,6 +130,23 @@ ProblemBuilder& ProblemBuilder::key_lengths(std::vector<int64_t> seqlen_k_per_ba
   int64_t max_k = problem_.seqstart_k.empty() ? 0 : problem_.seqlen_k;
   for (int64_t len : problem_.seqlen_k_per_batch) max_k = std::max(max_k, len);
   problem_.seqlen_k = std::max(problem_.seqlen_k, max_k);
+  return *this;
+}
+
+ProblemBuilder& ProblemBuilder::group_on_device(const int64_t* seqstart_q,
+                                                const int64_t* seqstart_k, int64_t batch,
+                                                int64_t max_seqlen_q, int64_t max_seqlen_k) {
+  problem_.mode = Mode::group;
+  problem_.device_indices.seqstart_q = seqstart_q;
+  problem_.device_indices.seqstart_k = seqstart_k;
+  problem_.batch = batch;
+  problem_.seqlen_q = max_seqlen_q;
+  problem_.seqlen_k = max_seqlen_k;
+  return *this;
+}
+
+ProblemBuilder& ProblemBuilder::key_lengths_on_device(const int64_t* seqlen_k_per_batch) {
+  problem_.device_indices.seqlen_k = seqlen_k_per_batch;
   return *this;
 }
 

@@ -30,7 +30,20 @@ void check_seqstart(const std::vector<int64_t>& starts, std::string_view field, 
                ")"));
 }
 
+// Device prefix sums replace the host ones; only their presence can be checked here.
+void check_device_group_mode(const Problem& p) {
+  const DeviceIndexArrays& device = p.device_indices;
+  if (!p.seqstart_q.empty() || !p.seqstart_k.empty())
+    fail(cat("seqstart_q/seqstart_k have host entries and device_indices.seqstart_q is set: give "
+             "the prefix sums one way"));
+  if (device.seqstart_k == nullptr && !p.is_paged())
+    fail("device_indices.seqstart_k is null but device_indices.seqstart_q is set: group mode "
+         "needs both prefix sums on the device");
+  if (p.batch < 1) fail(cat("batch = ", p.batch, ": group mode on device indices needs batch >= 1"));
+}
+
 void check_group_mode(const Problem& p) {
+  if (p.device_indices.seqstart_q != nullptr) return check_device_group_mode(p);
   if (p.seqstart_q.empty())
     fail(cat("seqstart_q is empty but mode = group needs batch + 1 = ", p.batch + 1,
              " prefix sums"));
@@ -96,7 +109,12 @@ void check_sequences(const Problem& p) {
       fail(cat("seqstart_q has ", p.seqstart_q.size(), " entries but mode = batch ignores it"));
     if (!p.seqstart_k.empty())
       fail(cat("seqstart_k has ", p.seqstart_k.size(), " entries but mode = batch ignores it"));
+    if (p.device_indices.seqstart_q != nullptr || p.device_indices.seqstart_k != nullptr)
+      fail("device_indices.seqstart_q/seqstart_k are set but mode = batch ignores them");
   }
+  if (p.device_indices.seqlen_k != nullptr && !p.seqlen_k_per_batch.empty())
+    fail(cat("seqlen_k_per_batch has ", p.seqlen_k_per_batch.size(),
+             " host entries and device_indices.seqlen_k is set: give the key lengths one way"));
 
   const auto& lengths = p.seqlen_k_per_batch;
   if (!lengths.empty()) {

@@ -73,7 +73,13 @@ ViewRule split_rule(const Problem& p, std::string field, bool with_dim) {
   const ViewRule lse = lse_rule(p, "");
   dims.insert(dims.end(), lse.shape.begin(), lse.shape.end());
   if (with_dim) dims.push_back({"hdim_v", p.hdim_v});
-  return {std::move(field), {DType::fp32}, std::move(dims)};
+  std::vector<DType> dtypes = {DType::fp32};
+  // The combine also merges finished 16-bit attention outputs (merge_states), whose partial O
+  // has the problem's dtype; split kernels always write fp32.
+  const bool sixteen_bit = p.dtype == DType::fp16 || p.dtype == DType::bf16;
+  if (with_dim && p.family == Family::fwd_splitkv_combine && sixteen_bit)
+    dtypes.push_back(p.dtype);
+  return {std::move(field), std::move(dtypes), std::move(dims)};
 }
 
 }  // namespace
@@ -98,8 +104,12 @@ void check_main_views(const Problem& p) {
 }
 
 void check_split(const Problem& p) {
-  if (p.split.num_splits < 1)
-    fail(cat("split.num_splits = ", p.split.num_splits, " must be at least 1"));
+  const bool explicit_partials =
+      p.family == Family::fwd_splitkv || p.family == Family::fwd_splitkv_combine;
+  if (p.split.num_splits < (explicit_partials ? 1 : 0))
+    fail(cat("split.num_splits = ", p.split.num_splits,
+             explicit_partials ? " must be at least 1 for family " : " must be at least 0 (auto) for family ",
+             to_string(p.family)));
   Use use = Use::none;
   if (p.family == Family::fwd_splitkv) use = Use::writes;
   if (p.family == Family::fwd_splitkv_combine) use = Use::reads;

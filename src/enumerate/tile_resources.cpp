@@ -4,6 +4,7 @@
 
 #include "enumerate/family_traits.hpp"
 #include "fmha/fwd_sm90_shape.h"
+#include "templates/template_table.hpp"
 
 namespace tilefmha::enumerate {
 namespace {
@@ -35,6 +36,10 @@ int64_t accumulator_values(const KernelConfig& c) {
 }  // namespace
 
 int64_t tile_smem_bytes(const KernelConfig& c) {
+  // A kernel that exists states its own layout; the estimates below cover the rest.
+  if (const templates::KernelTemplate* built = templates::find_kernel_template(c.family, c.pipeline);
+      built != nullptr && !built->supports(c))
+    return built->shared_bytes(c);
   const int64_t e = dtype_size(c.dtype);
   const int64_t bm = c.block_m, bn = c.block_n, stages = c.stages;
   const int64_t hq = c.hdim_q, hv = c.hdim_v;

@@ -50,6 +50,7 @@ CudaDriverLoad load_cuda_driver(const std::string& library_name) {
       bind(library, "cuDevicePrimaryCtxRelease_v2", api.primary_ctx_release, failure) &&
       bind(library, "cuCtxSetCurrent", api.ctx_set_current, failure) &&
       bind(library, "cuCtxSynchronize", api.ctx_synchronize, failure) &&
+      bind(library, "cuCtxGetCurrent", api.ctx_get_current, failure) &&
       bind(library, "cuModuleLoadData", api.module_load_data, failure) &&
       bind(library, "cuModuleUnload", api.module_unload, failure) &&
       bind(library, "cuModuleGetFunction", api.module_get_function, failure) &&
@@ -59,11 +60,14 @@ CudaDriverLoad load_cuda_driver(const std::string& library_name) {
       bind(library, "cuMemFree_v2", api.mem_free, failure) &&
       bind(library, "cuMemcpyHtoD_v2", api.memcpy_htod, failure) &&
       bind(library, "cuMemcpyDtoH_v2", api.memcpy_dtoh, failure) &&
+      bind(library, "cuMemcpyHtoDAsync_v2", api.memcpy_htod_async, failure) &&
       bind(library, "cuMemsetD8_v2", api.memset_d8, failure) &&
       bind(library, "cuMemsetD8Async", api.memset_d8_async, failure) &&
       bind(library, "cuStreamCreate", api.stream_create, failure) &&
       bind(library, "cuStreamSynchronize", api.stream_synchronize, failure) &&
       bind(library, "cuStreamDestroy_v2", api.stream_destroy, failure) &&
+      bind(library, "cuStreamWaitEvent", api.stream_wait_event, failure) &&
+      bind(library, "cuStreamIsCapturing", api.stream_is_capturing, failure) &&
       bind(library, "cuEventCreate", api.event_create, failure) &&
       bind(library, "cuEventRecord", api.event_record, failure) &&
       bind(library, "cuEventSynchronize", api.event_synchronize, failure) &&
@@ -103,6 +107,15 @@ std::string gpu_unavailable_reason() {
     return {};
   } catch (const Error& error) {
     return error.what();
+  }
+}
+
+bool context_is_current() {
+  try {
+    CUcontext context = nullptr;
+    return cuda_driver().ctx_get_current(&context) == 0 && context != nullptr;
+  } catch (const Error&) {
+    return false;
   }
 }
 

@@ -29,6 +29,7 @@ constexpr int cu_device_attribute_clock_rate_khz = 13;         // peak SM clock
 constexpr int cu_device_attribute_memory_clock_rate_khz = 36;  // peak memory clock
 constexpr unsigned cu_stream_non_blocking = 1;  // no implicit sync with the legacy stream
 constexpr unsigned cu_event_default = 0;        // timing enabled
+constexpr unsigned cu_event_disable_timing = 2;  // ordering only: cheaper to record
 
 // The 128-byte CUtensorMap (64-byte aligned), filled by cuTensorMapEncodeTiled.
 struct alignas(64) CuTensorMap {
@@ -48,6 +49,7 @@ struct CudaDriverApi {
   CUresult (*primary_ctx_release)(CUdevice device);
   CUresult (*ctx_set_current)(CUcontext context);
   CUresult (*ctx_synchronize)();
+  CUresult (*ctx_get_current)(CUcontext* context);
   CUresult (*module_load_data)(CUmodule* module, const void* image);
   CUresult (*module_unload)(CUmodule module);
   CUresult (*module_get_function)(CUfunction* function, CUmodule module, const char* name);
@@ -60,12 +62,17 @@ struct CudaDriverApi {
   CUresult (*mem_free)(CUdeviceptr pointer);
   CUresult (*memcpy_htod)(CUdeviceptr destination, const void* source, size_t bytes);
   CUresult (*memcpy_dtoh)(void* destination, CUdeviceptr source, size_t bytes);
+  CUresult (*memcpy_htod_async)(CUdeviceptr destination, const void* source, size_t bytes,
+                                CUstream stream);
   CUresult (*memset_d8)(CUdeviceptr destination, unsigned char value, size_t bytes);
   CUresult (*memset_d8_async)(CUdeviceptr destination, unsigned char value, size_t bytes,
                               CUstream stream);
   CUresult (*stream_create)(CUstream* stream, unsigned flags);
   CUresult (*stream_synchronize)(CUstream stream);
   CUresult (*stream_destroy)(CUstream stream);
+  CUresult (*stream_wait_event)(CUstream stream, CUevent event, unsigned flags);
+  // status: 0 none, 1 active, 2 invalidated (CUstreamCaptureStatus).
+  CUresult (*stream_is_capturing)(CUstream stream, int* status);
   CUresult (*event_create)(CUevent* event, unsigned flags);
   CUresult (*event_record)(CUevent event, CUstream stream);
   CUresult (*event_synchronize)(CUevent event);
@@ -97,6 +104,10 @@ const CudaDriverApi& cuda_driver();
 
 // Empty when a driver and at least one GPU are usable, else the reason (for skipping GPU work).
 std::string gpu_unavailable_reason();
+
+// Whether this thread has a current CUDA context (false where no driver loads): planning loads
+// kernels only then, so plans can also be made on machines without a GPU.
+bool context_is_current();
 
 // Throws Error(runtime) "<call> failed: CUDA_ERROR_X (description)" unless result is success.
 void check_cuda(CUresult result, std::string_view call);

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "jit/content_hash.hpp"
+#include "jit/cubin_arch.hpp"
 #include "jit/embedded_headers.hpp"
 #include "jit/nvrtc_api.hpp"
 #include "tilefmha/error.hpp"
@@ -72,6 +73,18 @@ std::string temporary_suffix() {
          std::to_string(now);
 }
 
+// What sits at `path` when it is neither missing nor a regular file, for messages.
+const char* file_kind(std::filesystem::file_type type) {
+  switch (type) {
+    case std::filesystem::file_type::directory: return "directory";
+    case std::filesystem::file_type::block: return "block device";
+    case std::filesystem::file_type::character: return "character device";
+    case std::filesystem::file_type::fifo: return "FIFO";
+    case std::filesystem::file_type::socket: return "socket";
+    default: return "non-regular file";
+  }
+}
+
 }  // namespace
 
 std::string cache_key(std::string_view name, std::string_view source,
@@ -114,8 +127,31 @@ std::filesystem::path KernelCache::entry_path(std::string_view key) const {
 }
 
 CacheRead KernelCache::read(std::string_view key) const {
+  return read_entry(key, {});
+}
+
+CacheRead KernelCache::read(std::string_view key, std::string_view arch) const {
+  return read_entry(key, arch);
+}
+
+CacheRead KernelCache::read_entry(std::string_view key, std::string_view arch) const {
   CacheRead result;
   const std::filesystem::path path = entry_path(key);
+  std::error_code status_error;
+  const std::filesystem::file_status status = std::filesystem::status(path, status_error);
+  if (!std::filesystem::exists(status)) {
+    if (status_error && status.type() != std::filesystem::file_type::not_found) {
+      result.problem =
+          "cache entry path " + path.string() + " cannot be examined: " + status_error.message();
+    }
+    return result;
+  }
+  if (!std::filesystem::is_regular_file(status)) {
+    // Not ours to remove (it may be a user's directory); reading it would fail anyway.
+    result.problem =
+        "cache entry path " + path.string() + " is a " + file_kind(status.type()) + ", not a file";
+    return result;
+  }
   std::ifstream file(path, std::ios::binary);
   if (!file) return result;
   std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
@@ -128,8 +164,18 @@ CacheRead KernelCache::read(std::string_view key) const {
     std::filesystem::remove(path, ignored);
     return result;
   }
+  const std::span<const char> payload(bytes.data() + header_bytes, bytes.size() - header_bytes);
+  if (!arch.empty()) {
+    // The checksum only proves the file is what was written; a shared cache directory or a
+    // key collision can still hold another GPU's code, which would fail to load or misbehave.
+    if (std::string mismatch = cubin_arch_mismatch(payload, arch); !mismatch.empty()) {
+      result.lookup = CacheLookup::wrong_arch;
+      result.problem = "cache entry " + path.string() + " not served: " + mismatch;
+      return result;
+    }
+  }
   result.lookup = CacheLookup::hit;
-  result.cubin.assign(bytes.begin() + header_bytes, bytes.end());
+  result.cubin.assign(payload.begin(), payload.end());
   return result;
 }
 
@@ -147,6 +193,13 @@ void KernelCache::write(std::string_view key, std::span<const char> cubin) const
   std::memcpy(header + 32, key.data(), key_bytes);
 
   const std::filesystem::path path = entry_path(key);
+  std::error_code status_error;
+  if (const auto status = std::filesystem::status(path, status_error);
+      std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    // rename() cannot replace it; fail before writing a temporary file for nothing.
+    throw Error(ErrorKind::io, "cannot write kernel cache entry '" + path.string() + "': a " +
+                                   file_kind(status.type()) + " is in the way");
+  }
   std::filesystem::path temporary = path;
   temporary += temporary_suffix();
   {

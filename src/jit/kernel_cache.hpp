@@ -10,6 +10,11 @@
 // (integers little-endian). Writers write a unique temporary file and rename it over the
 // entry, so readers in other threads or processes see the old file or the new one, never a
 // mix; a crash leaves at most a stray temporary file.
+//
+// An intact entry is served only when its cubin's ELF header names the SM version the lookup
+// asked for (cubin_arch.hpp). Anything but a regular file at an entry's path (a directory, a
+// socket) is a miss that is left alone; writing there fails with Error(io), which
+// compile_cached turns into a skipped store.
 #pragma once
 
 #include <filesystem>
@@ -27,12 +32,20 @@ namespace tilefmha::jit {
 std::string cache_key(std::string_view name, std::string_view source,
                       const CompileOptions& options);
 
-enum class CacheLookup { hit, miss, corrupt };
+enum class CacheLookup {
+  hit,
+  miss,        // no entry, or something other than a regular file at its path (see problem)
+  corrupt,     // the file failed the integrity checks and was removed
+  wrong_arch,  // intact, but the cubin is not for the arch asked for or its ELF header is
+               // unreadable; left in place for the fresh compile to overwrite
+};
 
 struct CacheRead {
   CacheLookup lookup = CacheLookup::miss;
   std::vector<char> cubin;  // filled on a hit
-  std::string problem;      // what was wrong with a corrupt entry (which was then removed)
+  // Why a corrupt or wrong-arch entry was not served, or why its path cannot hold an entry;
+  // empty on a hit and a plain miss.
+  std::string problem;
 };
 
 class KernelCache {
@@ -47,11 +60,17 @@ class KernelCache {
   const std::filesystem::path& directory() const { return directory_; }
   std::filesystem::path entry_path(std::string_view key) const;
 
+  // Integrity checks only: serves any intact entry, whatever its cubin's arch.
   CacheRead read(std::string_view key) const;
-  // Throws Error(io) naming the path when the entry cannot be written.
+  // Also checks that the cubin was built for NVRTC target `arch` ("sm_90a"): an intact entry
+  // for another SM version is CacheLookup::wrong_arch.
+  CacheRead read(std::string_view key, std::string_view arch) const;
+  // Throws Error(io) naming the path when the entry cannot be written, e.g. when a directory
+  // sits at its path.
   void write(std::string_view key, std::span<const char> cubin) const;
 
  private:
+  CacheRead read_entry(std::string_view key, std::string_view arch) const;
   std::filesystem::path directory_;
 };
 

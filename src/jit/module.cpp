@@ -106,10 +106,28 @@ CUfunction LoadedModule::function(const std::string& kernel_name) const {
   return function;
 }
 
+void prepare_launch(CUfunction function, LaunchShape& shape) {
+  if (shape.dynamic_shared_bytes > default_dynamic_shared_limit) {
+    check_cuda(cuda_driver().func_set_attribute(function,
+                                                cu_func_attribute_max_dynamic_shared_size_bytes,
+                                                static_cast<int>(shape.dynamic_shared_bytes)),
+               "cuFuncSetAttribute(max dynamic shared memory " +
+                   std::to_string(shape.dynamic_shared_bytes) + ")");
+  }
+  shape.shared_limit_raised = true;
+}
+
+void copy_to_device_async(CUdeviceptr destination, std::span<const std::byte> source,
+                          CUstream stream) {
+  if (source.empty()) return;
+  check_cuda(cuda_driver().memcpy_htod_async(destination, source.data(), source.size(), stream),
+             "cuMemcpyHtoDAsync(" + std::to_string(source.size()) + " bytes)");
+}
+
 void launch_kernel(CUfunction function, const LaunchShape& shape, void** arguments,
                    CUstream stream) {
   const CudaDriverApi& api = cuda_driver();
-  if (shape.dynamic_shared_bytes > default_dynamic_shared_limit) {
+  if (!shape.shared_limit_raised && shape.dynamic_shared_bytes > default_dynamic_shared_limit) {
     check_cuda(api.func_set_attribute(function, cu_func_attribute_max_dynamic_shared_size_bytes,
                                       static_cast<int>(shape.dynamic_shared_bytes)),
                "cuFuncSetAttribute(max dynamic shared memory " +
@@ -186,8 +204,9 @@ void Stream::synchronize() const {
   check_cuda(cuda_driver().stream_synchronize(stream_), "cuStreamSynchronize");
 }
 
-Event::Event() {
-  check_cuda(cuda_driver().event_create(&event_, cu_event_default), "cuEventCreate");
+Event::Event(bool timing) {
+  check_cuda(cuda_driver().event_create(&event_, timing ? cu_event_default : cu_event_disable_timing),
+             "cuEventCreate");
 }
 
 Event::~Event() {
@@ -206,6 +225,10 @@ Event& Event::operator=(Event&& other) noexcept {
 
 void Event::record(CUstream stream) {
   check_cuda(cuda_driver().event_record(event_, stream), "cuEventRecord");
+}
+
+void Event::wait_on(CUstream stream) const {
+  check_cuda(cuda_driver().stream_wait_event(stream, event_, 0), "cuStreamWaitEvent");
 }
 
 void Event::synchronize() const {

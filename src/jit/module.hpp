@@ -56,11 +56,22 @@ struct LaunchShape {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned dynamic_shared_bytes = 0;  // above 48 KiB the kernel's limit is raised first
+  // Set by prepare_launch: the function's limit already allows dynamic_shared_bytes, so a launch
+  // skips the attribute call (a plan raises it once, not on every run).
+  bool shared_limit_raised = false;
 };
+
+// Raises `function`'s dynamic shared-memory limit to what `shape` needs and marks the shape.
+void prepare_launch(CUfunction function, LaunchShape& shape);
 
 // `arguments[i]` points at the i-th kernel parameter's value.
 void launch_kernel(CUfunction function, const LaunchShape& shape, void** arguments,
                    CUstream stream = nullptr);
+
+// Queues a copy of `source` to device address `destination` on `stream`. Pageable host memory
+// is staged by the driver before the call returns, so `source` may go away at once.
+void copy_to_device_async(CUdeviceptr destination, std::span<const std::byte> source,
+                          CUstream stream);
 
 class DeviceBuffer {
  public:
@@ -104,7 +115,8 @@ class Stream {
 // A timing event of the current context.
 class Event {
  public:
-  Event();
+  // `timing` false makes an ordering-only event, cheaper to record.
+  explicit Event(bool timing = true);
   ~Event();
   Event(Event&& other) noexcept;
   Event& operator=(Event&& other) noexcept;
@@ -112,6 +124,8 @@ class Event {
   Event& operator=(const Event&) = delete;
 
   void record(CUstream stream);
+  // Makes later work on `stream` wait for this event's last record (no host wait).
+  void wait_on(CUstream stream) const;
   void synchronize() const;
   CUevent handle() const { return event_; }
 

@@ -1,8 +1,14 @@
+#include "tilefmha/error.hpp"
 #include "tilefmha/reference.hpp"
 
 namespace tilefmha::reference {
 
 void run(const Problem& problem) {
+  // The reference walks sequences on the host; it cannot read lengths kept on the device.
+  if (problem.device_indices.any())
+    throw Error(ErrorKind::invalid_problem,
+                "device_indices is set but the CPU reference needs the index arrays as host "
+                "vectors (seqstart_q, seqstart_k, seqlen_k_per_batch)");
   switch (problem.family) {
     case Family::fwd:
     case Family::fwd_pagedkv:

@@ -2,12 +2,15 @@
 // profile's enumeration for the device arch, restricted to the families a problem runs.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "tilefmha/kernel_config.hpp"
 
 namespace tilefmha::runtime {
 
-std::vector<KernelConfig> default_candidates(Arch arch, const std::vector<Family>& families);
+// `profile` names a file of data/profiles.
+std::vector<KernelConfig> default_candidates(Arch arch, const std::vector<Family>& families,
+                                             const std::string& profile = "full");
 
 }  // namespace tilefmha::runtime

@@ -1,80 +1,28 @@
 #include "runtime/dispatcher.hpp"
 
 #include <algorithm>
-#include <cmath>
+#include <mutex>
 #include <set>
 #include <sstream>
 
-#include "codegen/fwd_sm90.hpp"
-#include "codegen/generate.hpp"
 #include "jit/cached_compiler.hpp"
-#include "jit/cuda_driver.hpp"
 #include "jit/target_arch.hpp"
-#include "runtime/device_indices.hpp"
-#include "runtime/fwd_params.hpp"
-#include "runtime/fwd_sm90_params.hpp"
+#include "runtime/heuristics.hpp"
 #include "runtime/kernel_match.hpp"
+#include "runtime/stage_runner.hpp"
+#include "templates/template_table.hpp"
 #include "tilefmha/error.hpp"
 #include "tilefmha/validate.hpp"
 
 namespace tilefmha::runtime {
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
-
-// Higher is better among kernels that fit: the fastest pipeline, the least head-dim padding,
-// no predication the problem does not need, then a tile that fills the SMs in whole waves.
-double preference(const KernelConfig& kernel, const Problem& problem, const DeviceInfo& device) {
-  double score = 0;
-  if (kernel.pipeline == Pipeline::sm90_ws) score += 1000;
-  if (kernel.pipeline == Pipeline::sm80_mma) score += 500;
-  score -= 2.0 * ((kernel.hdim_q - problem.hdim_q) + (kernel.hdim_v - problem.hdim_v));
-  const bool ragged_q = problem.mode == Mode::group || problem.seqlen_q % kernel.block_m != 0;
-  const bool ragged_k = problem.mode == Mode::group || !problem.seqlen_k_per_batch.empty() ||
-                        problem.seqlen_k % kernel.block_n != 0;
-  // Predicated loads cost the portable pipeline; TMA bounds-checks sequence tiles for free.
-  const bool padding_costs = kernel.pipeline != Pipeline::sm90_ws;
-  if (padding_costs && kernel.pad_seqlen_q && !ragged_q) score -= 20;
-  if (padding_costs && kernel.pad_seqlen_k && !ragged_k) score -= 20;
-  if ((kernel.pad_hdim_q && kernel.hdim_q == problem.hdim_q) ||
-      (kernel.pad_hdim_v && kernel.hdim_v == problem.hdim_v))
-    score -= 10;
-  const int64_t ctas = problem.batch * problem.nhead_q * ceil_div(problem.seqlen_q, kernel.block_m);
-  const int64_t waves = std::max<int64_t>(1, ceil_div(ctas, device.sm_count));
-  const double wave_efficiency = static_cast<double>(ctas) / (waves * device.sm_count);
-  score += 100 * wave_efficiency;
-  // Bigger tiles amortize the K/V traffic once the grid fills the machine; key blocks wider
-  // than 128 pay off only on long rows: from 8k keys unmasked, from 16k causal (sm90_ws at
-  // hdim 128: below those the 128-wide tile, whose O buffer fits beside its rings, runs on a
-  // persistent grid and wins; docs/performance.md).
-  if (ctas >= device.sm_count) score += kernel.block_m / 16.0 + kernel.block_n / 32.0;
-  const int64_t long_rows = problem.mask.kind == MaskKind::none ? 8192 : 16384;
-  if (kernel.block_n > 128 && problem.seqlen_k < long_rows) score -= 10;
-  // Masked short rows: few key blocks per query block, so the 192-row tile's extra masked work
-  // and fewer, longer tiles lose to 128 rows (sm90_ws hdim 64 causal up to 2k: +13-15%).
-  if (kernel.block_m > 128 && problem.mask.kind != MaskKind::none && problem.seqlen_q <= 2048)
-    score -= 10;
-  // Masked rows of 512 to 2k on one-consumer tiles that share an SM two CTAs at a time: one
-  // CTA's tile ramp and epilogue run under the other's main loop (sm90_ws hdim 64 causal: 64
-  // rows beat 128 by 1-5% and 192 by 8-49%).
-  const bool masked_short =
-      problem.mask.kind != MaskKind::none && problem.seqlen_q >= 512 && problem.seqlen_q <= 2048;
-  if (masked_short && kernel.pipeline == Pipeline::sm90_ws && codegen::sm90_ctas_per_sm(kernel) > 1)
-    score += 6;
-  score += kernel.stages;  // deeper pipelines hide latency when shared memory allows
-  return score;
-}
-
-// The kernel as launched: an sm90_ws forward kernel runs in its persistent form (CTAs looping
-// over tiles on every CTA slot of the SMs) where that pays for the problem.
-KernelConfig launch_form(KernelConfig kernel, const Problem& problem) {
-  if (kernel.pipeline != Pipeline::sm90_ws || kernel.family != Family::fwd) return kernel;
-  if (codegen::sm90_pack_gqa_pays(kernel, problem))
-    kernel.pack_gqa = true;  // short rows: one CTA per packed tile
-  else if (codegen::sm90_persistent_grid_pays(kernel, problem))
-    kernel.persistent = true;
+// Launch forms are derived per problem (heuristics::launch_form): a registry entry built in one
+// of them is a candidate only in its enumerated form, so one problem's form never leaks into
+// another's plan.
+KernelConfig enumerated_form(KernelConfig kernel) {
+  kernel.persistent = false;
+  kernel.pack_gqa = false;
   return kernel;
 }
 
@@ -88,26 +36,49 @@ std::vector<CandidateVerdict> Dispatcher::verdicts(const Problem& problem, Famil
   for (const auto& candidate : options_.candidates) pool.push_back(candidate);
   std::set<std::string> seen;
   std::vector<CandidateVerdict> out;
-  for (const auto& kernel : pool) {
+  for (const KernelConfig& listed : pool) {
+    const KernelConfig kernel = enumerated_form(listed);
     if (kernel.family != stage || !seen.insert(kernel.name()).second) continue;
-    CandidateVerdict verdict{
-        kernel, rejection_reason(kernel, problem, stage, device_.arch).value_or(""), 0};
-    if (verdict.rejection.empty()) {
-      try {
-        codegen::check_supported(kernel);
-        verdict.score = preference(kernel, problem, device_);
-      } catch (const Error& e) {
-        verdict.rejection = std::string("codegen: ") + e.what();
-      }
+    CandidateVerdict verdict{kernel, "", "", 0};
+    std::optional<Rejection> rejection = match_rejection(kernel, problem, stage, device_.arch);
+    if (!rejection) rejection = templates::build_rejection(kernel);
+    if (!rejection) {
+      const KernelConfig launched = launch_form(kernel, problem);
+      if (auto refused = templates::build_rejection(launched))
+        rejection = refused;
+      else
+        rejection = templates::find_kernel_template(kernel.family, kernel.pipeline)
+                        ->can_implement(launched, problem);
+    }
+    if (rejection) {
+      verdict.rejection = rejection->text;
+      verdict.rejection_field = rejection->field;
+    } else {
+      verdict.score = kernel_preference(kernel, problem, device_);
     }
     out.push_back(std::move(verdict));
   }
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     if (a.rejection.empty() != b.rejection.empty()) return a.rejection.empty();
     if (a.rejection.empty()) return a.score > b.score;
-    return match_depth(a.rejection) > match_depth(b.rejection);
+    return field_depth(a.rejection_field) > field_depth(b.rejection_field);
   });
   return out;
+}
+
+const CandidateVerdict& Dispatcher::best_or_throw(const std::vector<CandidateVerdict>& verdicts,
+                                                  const Problem& problem, Family stage) const {
+  if (!verdicts.empty() && verdicts.front().rejection.empty()) return verdicts.front();
+  std::ostringstream message;
+  message << "no kernel for stage " << to_string(stage) << " of " << problem.describe() << " on "
+          << to_string(device_.arch);
+  if (verdicts.empty())
+    message << ": no candidate kernels of that family";
+  else
+    message << "; closest candidates:";
+  for (size_t i = 0; i < std::min<size_t>(5, verdicts.size()); ++i)
+    message << "\n  " << verdicts[i].kernel.name() << ": " << verdicts[i].rejection;
+  throw Error(ErrorKind::no_kernel, message.str());
 }
 
 std::vector<CandidateVerdict> Dispatcher::explain(const Problem& problem) const {
@@ -117,79 +88,109 @@ std::vector<CandidateVerdict> Dispatcher::explain(const Problem& problem) const 
     auto stage_verdicts = verdicts(problem, stage);
     all.insert(all.end(), stage_verdicts.begin(), stage_verdicts.end());
   }
+  if (split_kv_allowed(problem)) {
+    for (Family stage : {Family::fwd_splitkv, Family::fwd_splitkv_combine}) {
+      auto stage_verdicts = verdicts(problem, stage);
+      all.insert(all.end(), stage_verdicts.begin(), stage_verdicts.end());
+    }
+  }
   return all;
 }
 
-void Dispatcher::ensure_built(const KernelConfig& kernel) {
-  if (registry_.is_built(kernel)) return;
-  jit::CompileOptions compile = options_.compile;
-  compile.arch = jit::nvrtc_target(kernel.arch);
-  auto built = jit::compile_cached(kernel.symbol(), codegen::generate_source(kernel), compile,
-                                   options_.cache.get());
-  registry_.add(kernel, std::move(built.cubin));
+PlannedStage Dispatcher::prepare_stage(const KernelConfig& kernel, const Problem& problem,
+                                       int64_t num_splits) {
+  const templates::KernelTemplate& kernel_template = templates::kernel_template(kernel);
+  registry_.ensure_built(kernel, [&] {
+    jit::CompileOptions compile = options_.compile;
+    compile.arch = jit::nvrtc_target(kernel.arch);
+    return jit::compile_cached(kernel.symbol(), kernel_template.source(kernel), compile,
+                               options_.cache.get())
+        .cubin;
+  });
+  PlannedStage stage{kernel, &kernel_template, nullptr,
+                     kernel_template.launch_shape(kernel, problem, {device_.sm_count, num_splits})};
+  // Without a current context (planning on a machine with no GPU) the run loads it instead.
+  if (jit::context_is_current()) {
+    stage.function = registry_.function(kernel);
+    jit::prepare_launch(stage.function, stage.shape);
+  }
+  return stage;
+}
+
+std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem) {
+  auto plan = std::make_shared<Plan>();
+  plan->key = PlanKey::of(problem);
+  std::ostringstream why;
+  auto describe = [&](const CandidateVerdict& best, const PlannedStage& stage, size_t others) {
+    why << to_string(stage.kernel.family) << ": " << stage.kernel.name() << " (score "
+        << best.score << ", " << others << " other candidates"
+        << (stage.kernel.persistent ? "; persistent grid" : "")
+        << (stage.kernel.pack_gqa ? "; GQA groups packed" : "") << "; grid " << stage.shape.grid[0]
+        << "x" << stage.shape.grid[1] << "x" << stage.shape.grid[2] << ")\n";
+  };
+
+  // A forward problem runs as split-KV + combine where the one-pass grid leaves the device idle.
+  if (split_kv_allowed(problem)) {
+    const auto split_verdicts = verdicts(problem, Family::fwd_splitkv);
+    const auto combine_verdicts = verdicts(problem, Family::fwd_splitkv_combine);
+    const bool splittable = !split_verdicts.empty() && split_verdicts.front().rejection.empty() &&
+                            !combine_verdicts.empty() &&
+                            combine_verdicts.front().rejection.empty();
+    if (splittable || problem.split.num_splits > 1) {
+      const CandidateVerdict& split_best =
+          best_or_throw(split_verdicts, problem, Family::fwd_splitkv);
+      const CandidateVerdict& combine_best =
+          best_or_throw(combine_verdicts, problem, Family::fwd_splitkv_combine);
+      const KernelConfig split_kernel = launch_form(split_best.kernel, problem);
+      const int64_t splits = choose_num_splits(problem, split_kernel, device_);
+      if (splits > 1) {
+        plan->num_splits = splits;
+        plan->stages.push_back(prepare_stage(split_kernel, problem, splits));
+        describe(split_best, plan->stages.back(), split_verdicts.size() - 1);
+        plan->stages.push_back(prepare_stage(combine_best.kernel, problem, splits));
+        describe(combine_best, plan->stages.back(), combine_verdicts.size() - 1);
+        why << "split-KV: " << splits << " splits\n";
+      }
+    }
+  }
+  if (plan->stages.empty()) {
+    for (Family stage : stage_families(problem)) {
+      const auto stage_verdicts = verdicts(problem, stage);
+      const CandidateVerdict& best = best_or_throw(stage_verdicts, problem, stage);
+      plan->stages.push_back(
+          prepare_stage(launch_form(best.kernel, problem), problem, problem.split.num_splits));
+      describe(best, plan->stages.back(), stage_verdicts.size() - 1);
+    }
+  }
+  plan->workspace = workspace_layout(problem, plan->num_splits);
+  if (plan->workspace.bytes > 0)
+    plan->owned_workspace = std::make_unique<OwnedWorkspace>(plan->workspace.bytes);
+  plan->explanation = why.str();
+  return plan;
 }
 
 std::shared_ptr<const Plan> Dispatcher::plan(const Problem& problem) {
   validate(problem);
-  const std::string signature = problem_signature(problem);
+  const PlanKey key = PlanKey::of(problem);
   {
-    std::lock_guard lock(mutex_);
-    if (auto it = plans_.find(signature); it != plans_.end()) return it->second;
+    std::shared_lock lock(mutex_);
+    if (auto it = plans_.find(key); it != plans_.end()) return it->second;
   }
-  auto plan = std::make_shared<Plan>();
-  plan->signature = signature;
-  std::ostringstream why;
-  for (Family stage : stage_families(problem)) {
-    const auto stage_verdicts = verdicts(problem, stage);
-    if (stage_verdicts.empty() || !stage_verdicts.front().rejection.empty()) {
-      std::ostringstream message;
-      message << "no kernel for stage " << to_string(stage) << " of " << problem.describe()
-              << " on " << to_string(device_.arch);
-      if (stage_verdicts.empty())
-        message << ": no candidate kernels of that family";
-      else
-        message << "; closest candidates:";
-      for (size_t i = 0; i < std::min<size_t>(5, stage_verdicts.size()); ++i)
-        message << "\n  " << stage_verdicts[i].kernel.name() << ": " << stage_verdicts[i].rejection;
-      throw Error(ErrorKind::no_kernel, message.str());
-    }
-    const auto& best = stage_verdicts.front();
-    const KernelConfig kernel = launch_form(best.kernel, problem);
-    ensure_built(kernel);
-    plan->stages.push_back({kernel, codegen::launch_shape(kernel, problem, device_.sm_count)});
-    why << to_string(stage) << ": " << kernel.name() << " (score " << best.score << ", "
-        << (stage_verdicts.size() - 1) << " other candidates"
-        << (kernel.persistent && !best.kernel.persistent ? "; persistent grid" : "")
-        << (kernel.pack_gqa && !best.kernel.pack_gqa ? "; GQA groups packed" : "") << ")\n";
-  }
-  plan->explanation = why.str();
-  std::lock_guard lock(mutex_);
-  return plans_.try_emplace(signature, std::move(plan)).first->second;
+  // Planning (and compiling) runs unlocked; a racing planner of the same key builds an
+  // equivalent plan and the first one stored wins. Kernels still build once (Registry).
+  std::shared_ptr<const Plan> plan = build_plan(problem);
+  std::unique_lock lock(mutex_);
+  return plans_.try_emplace(key, std::move(plan)).first->second;
 }
 
-void Dispatcher::run(const Plan& plan, const Problem& problem, jit::CUstream stream) {
-  for (const auto& stage : plan.stages) {
-    if (stage.kernel.family != Family::fwd)
-      throw Error(ErrorKind::not_supported, "running " +
-                                                std::string(to_string(stage.kernel.family)) +
-                                                " kernels on the GPU is not implemented yet");
-    // Index metadata lives in host vectors; it can change between calls of one signature.
-    const DeviceIndexVectors uploads(problem);
-    const FwdDeviceIndices& indices = uploads.pointers();
-    const jit::CUfunction function = registry_.function(stage.kernel);
-    if (stage.kernel.pipeline == Pipeline::sm90_ws) {
-      fmha::Sm90FwdParams params = make_fwd_sm90_params(problem, indices, stage.kernel);
-      bind_sm90_grid(params, stage.kernel, stage.shape.grid[0]);
-      void* arguments[] = {&params};
-      jit::launch_kernel(function, stage.shape, arguments, stream);
-    } else {
-      fmha::FwdParams params = make_fwd_params(problem, indices, stage.kernel.pipeline);
-      void* arguments[] = {&params};
-      jit::launch_kernel(function, stage.shape, arguments, stream);
-    }
-    // The uploads are freed at scope end, so the launch must have consumed them.
-    if (!uploads.empty()) jit::check_cuda(jit::cuda_driver().ctx_synchronize(), "cuCtxSynchronize");
+void Dispatcher::run(const Plan& plan, const Problem& problem, jit::CUstream stream,
+                     jit::CUdeviceptr workspace) const {
+  if (plan.workspace.bytes == 0 || workspace != 0) {
+    run_stages(plan, problem, registry_, stream, workspace);
+    return;
   }
+  plan.owned_workspace->use(
+      stream, [&](jit::CUdeviceptr owned) { run_stages(plan, problem, registry_, stream, owned); });
 }
 
 }  // namespace tilefmha::runtime

@@ -1,11 +1,11 @@
-// The dispatcher (DESIGN §8): plan(Problem) picks a kernel per stage by exact traits, padding
-// needs and a heuristic over lengths, heads and SM count, JIT-compiling on first use, and
-// caches the Plan by problem signature; run(Plan, problem, stream) only fills parameters and
-// launches.
+// The dispatcher (DESIGN §8): plan(Problem) validates once, picks a kernel per stage by exact
+// traits, padding needs and the heuristics module (runtime/heuristics.hpp), decides split-KV,
+// JIT-compiles on first use (each kernel once per process), sizes the workspace and caches the
+// Plan by its typed PlanKey; run(Plan, problem, stream) only fills parameters and launches.
 #pragma once
 
 #include <memory>
-#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -31,35 +31,46 @@ struct DispatcherOptions {
 // A candidate's verdict for one stage, for --explain and for "no kernel fits" errors.
 struct CandidateVerdict {
   KernelConfig kernel;
-  std::string rejection;  // empty when it fits
-  double score = 0;       // higher is preferred among fitting kernels
+  std::string rejection;        // empty when it fits; else a sentence naming the field
+  std::string rejection_field;  // the field at fault (empty when it fits)
+  double score = 0;             // higher is preferred among fitting kernels
 };
 
 class Dispatcher {
  public:
   Dispatcher(Registry& registry, DeviceInfo device, DispatcherOptions options);
 
-  // Validates the problem and returns its plan, from the cache when the signature was planned
-  // before. Throws Error(no_kernel) naming the closest candidates when a stage has no kernel.
+  // Validates the problem and returns its plan, from the cache when its PlanKey was planned
+  // before. Needs the CUDA context current when kernels must be loaded. Throws
+  // Error(no_kernel) naming the closest candidates when a stage has no kernel.
   std::shared_ptr<const Plan> plan(const Problem& problem);
 
-  // Every candidate of every stage with its verdict, best first (no compilation).
+  // Every candidate of every stage the problem's plan would run, with its verdict, best first
+  // (no compilation).
   std::vector<CandidateVerdict> explain(const Problem& problem) const;
 
-  // Launches the plan's stages on `stream`; the problem's tensors must be device views.
-  void run(const Plan& plan, const Problem& problem, jit::CUstream stream = nullptr);
+  // Launches the plan's stages on `stream`. The problem must have the plan's PlanKey and device
+  // views; it is not validated again. Nothing is allocated and nothing waits on the host: host
+  // index vectors are queued as asynchronous copies into the workspace. `workspace` is a device
+  // address of at least plan.workspace.bytes (0: the plan's own, ordered across streams).
+  void run(const Plan& plan, const Problem& problem, jit::CUstream stream = nullptr,
+           jit::CUdeviceptr workspace = 0) const;
 
   const DeviceInfo& device() const { return device_; }
 
  private:
   std::vector<CandidateVerdict> verdicts(const Problem& problem, Family stage) const;
-  void ensure_built(const KernelConfig& kernel);
+  const CandidateVerdict& best_or_throw(const std::vector<CandidateVerdict>& verdicts,
+                                        const Problem& problem, Family stage) const;
+  PlannedStage prepare_stage(const KernelConfig& kernel, const Problem& problem,
+                             int64_t num_splits);
+  std::shared_ptr<Plan> build_plan(const Problem& problem);
 
   Registry& registry_;
   DeviceInfo device_;
   DispatcherOptions options_;
-  std::mutex mutex_;
-  std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<PlanKey, std::shared_ptr<const Plan>, PlanKeyHash> plans_;
 };
 
 }  // namespace tilefmha::runtime

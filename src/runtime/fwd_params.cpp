@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "common/philox.h"
@@ -72,14 +73,96 @@ const long long* device_index(const int64_t* pointer, bool needed, const char* f
   return needed ? reinterpret_cast<const long long*>(pointer) : nullptr;
 }
 
+// A split-KV partial: fp32 in device memory, rank 5 (O) or 4 (LSE) as SplitKv documents.
+void require_partial(const TensorView& view, const char* field, int rank) {
+  require_device(view, field);
+  if (view.dtype != DType::fp32)
+    fail(ErrorKind::not_supported, std::string(field) + ".dtype = " +
+                                       std::string(to_string(view.dtype)) +
+                                       ": split-KV partials are fp32");
+  if (view.rank != rank)
+    fail(ErrorKind::invalid_problem, std::string(field) + ".rank = " +
+                                         std::to_string(view.rank) + ", expected " +
+                                         std::to_string(rank));
+}
+
+// validate() checks a fwd_splitkv problem's own partials; a plan workspace's are checked here,
+// since the kernel writes every (split, row) they must hold.
+void require_partial_shape(const TensorView& view, const char* field,
+                           std::initializer_list<int64_t> shape) {
+  int d = 0;
+  bool same = true;
+  std::string expected, actual;
+  for (int64_t extent : shape) {
+    same = same && view.shape[d] == extent;
+    if (d > 0) {
+      expected += ", ";
+      actual += ", ";
+    }
+    expected += std::to_string(extent);
+    actual += std::to_string(view.shape[d]);
+    ++d;
+  }
+  if (!same)
+    fail(ErrorKind::invalid_problem, std::string(field) + ".shape = [" + actual +
+                                         "], expected [" + expected + "]");
+}
+
+void bind_split_partials(fmha::FwdParams& params, const Problem& p, const SplitKv& split) {
+  require_partial(split.o_acc, "split.o_acc", 5);
+  require_partial(split.lse_acc, "split.lse_acc", 4);
+  const bool group = p.mode == Mode::group;
+  const int64_t rows_batch = group ? 1 : p.batch;
+  const int64_t rows_seq = group ? p.total_q() : p.seqlen_q;
+  require_partial_shape(split.o_acc, "split.o_acc",
+                        {split.num_splits, rows_batch, p.nhead_q, rows_seq, p.hdim_v});
+  require_partial_shape(split.lse_acc, "split.lse_acc",
+                        {split.num_splits, rows_batch, p.nhead_q, rows_seq});
+  if (split.o_acc.stride[4] != 1)
+    fail(ErrorKind::not_supported, "split.o_acc.stride[4] = " +
+                                       std::to_string(split.o_acc.stride[4]) +
+                                       ": the GPU kernel needs a contiguous head dim");
+  // The split kernels store O in pairs of floats (8 bytes).
+  for (int d = 0; d < 4; ++d) {
+    if (split.o_acc.stride[d] % 2 != 0)
+      fail(ErrorKind::not_supported, "split.o_acc.stride[" + std::to_string(d) +
+                                         "] = " + std::to_string(split.o_acc.stride[d]) +
+                                         ": the GPU kernel needs an even stride (8-byte pairs)");
+  }
+  if (reinterpret_cast<uintptr_t>(split.o_acc.data) % 8 != 0)
+    fail(ErrorKind::not_supported,
+         "split.o_acc.data is not 8-byte aligned, which the GPU kernel needs");
+  if (reinterpret_cast<uintptr_t>(split.lse_acc.data) % 4 != 0)
+    fail(ErrorKind::not_supported,
+         "split.lse_acc.data is not aligned to its 4-byte elements");
+  constexpr int64_t kMaxSplits = 1024;
+  if (split.num_splits < 1 || split.num_splits > kMaxSplits)
+    fail(ErrorKind::not_supported, "split.num_splits = " + std::to_string(split.num_splits) +
+                                       ": the GPU kernels take 1..1024 splits");
+  params.num_splits = static_cast<int>(split.num_splits);
+  params.o_acc = static_cast<float*>(split.o_acc.data);
+  params.o_acc_split_stride = split.o_acc.stride[0];
+  params.o_acc_batch_stride = split.o_acc.stride[1];
+  params.o_acc_head_stride = split.o_acc.stride[2];
+  params.o_acc_seq_stride = split.o_acc.stride[3];
+  params.lse_acc = static_cast<float*>(split.lse_acc.data);
+  params.lse_acc_split_stride = split.lse_acc.stride[0];
+  params.lse_acc_batch_stride = split.lse_acc.stride[1];
+  params.lse_acc_head_stride = split.lse_acc.stride[2];
+  params.lse_acc_seq_stride = split.lse_acc.stride[3];
+}
+
 }  // namespace
 
 fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indices,
-                                Pipeline pipeline) {
+                                Pipeline pipeline, const SplitKv* split) {
   validate(p);
-  if (p.family != Family::fwd)
-    fail(ErrorKind::not_supported,
-         "family = " + std::string(to_string(p.family)) + ": FwdParams serve the fwd family");
+  if (p.family != Family::fwd && p.family != Family::fwd_splitkv)
+    fail(ErrorKind::not_supported, "family = " + std::string(to_string(p.family)) +
+                                       ": FwdParams serve the fwd and fwd_splitkv families");
+  // A fwd_splitkv problem carries its own partials; a fwd problem planned in two stages gets
+  // them from the plan workspace.
+  if (split == nullptr && p.family == Family::fwd_splitkv) split = &p.split;
   // The CUDA-core pipeline reads fp32 element by element; the tensor-core ones 16-byte chunks
   // of 16-bit values.
   const bool chunked = pipeline != Pipeline::simt_f32;
@@ -109,12 +192,18 @@ fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indice
   params.q = p.q.data;
   params.k = p.k.data;
   params.v = p.v.data;
-  params.o = p.o.data;
   params.q_strides = token_strides(p.q, "q", chunked);
   params.k_strides = token_strides(p.k, "k", chunked);
   params.v_strides = token_strides(p.v, "v", chunked);
-  params.o_strides = token_strides(p.o, "o", chunked);
-  if (p.return_lse) {
+  params.num_splits = 1;
+  // Split partials replace O and LSE, which the combine writes (and the sink logit, which it adds).
+  if (split != nullptr) {
+    bind_split_partials(params, p, *split);
+  } else {
+    params.o = p.o.data;
+    params.o_strides = token_strides(p.o, "o", chunked);
+  }
+  if (p.return_lse && split == nullptr) {
     require_device(p.lse, "lse");
     params.lse = static_cast<float*>(p.lse.data);
     params.lse_batch_stride = p.lse.stride[0];
@@ -134,8 +223,9 @@ fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indice
   const bool group = p.mode == Mode::group;
   params.seqstart_q = device_index(indices.seqstart_q, group, "seqstart_q");
   params.seqstart_k = device_index(indices.seqstart_k, group, "seqstart_k");
+  const bool per_batch_keys = p.has_key_lengths();
   params.seqlen_k_per_batch =
-      device_index(indices.seqlen_k_per_batch, !p.seqlen_k_per_batch.empty(), "seqlen_k_per_batch");
+      device_index(indices.seqlen_k_per_batch, per_batch_keys, "seqlen_k_per_batch");
 
   const double scale = p.scale();
   params.scale = static_cast<float>(scale);
@@ -158,7 +248,7 @@ fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indice
     params.alibi_batch_stride = per_sequence ? p.alibi_slopes.stride[0] : 0;
     params.alibi_head_stride = p.alibi_slopes.stride[per_sequence ? 1 : 0];
   }
-  if (!p.sink_logits.empty()) {
+  if (!p.sink_logits.empty() && split == nullptr) {
     require_device(p.sink_logits, "sink_logits");
     params.sink_logits = static_cast<const float*>(p.sink_logits.data);
     params.sink_stride = p.sink_logits.stride[0];

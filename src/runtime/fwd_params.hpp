@@ -20,14 +20,19 @@ struct FwdDeviceIndices {
 
 // Validates the problem, then checks what the kernel of `pipeline` additionally needs, throwing
 // Error(invalid_problem) or Error(not_supported) naming the field and value:
-//   * family fwd; dtype fp16 or bf16 for the tensor-core pipelines (sm80_mma, sm90_ws), fp32
+//   * family fwd or fwd_splitkv; dtype fp16 or bf16 for the tensor-core pipelines (sm80_mma, sm90_ws), fp32
 //     for simt_f32;
 //   * every tensor the kernel reads or writes in device memory;
 //   * Q/K/V/O: dim stride 1; for the tensor-core pipelines also other strides multiples of
 //     8 elements, data 16-byte aligned and head dims multiples of 8 (they move 16-byte chunks),
 //     while simt_f32 moves single elements and takes any stride, alignment and head dim;
 //   * the device index arrays the problem's mode needs.
+//
+// Split-KV: a fwd_splitkv problem, or a fwd problem with `split` (the plan workspace's partials),
+// binds num_splits and the fp32 partials (split.o_acc / split.lse_acc, device views) instead of
+// O, LSE and the sink logit, which the combine stage writes and adds.
 fmha::FwdParams make_fwd_params(const Problem& problem, const FwdDeviceIndices& indices,
-                                Pipeline pipeline = Pipeline::sm80_mma);
+                                Pipeline pipeline = Pipeline::sm80_mma,
+                                const SplitKv* split = nullptr);
 
 }  // namespace tilefmha::runtime

@@ -113,16 +113,19 @@ Sm90TensorMapSpecs sm90_tensor_map_specs(const Problem& p, const KernelConfig& c
                                           " but the kernel is built for " +
                                           std::to_string(c.hdim_v));
   Sm90TensorMapSpecs specs;
+  // Split partials leave the kernel through plain fp32 stores, never through an O map.
+  const bool store_o = c.family != Family::fwd_splitkv;
   if (c.pack_gqa) {
     const int64_t g = p.nhead_q / p.nhead_k;
     if (g < 2 || fmha::kSm90WarpgroupRows % g != 0)
       fail(ErrorKind::not_supported, "nhead_q / nhead_k = " + std::to_string(g) +
                                          ": packed GQA needs a group of 2..64 dividing 64");
     specs.q = packed_view_map(p.q, "q", g, static_cast<uint32_t>(c.block_m / g));
-    specs.o = packed_view_map(p.o, "o", g, static_cast<uint32_t>(fmha::kSm90WarpgroupRows / g));
+    if (store_o)
+      specs.o = packed_view_map(p.o, "o", g, static_cast<uint32_t>(fmha::kSm90WarpgroupRows / g));
   } else {
     specs.q = view_map(p.q, "q", static_cast<uint32_t>(c.block_m));
-    specs.o = view_map(p.o, "o", static_cast<uint32_t>(fmha::kSm90WarpgroupRows));
+    if (store_o) specs.o = view_map(p.o, "o", static_cast<uint32_t>(fmha::kSm90WarpgroupRows));
   }
   specs.k = view_map(p.k, "k", static_cast<uint32_t>(c.block_n));
   specs.v = view_map(p.v, "v", static_cast<uint32_t>(c.block_n));
@@ -130,14 +133,26 @@ Sm90TensorMapSpecs sm90_tensor_map_specs(const Problem& p, const KernelConfig& c
 }
 
 fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& p, const FwdDeviceIndices& indices,
-                                         const KernelConfig& c) {
+                                         const KernelConfig& c, const SplitKv* split) {
+  const bool split_kernel = c.family == Family::fwd_splitkv;
+  if (split_kernel && split == nullptr && p.family != Family::fwd_splitkv)
+    fail(ErrorKind::invalid_argument,
+         "split is null and family = " + std::string(to_string(p.family)) +
+             ": a fwd_splitkv kernel writes split partials (pass the plan's SplitKv)");
+  if (!split_kernel && (split != nullptr || p.family == Family::fwd_splitkv))
+    fail(ErrorKind::invalid_argument,
+         "family = " + std::string(to_string(c.family)) +
+             ": the kernel writes whole rows of O, not split partials (use a fwd_splitkv kernel)");
   fmha::Sm90FwdParams params{};
-  params.base = make_fwd_params(p, indices);
+  params.base = make_fwd_params(p, indices, Pipeline::sm90_ws, split);
   const int64_t rows_per_tile = c.pack_gqa ? c.block_m / (p.nhead_q / p.nhead_k) : c.block_m;
   params.m_blocks = static_cast<int>((p.seqlen_q + rows_per_tile - 1) / rows_per_tile);
   params.tile_heads =
       tile::make_fast_divisor(static_cast<unsigned>(c.pack_gqa ? p.nhead_k : p.nhead_q));
-  bind_sm90_grid(params, c, int64_t{params.m_blocks} * params.tile_heads.divisor * p.batch);
+  params.tile_splits = tile::make_fast_divisor(static_cast<unsigned>(params.base.num_splits));
+  bind_sm90_grid(
+      params, c,
+      int64_t{params.m_blocks} * params.tile_heads.divisor * p.batch * params.tile_splits.divisor);
   const bool scale_folds = !c.softcap && c.bias == BiasKind::none;
   if (scale_folds && p.scale() < 0)
     fail(ErrorKind::not_supported, "softmax_scale = " + std::to_string(p.scale()) +
@@ -151,13 +166,19 @@ fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& p, const FwdDeviceIndice
   encode(specs.q, params.q_map);
   encode(specs.k, params.k_map);
   encode(specs.v, params.v_map);
-  encode(specs.o, params.o_map);
+  if (!split_kernel) encode(specs.o, params.o_map);
   return params;
 }
 
 void bind_sm90_grid(fmha::Sm90FwdParams& params, const KernelConfig& config, int64_t grid_ctas) {
-  const int64_t tiles = int64_t{params.m_blocks} * params.tile_heads.divisor * params.base.batch;
-  params.paired = config.mask != MaskKind::none && grid_ctas < tiles ? 1 : 0;
+  // tile_splits is 1 outside split-KV; a default-constructed one (0) counts as 1 too.
+  const int64_t splits = params.tile_splits.divisor > 0 ? params.tile_splits.divisor : 1;
+  const int64_t tiles =
+      int64_t{params.m_blocks} * params.tile_heads.divisor * params.base.batch * splits;
+  params.paired =
+      config.mask != MaskKind::none && config.family != Family::fwd_splitkv && grid_ctas < tiles
+          ? 1
+          : 0;
   params.m_slots = tile::make_fast_divisor(
       static_cast<unsigned>(params.paired ? (params.m_blocks + 1) / 2 * 2 : params.m_blocks));
 }

@@ -12,7 +12,8 @@
 namespace tilefmha::runtime {
 
 // The tensor maps a kernel needs, before encoding: 4D [dim, seq, head, batch] over each view
-// with 128-byte swizzle and boxes of 64 elements by the tile's rows.
+// with 128-byte swizzle and boxes of 64 elements by the tile's rows. A fwd_splitkv kernel stores
+// no O by TMA: its `o` stays default (empty dims) and the problem needs no O view.
 struct Sm90TensorMapSpecs {
   jit::TiledTensorMapSpec q, k, v, o;
 };
@@ -26,12 +27,20 @@ Sm90TensorMapSpecs sm90_tensor_map_specs(const Problem& problem, const KernelCon
 // make_fwd_params, the sm90 restrictions (softmax_scale > 0 where the scale folds into the
 // exponent), then the encoded maps, for a grid of one CTA per tile. Encoding needs the CUDA
 // driver.
+//
+// Split-KV: a fwd_splitkv config writes the partials of `split` (a fwd problem planned in two
+// stages, its partials in the plan workspace) or, when null, of a fwd_splitkv problem's own
+// problem.split; the scheduler counts take its num_splits and no O map is encoded
+// (make_fwd_params checks the partials: fp32 device views, 8-byte aligned, even strides, as the
+// kernel stores pairs of floats). A fwd config takes no split. Error(invalid_argument) names the
+// family when a split goes to a fwd kernel or a fwd_splitkv kernel has none.
 fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& problem, const FwdDeviceIndices& indices,
-                                         const KernelConfig& config);
+                                         const KernelConfig& config,
+                                         const SplitKv* split = nullptr);
 
 // Fits the scheduler fields of `params` to a launch of `grid_ctas` CTAs: tiles are numbered in
 // pairs (fwd_sm90_scheduler.h) where the grid has fewer CTAs than tiles and the mask gives
-// query blocks unequal key counts.
+// query blocks unequal key counts. Split-KV tiles (every split counted) are never paired.
 void bind_sm90_grid(fmha::Sm90FwdParams& params, const KernelConfig& config, int64_t grid_ctas);
 
 }  // namespace tilefmha::runtime

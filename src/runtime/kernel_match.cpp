@@ -9,7 +9,7 @@ namespace tilefmha::runtime {
 namespace {
 
 template <class T>
-std::string mismatch(std::string_view field, T kernel, T problem) {
+Rejection mismatch(std::string_view field, T kernel, T problem) {
   std::ostringstream out;
   if constexpr (std::is_enum_v<T>) {
     out << field << ": kernel " << to_string(kernel) << ", problem " << to_string(problem);
@@ -19,7 +19,7 @@ std::string mismatch(std::string_view field, T kernel, T problem) {
   } else {
     out << field << ": kernel " << kernel << ", problem " << problem;
   }
-  return out.str();
+  return {std::string(field), out.str()};
 }
 
 // The mask kind a kernel needs: sink tokens only exist under a window.
@@ -31,7 +31,7 @@ MaskKind required_mask(const Problem& problem) {
 
 // Whether any sequence of the problem is not a multiple of `block`, or lengths vary per batch.
 bool needs_seq_padding(const Problem& problem, int64_t length, int32_t block) {
-  if (problem.mode == Mode::group || !problem.seqlen_k_per_batch.empty()) return true;
+  if (problem.mode == Mode::group || problem.has_key_lengths()) return true;
   return block <= 0 || length % block != 0;
 }
 
@@ -58,8 +58,8 @@ FieldValue required_trait(const Problem& p, std::string_view field) {
 
 // Compares only the traits the stage's family carries (the others stay at their defaults in
 // every kernel of that family, e.g. a combine kernel has no page table even for paged problems).
-std::optional<std::string> trait_rejection(const KernelConfig& config, const Problem& problem,
-                                           Family stage) {
+std::optional<Rejection> trait_rejection(const KernelConfig& config, const Problem& problem,
+                                         Family stage) {
   for (std::string_view field : enumerate::trait_fields()) {
     if (!enumerate::family_carries(stage, field)) continue;
     const FieldValue kernel = get_field(config, field);
@@ -70,8 +70,9 @@ std::optional<std::string> trait_rejection(const KernelConfig& config, const Pro
         needed == FieldValue(std::string("causal")))
       continue;
     if (field == "page_size" && kernel == FieldValue(int64_t{0})) continue;  // any page size
-    return std::string(field) + ": kernel " + field_to_string(kernel) + ", problem " +
-           field_to_string(needed);
+    return Rejection{std::string(field), std::string(field) + ": kernel " +
+                                             field_to_string(kernel) + ", problem " +
+                                             field_to_string(needed)};
   }
   return std::nullopt;
 }
@@ -89,14 +90,15 @@ std::vector<Family> stage_families(const Problem& problem) {
   }
 }
 
-std::optional<std::string> rejection_reason(const KernelConfig& config, const Problem& problem,
-                                            Family stage, Arch arch) {
+std::optional<Rejection> match_rejection(const KernelConfig& config, const Problem& problem,
+                                         Family stage, Arch arch) {
   if (config.family != stage) return mismatch("family", config.family, stage);
   // A cubin runs only on its own major architecture, at its minor version or newer.
   if (config.arch > arch || (config.arch == Arch::sm90) != (arch == Arch::sm90))
     return mismatch("arch", config.arch, arch);
   if (config.pipeline == Pipeline::sm90_ws && arch != Arch::sm90)
-    return "pipeline: sm90_ws needs sm90, device is " + std::string(to_string(arch));
+    return Rejection{"pipeline",
+                     "pipeline: sm90_ws needs sm90, device is " + std::string(to_string(arch))};
   if (config.dtype != problem.dtype) return mismatch("dtype", config.dtype, problem.dtype);
   if (config.out_dtype != problem.out_dtype)
     return mismatch("out_dtype", config.out_dtype, problem.out_dtype);
@@ -107,33 +109,50 @@ std::optional<std::string> rejection_reason(const KernelConfig& config, const Pr
     return mismatch<int64_t>("hdim_q", config.hdim_q, problem.hdim_q);
   if (config.hdim_v < hdim_v) return mismatch<int64_t>("hdim_v", config.hdim_v, hdim_v);
   if (config.hdim_q != problem.hdim_q && !config.pad_hdim_q)
-    return "pad_hdim_q: kernel hdim_q " + std::to_string(config.hdim_q) +
-           " needs head-dim padding for problem hdim_q " + std::to_string(problem.hdim_q);
+    return Rejection{"pad_hdim_q", "pad_hdim_q: kernel hdim_q " + std::to_string(config.hdim_q) +
+                                       " needs head-dim padding for problem hdim_q " +
+                                       std::to_string(problem.hdim_q)};
   if (config.hdim_v != hdim_v && !config.pad_hdim_v)
-    return "pad_hdim_v: kernel hdim_v " + std::to_string(config.hdim_v) +
-           " needs head-dim padding for problem hdim_v " + std::to_string(hdim_v);
+    return Rejection{"pad_hdim_v", "pad_hdim_v: kernel hdim_v " + std::to_string(config.hdim_v) +
+                                       " needs head-dim padding for problem hdim_v " +
+                                       std::to_string(hdim_v)};
   // sm90_ws pads by TMA's zero fill and stores varlen rows in 16-byte chunks: whole chunks only.
   if (config.pipeline == Pipeline::sm90_ws && config.pad_hdim_q &&
       (problem.hdim_q % 8 != 0 || hdim_v % 8 != 0))
-    return "pad_hdim_q: sm90_ws pads head dims that are multiples of 8, problem has " +
-           std::to_string(problem.hdim_q) + "/" + std::to_string(hdim_v);
+    return Rejection{"pad_hdim_q",
+                     "pad_hdim_q: sm90_ws pads head dims that are multiples of 8, problem has " +
+                         std::to_string(problem.hdim_q) + "/" + std::to_string(hdim_v)};
   if (attention) {
     if (!config.pad_seqlen_q && needs_seq_padding(problem, problem.seqlen_q, config.block_m))
-      return "pad_seqlen_q: seqlen_q " + std::to_string(problem.seqlen_q) +
-             " is ragged for block_m " + std::to_string(config.block_m);
+      return Rejection{"pad_seqlen_q", "pad_seqlen_q: seqlen_q " +
+                                           std::to_string(problem.seqlen_q) +
+                                           " is ragged for block_m " +
+                                           std::to_string(config.block_m)};
     if (!config.pad_seqlen_k && needs_seq_padding(problem, problem.seqlen_k, config.block_n))
-      return "pad_seqlen_k: seqlen_k " + std::to_string(problem.seqlen_k) +
-             " is ragged for block_n " + std::to_string(config.block_n);
+      return Rejection{"pad_seqlen_k", "pad_seqlen_k: seqlen_k " +
+                                           std::to_string(problem.seqlen_k) +
+                                           " is ragged for block_n " +
+                                           std::to_string(config.block_n)};
   }
   return trait_rejection(config, problem, stage);
 }
 
+std::optional<std::string> rejection_reason(const KernelConfig& config, const Problem& problem,
+                                            Family stage, Arch arch) {
+  if (auto rejection = match_rejection(config, problem, stage, arch)) return rejection->text;
+  return std::nullopt;
+}
+
 int match_depth(const std::string& rejection) {
-  // The order in which rejection_reason checks fields: shape fields, the traits, codegen.
+  return field_depth(std::string_view(rejection).substr(0, rejection.find(':')));
+}
+
+int field_depth(std::string_view field) {
+  // The order in which match_rejection checks fields: shape fields, the traits, then what the
+  // kernel template refuses (any of its config fields, or the problem's limits).
   static constexpr std::string_view kShapeChecks[] = {
       "family", "arch",       "pipeline",   "dtype",        "out_dtype",   "hdim_q",
       "hdim_v", "pad_hdim_q", "pad_hdim_v", "pad_seqlen_q", "pad_seqlen_k"};
-  const std::string_view field = std::string_view(rejection).substr(0, rejection.find(':'));
   int depth = 0;
   for (std::string_view check : kShapeChecks) {
     if (check == field) return depth;
@@ -143,7 +162,7 @@ int match_depth(const std::string& rejection) {
     if (check == field) return depth;
     ++depth;
   }
-  return field == "codegen" ? depth : -1;
+  return has_kernel_config_field(field) || field == "codegen" ? depth : -1;
 }
 
 }  // namespace tilefmha::runtime

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "templates/rejection.hpp"
 #include "tilefmha/kernel_config.hpp"
 #include "tilefmha/problem.hpp"
 
@@ -15,13 +16,21 @@ namespace tilefmha::runtime {
 // combine, every backward family runs the three backward stages.
 std::vector<Family> stage_families(const Problem& problem);
 
+using templates::Rejection;
+
 // Why `config` cannot serve stage `stage` of `problem` on a device of `arch`, or nullopt when it
-// can. The reason names the field, e.g. "mask: kernel causal, problem window".
+// can: the field and a reason naming it, e.g. {"mask", "mask: kernel causal, problem window"}.
+std::optional<Rejection> match_rejection(const KernelConfig& config, const Problem& problem,
+                                         Family stage, Arch arch);
+// The reason's text alone.
 std::optional<std::string> rejection_reason(const KernelConfig& config, const Problem& problem,
                                             Family stage, Arch arch);
 
-// How far a candidate got through the checks of rejection_reason (higher = closer to fitting):
-// the position of the field its reason names, so "no kernel" errors list near misses first.
+// How far a candidate got through the checks (higher = closer to fitting): the position of the
+// rejected field, so "no kernel" errors list near misses first. A kernel template's refusal
+// (any config field, or "codegen") ranks after every trait; unknown fields give -1.
+int field_depth(std::string_view field);
+// field_depth of the field a "field: ..." reason starts with.
 int match_depth(const std::string& rejection);
 
 }  // namespace tilefmha::runtime

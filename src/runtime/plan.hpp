@@ -1,30 +1,83 @@
-// A plan: the kernels of one problem signature, in launch order, with their launch shapes.
-// Built once by Dispatcher::plan and reused by every run of the same signature.
+// A plan: the kernels of one problem shape, in launch order, with their launch shapes and the
+// layout of the workspace they share. Built once by Dispatcher::plan, validated then, and reused
+// by every run of the same PlanKey; running it only fills parameters and launches.
 #pragma once
 
+#include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "jit/module.hpp"
+#include "runtime/plan_key.hpp"
 #include "tilefmha/kernel_config.hpp"
-#include "tilefmha/problem.hpp"
+
+namespace tilefmha::templates {
+class KernelTemplate;
+}
 
 namespace tilefmha::runtime {
 
 struct PlannedStage {
-  KernelConfig kernel;
-  jit::LaunchShape shape;
+  KernelConfig kernel;  // in its launch form (persistent, packed GQA)
+  const templates::KernelTemplate* kernel_template = nullptr;
+  jit::CUfunction function = nullptr;  // loaded in the planning context
+  jit::LaunchShape shape;              // its shared-memory limit already raised
+};
+
+// Byte offsets into the plan workspace (-1: absent). The index uploads hold the problem's host
+// vectors when it has no device arrays; the split partials hold fp32 O [splits, rows..., hdim_v]
+// and LSE [splits, rows...] of a fwd problem planned as split-KV + combine.
+struct WorkspaceLayout {
+  int64_t seqstart_q = -1;
+  int64_t seqstart_k = -1;
+  int64_t seqlen_k = -1;
+  int64_t o_acc = -1;
+  int64_t lse_acc = -1;
+  int64_t bytes = 0;
+  // Shape of the partials: [num_splits, batch_rows, nhead_q, seq_rows, hdim_v].
+  int64_t batch_rows = 0;
+  int64_t seq_rows = 0;
+};
+
+// A workspace the plan allocated for callers that bring none, ordered so that runs from several
+// streams cannot overlap on it: a run on another stream than the previous one first makes its
+// stream wait (on the device, not the host) for the work queued so far on the previous stream.
+// A stream under CUDA-graph capture skips that wait (capture cannot depend on uncaptured work);
+// captured graphs should own their workspace or replay on the stream that ran before.
+class OwnedWorkspace {
+ public:
+  explicit OwnedWorkspace(int64_t bytes);
+
+  // Calls enqueue(address) under the workspace's lock, after ordering `stream` behind the
+  // buffer's previous user.
+  template <class Enqueue>
+  void use(jit::CUstream stream, Enqueue&& enqueue) {
+    std::lock_guard lock(mutex_);
+    order_after_previous_user(stream);
+    enqueue(buffer_.address());
+  }
+
+ private:
+  void order_after_previous_user(jit::CUstream stream);
+
+  std::mutex mutex_;
+  jit::DeviceBuffer buffer_;
+  jit::Event handoff_{false};
+  jit::CUstream last_stream_ = nullptr;
+  bool used_ = false;
 };
 
 struct Plan {
-  std::string signature;
+  PlanKey key;
   std::vector<PlannedStage> stages;
+  int64_t num_splits = 1;  // > 1: stages are fwd_splitkv then the combine
+  WorkspaceLayout workspace;
+  // Null when workspace.bytes is 0.
+  std::unique_ptr<OwnedWorkspace> owned_workspace;
   // Why each stage's kernel was chosen (shown by `--explain`).
   std::string explanation;
 };
-
-// Everything about a problem that a plan depends on: shapes and traits, never data pointers or
-// per-call index contents (group-mode plans key on batch and the longest sequences).
-std::string problem_signature(const Problem& problem);
 
 }  // namespace tilefmha::runtime

@@ -1,6 +1,7 @@
 #include "runtime/registry.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <nlohmann/json.hpp>
 
 #include "jit/module.hpp"
@@ -23,6 +24,9 @@ bool Registry::declare(const KernelConfig& config) {
 }
 
 void Registry::add(const KernelConfig& config, std::vector<char> cubin) {
+  if (cubin.empty())
+    throw Error(ErrorKind::invalid_argument,
+                "empty cubin for kernel " + config.name() + ": nothing to register");
   std::shared_ptr<Slot> slot;
   {
     std::unique_lock lock(mutex_);
@@ -31,8 +35,57 @@ void Registry::add(const KernelConfig& config, std::vector<char> cubin) {
     slot = it->second;
   }
   std::lock_guard slot_lock(slot->mutex);
+  if (slot->module) {
+    if (slot->cubin == cubin) return;
+    // Another thread may be launching a function of this module right now; unloading it would
+    // pull the code from under that launch.
+    slot->retired.push_back(std::move(slot->module));
+  }
   slot->cubin = std::move(cubin);
-  slot->module.reset();
+  slot->built.store(true, std::memory_order_release);
+}
+
+bool Registry::slot_built(const KernelConfig& config) const {
+  const auto it = slots_.find(config);
+  return it != slots_.end() && it->second->built.load(std::memory_order_acquire);
+}
+
+void Registry::ensure_built(const KernelConfig& config,
+                            const std::function<std::vector<char>()>& build) {
+  {
+    std::shared_lock lock(mutex_);
+    if (slot_built(config)) return;
+  }
+  std::promise<void> outcome;  // used only by the caller that runs the build
+  std::shared_future<void> pending;
+  {
+    std::unique_lock lock(mutex_);
+    if (slot_built(config)) return;  // finished between the two locks
+    auto [it, first] = building_.try_emplace(config);
+    if (first) it->second = outcome.get_future().share();
+    pending = it->second;
+    if (!first) {
+      lock.unlock();
+      pending.get();  // a failed build rethrows its exception here, in every waiter
+      return;
+    }
+  }
+  // This caller builds. The entry leaves building_ only after add() has marked the slot built
+  // (or the build failed), so a later caller either sees the kernel built, joins this build,
+  // or, after a failure, starts a new one.
+  const auto forget_build = [&] {
+    std::unique_lock lock(mutex_);
+    building_.erase(config);
+  };
+  try {
+    add(config, build());
+  } catch (...) {
+    forget_build();
+    outcome.set_exception(std::current_exception());
+    throw;
+  }
+  forget_build();
+  outcome.set_value();
 }
 
 bool Registry::contains(const KernelConfig& config) const {
@@ -40,10 +93,31 @@ bool Registry::contains(const KernelConfig& config) const {
 }
 
 bool Registry::is_built(const KernelConfig& config) const {
+  std::shared_lock lock(mutex_);
+  return slot_built(config);
+}
+
+std::vector<char> Registry::cubin(const KernelConfig& config) const {
   const auto slot = find_slot(config);
-  if (!slot) return false;
+  if (!slot)
+    throw Error(ErrorKind::no_kernel, "kernel " + config.name() + " is not in the registry");
   std::lock_guard slot_lock(slot->mutex);
-  return !slot->cubin.empty();
+  return slot->cubin;
+}
+
+size_t Registry::retired_module_count() const {
+  std::vector<std::shared_ptr<Slot>> slots;
+  {
+    std::shared_lock lock(mutex_);
+    slots.reserve(slots_.size());
+    for (const auto& [config, slot] : slots_) slots.push_back(slot);
+  }
+  size_t count = 0;
+  for (const auto& slot : slots) {
+    std::lock_guard slot_lock(slot->mutex);
+    count += slot->retired.size();
+  }
+  return count;
 }
 
 size_t Registry::size() const {

@@ -1,7 +1,14 @@
 // The kernel registry: KernelConfig <-> compiled cubin <-> loaded function. Thread-safe; kernels
 // can be declared (config only, built on first use) or registered with their cubin.
+//
+// Lifetimes: a loaded module is never unloaded while the registry lives, so a CUfunction that
+// function() returned stays valid until the registry is destroyed, even when add() later
+// replaces the kernel's cubin (the old module is retired, not dropped).
 #pragma once
 
+#include <atomic>
+#include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json_fwd.hpp>
@@ -28,11 +35,30 @@ class Registry {
 
   // Declares a kernel without code; returns false when it was already known.
   bool declare(const KernelConfig& config);
-  // Registers (or replaces) the cubin of a kernel; a module loaded from an older cubin is dropped.
+  // Registers (or replaces) the cubin of a kernel, declaring it when unknown. Once the kernel's
+  // module is loaded, an identical cubin changes nothing, and a different one retires the
+  // module (kept loaded, owned by the registry until it is destroyed) so that functions handed
+  // out earlier, possibly launching on another thread, stay valid; the next function() loads
+  // the new cubin. Throws Error(invalid_argument) naming the kernel for an empty cubin.
   void add(const KernelConfig& config, std::vector<char> cubin);
+
+  // Builds the kernel at most once per process: returns at once when it already has a cubin
+  // (from add() or an earlier call, without calling `build`); otherwise one caller runs
+  // `build` and add()s its cubin while concurrent callers for the same kernel wait for that
+  // build, and callers for other kernels build in parallel (no registry-wide lock is held
+  // while building). When `build` throws (or returns an empty cubin, Error(invalid_argument)),
+  // every caller waiting on that build gets the same exception, nothing is registered (not even
+  // a declaration), and a later call builds again. `build` must not call ensure_built for the
+  // same kernel (it would wait on itself).
+  void ensure_built(const KernelConfig& config, const std::function<std::vector<char>()>& build);
 
   bool contains(const KernelConfig& config) const;
   bool is_built(const KernelConfig& config) const;
+  // The kernel's current cubin (empty while only declared); throws Error(no_kernel) when the
+  // kernel is unknown.
+  std::vector<char> cubin(const KernelConfig& config) const;
+  // Modules replaced by add() and kept loaded so that their functions stay valid.
+  size_t retired_module_count() const;
   size_t size() const;
   // Every known config for `arch` (all archs when nullopt), sorted by canonical name.
   std::vector<KernelConfig> configs(std::optional<Arch> arch = std::nullopt) const;
@@ -48,15 +74,24 @@ class Registry {
   size_t declare_from_json(const nlohmann::json& document);
 
  private:
-  // One kernel: its cubin (empty while only declared) and, once used, its loaded module.
+  // One kernel: its cubin (empty while only declared), once used its loaded module, and the
+  // modules of cubins it had before. `built` mirrors !cubin.empty() so that ensure_built's
+  // fast path and is_built need no slot lock (which function() holds while loading).
   struct Slot {
     std::mutex mutex;
     std::vector<char> cubin;
     std::unique_ptr<jit::LoadedModule> module;
+    std::vector<std::unique_ptr<jit::LoadedModule>> retired;
+    std::atomic<bool> built{false};
   };
   std::shared_ptr<Slot> find_slot(const KernelConfig& config) const;
+  bool slot_built(const KernelConfig& config) const;  // caller holds mutex_
   mutable std::shared_mutex mutex_;
   std::unordered_map<KernelConfig, std::shared_ptr<Slot>> slots_;
+  // Builds in progress in ensure_built, by kernel. An entry lives from the first caller's
+  // arrival until its outcome is published; guarded by mutex_, which is never held while
+  // building.
+  std::unordered_map<KernelConfig, std::shared_future<void>> building_;
 };
 
 }  // namespace tilefmha::runtime

@@ -1,0 +1,91 @@
+// The public engine (DESIGN §8): one per GPU. plan(problem) validates once, picks a kernel per
+// stage (JIT-compiling on first use, each kernel once per process, cubins cached on disk) and
+// sizes the workspace; run(plan, problem, stream) fills parameters and launches, with no
+// allocation, no synchronization and no blocking copy, so a run can be captured in a CUDA graph.
+// Plans are cached by the problem's shape and traits, never its pointers or index contents.
+// Thread-safe: plan and run may be called from any thread.
+//
+//   tilefmha::Engine engine;                       // device 0, the `full` kernel profile
+//   auto plan = engine.plan(problem);              // problem: device views (ProblemBuilder)
+//   engine.run(plan, problem, stream);             // any problem with the same shape and traits
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tilefmha/kernel_config.hpp"
+#include "tilefmha/problem.hpp"
+
+namespace tilefmha {
+
+namespace runtime {
+struct Plan;
+}
+
+struct EngineOptions {
+  int device = 0;  // CUDA device ordinal
+  // The enumeration profile (data/profiles) whose kernels the engine may build on first use.
+  std::string profile = "full";
+  // Further kernels it may build (e.g. a program's declared kernel set); when `only_listed`,
+  // these are the only candidates.
+  std::vector<KernelConfig> kernels;
+  bool only_listed = false;
+  // Disk cache of compiled kernels: empty = $TILEFMHA_CACHE_DIR or the user's cache directory.
+  std::string cache_dir;
+  bool disk_cache = true;
+};
+
+// A planned problem: the stages, their kernels and the workspace they need. Cheap to copy.
+class EnginePlan {
+ public:
+  // Device bytes a run needs in its workspace (0: none). Runs that pass no workspace use one the
+  // plan owns.
+  int64_t workspace_bytes() const;
+  int64_t num_stages() const;
+  // Split count of a forward problem planned as split-KV + combine (1: one pass).
+  int64_t num_splits() const;
+  // One line per stage: the kernel and why it was chosen.
+  const std::string& explanation() const;
+
+ private:
+  friend class Engine;
+  std::shared_ptr<const runtime::Plan> plan_;
+};
+
+class Engine {
+ public:
+  explicit Engine(EngineOptions options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates `problem` and plans it (from the cache when its shape was planned before). Throws
+  // tilefmha::Error naming the field for invalid problems, and the closest kernels when none
+  // fits.
+  EnginePlan plan(const Problem& problem);
+
+  // Launches `plan` for `problem` (device views, same shape and traits as the planned problem)
+  // on `stream` (a CUstream / cudaStream_t; null: the legacy default stream). `workspace`: a
+  // device buffer of at least plan.workspace_bytes() (null: the plan's own, safe across streams
+  // but shared by concurrent runs of the plan).
+  void run(const EnginePlan& plan, const Problem& problem, void* stream = nullptr,
+           void* workspace = nullptr);
+
+  // plan + run.
+  EnginePlan run(const Problem& problem, void* stream = nullptr);
+
+  // Every candidate kernel of every stage with its verdict, best first, as text.
+  std::string explain(const Problem& problem) const;
+
+  // The GPU's name and SM count.
+  std::string device_name() const;
+  int sm_count() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tilefmha

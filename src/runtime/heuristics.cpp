@@ -1,0 +1,112 @@
+#include "runtime/heuristics.hpp"
+
+#include <algorithm>
+
+#include "codegen/fwd_sm90.hpp"
+
+namespace tilefmha::runtime {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Wave efficiency of `ctas` CTAs on `slots` CTA slots: the busy share of the last wave's slots.
+double wave_efficiency(int64_t ctas, int64_t slots) {
+  if (ctas <= 0 || slots <= 0) return 0;
+  const int64_t waves = ceil_div(ctas, slots);
+  return static_cast<double>(ctas) / static_cast<double>(waves * slots);
+}
+
+}  // namespace
+
+double kernel_preference(const KernelConfig& kernel, const Problem& problem,
+                         const DeviceInfo& device) {
+  double score = 0;
+  if (kernel.pipeline == Pipeline::sm90_ws) score += 1000;
+  if (kernel.pipeline == Pipeline::sm80_mma) score += 500;
+  score -= 2.0 * ((kernel.hdim_q - problem.hdim_q) + (kernel.hdim_v - problem.hdim_v));
+  const bool ragged_q = problem.mode == Mode::group || problem.seqlen_q % kernel.block_m != 0;
+  const bool ragged_k = problem.mode == Mode::group || problem.has_key_lengths() ||
+                        problem.seqlen_k % kernel.block_n != 0;
+  // Predicated loads cost the portable pipeline; TMA bounds-checks sequence tiles for free.
+  const bool padding_costs = kernel.pipeline != Pipeline::sm90_ws;
+  if (padding_costs && kernel.pad_seqlen_q && !ragged_q) score -= 20;
+  if (padding_costs && kernel.pad_seqlen_k && !ragged_k) score -= 20;
+  if ((kernel.pad_hdim_q && kernel.hdim_q == problem.hdim_q) ||
+      (kernel.pad_hdim_v && kernel.hdim_v == problem.hdim_v))
+    score -= 10;
+  const int64_t ctas = problem.batch * problem.nhead_q * ceil_div(problem.seqlen_q, kernel.block_m);
+  score += 100 * wave_efficiency(ctas, std::max<int64_t>(1, device.sm_count));
+  // Bigger tiles amortize the K/V traffic once the grid fills the machine; key blocks wider
+  // than 128 pay off only on long rows: from 8k keys unmasked, from 16k causal (sm90_ws at
+  // hdim 128: below those the 128-wide tile, whose O buffer fits beside its rings, runs on a
+  // persistent grid and wins; docs/performance.md).
+  if (ctas >= device.sm_count) score += kernel.block_m / 16.0 + kernel.block_n / 32.0;
+  const int64_t long_rows = problem.mask.kind == MaskKind::none ? 8192 : 16384;
+  if (kernel.block_n > 128 && problem.seqlen_k < long_rows) score -= 10;
+  // Masked short rows: few key blocks per query block, so the 192-row tile's extra masked work
+  // and fewer, longer tiles lose to 128 rows (sm90_ws hdim 64 causal up to 2k: +13-15%).
+  if (kernel.block_m > 128 && problem.mask.kind != MaskKind::none && problem.seqlen_q <= 2048)
+    score -= 10;
+  // Masked rows of 512 to 2k on one-consumer tiles that share an SM two CTAs at a time: one
+  // CTA's tile ramp and epilogue run under the other's main loop (sm90_ws hdim 64 causal: 64
+  // rows beat 128 by 1-5% and 192 by 8-49%).
+  const bool masked_short =
+      problem.mask.kind != MaskKind::none && problem.seqlen_q >= 512 && problem.seqlen_q <= 2048;
+  if (masked_short && kernel.pipeline == Pipeline::sm90_ws && codegen::sm90_ctas_per_sm(kernel) > 1)
+    score += 6;
+  score += kernel.stages;  // deeper pipelines hide latency when shared memory allows
+  return score;
+}
+
+KernelConfig launch_form(KernelConfig kernel, const Problem& problem) {
+  // Launch forms are derived here, never carried in from a registry entry or a caller's config.
+  kernel.pack_gqa = false;
+  kernel.persistent = false;
+  if (kernel.pipeline != Pipeline::sm90_ws) return kernel;
+  if (kernel.family != Family::fwd && kernel.family != Family::fwd_splitkv) return kernel;
+  if (codegen::sm90_pack_gqa_pays(kernel, problem))
+    kernel.pack_gqa = true;  // short rows: one CTA per packed tile
+  else if (kernel.family == Family::fwd && codegen::sm90_persistent_grid_pays(kernel, problem))
+    kernel.persistent = true;
+  return kernel;
+}
+
+int64_t attention_tiles(const KernelConfig& kernel, const Problem& problem) {
+  const int64_t group =
+      kernel.pack_gqa && problem.nhead_k > 0 ? problem.nhead_q / problem.nhead_k : 1;
+  const int64_t rows = std::max<int64_t>(1, kernel.block_m / group);
+  const int64_t heads = kernel.pack_gqa ? problem.nhead_k : problem.nhead_q;
+  return problem.batch * heads * ceil_div(std::max<int64_t>(problem.seqlen_q, 1), rows);
+}
+
+int64_t resident_ctas(const KernelConfig& kernel, const DeviceInfo& device) {
+  const int64_t per_sm = kernel.pipeline == Pipeline::sm90_ws ? codegen::sm90_ctas_per_sm(kernel) : 1;
+  return std::max<int64_t>(1, device.sm_count) * per_sm;
+}
+
+bool split_kv_allowed(const Problem& problem) {
+  return problem.family == Family::fwd && !problem.has_dropout() && problem.split.num_splits != 1;
+}
+
+int64_t choose_num_splits(const Problem& problem, const KernelConfig& split_kernel,
+                          const DeviceInfo& device) {
+  if (problem.split.num_splits > 0) return problem.split.num_splits;
+  const int64_t tiles = attention_tiles(split_kernel, problem);
+  const int64_t slots = resident_ctas(split_kernel, device);
+  // A one-pass grid that already fills most slots gains nothing from splitting (FA2/FA3 use the
+  // same 80% bar).
+  if (tiles >= slots * 8 / 10) return 1;
+  const int64_t max_splits = std::min<int64_t>(
+      {kMaxAutoSplits, std::max<int64_t>(1, problem.seqlen_k / kMinKeysPerSplit),
+       ceil_div(slots, std::max<int64_t>(tiles, 1)) * 2});
+  if (max_splits <= 1) return 1;
+  double best = 0;
+  for (int64_t s = 1; s <= max_splits; ++s) best = std::max(best, wave_efficiency(tiles * s, slots));
+  for (int64_t s = 1; s <= max_splits; ++s)
+    if (wave_efficiency(tiles * s, slots) >= 0.85 * best) return s;
+  return 1;
+}
+
+}  // namespace tilefmha::runtime

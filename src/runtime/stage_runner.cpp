@@ -1,0 +1,106 @@
+#include "runtime/stage_runner.hpp"
+
+#include <span>
+#include <vector>
+
+#include "templates/kernel_template.hpp"
+#include "tilefmha/error.hpp"
+
+namespace tilefmha::runtime {
+namespace {
+
+// Each region starts on a 256-byte boundary: the alignment cudaMalloc gives, which vectorized
+// and TMA accesses of the partials expect.
+constexpr int64_t kRegionAlignment = 256;
+
+int64_t reserve(WorkspaceLayout& layout, int64_t bytes) {
+  const int64_t offset = (layout.bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
+  layout.bytes = offset + bytes;
+  return offset;
+}
+
+int64_t index_bytes(size_t entries) {
+  return static_cast<int64_t>(entries * sizeof(int64_t));
+}
+
+const int64_t* upload(const std::vector<int64_t>& values, int64_t offset,
+                      jit::CUdeviceptr workspace, jit::CUstream stream) {
+  if (values.empty() || offset < 0) return nullptr;
+  const jit::CUdeviceptr destination = workspace + static_cast<jit::CUdeviceptr>(offset);
+  jit::copy_to_device_async(destination, std::as_bytes(std::span(values)), stream);
+  return reinterpret_cast<const int64_t*>(destination);
+}
+
+}  // namespace
+
+WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits) {
+  WorkspaceLayout layout;
+  if (!problem.seqstart_q.empty())
+    layout.seqstart_q = reserve(layout, index_bytes(problem.seqstart_q.size()));
+  if (!problem.seqstart_k.empty())
+    layout.seqstart_k = reserve(layout, index_bytes(problem.seqstart_k.size()));
+  if (!problem.seqlen_k_per_batch.empty())
+    layout.seqlen_k = reserve(layout, index_bytes(problem.seqlen_k_per_batch.size()));
+  if (num_splits > 1 && problem.family == Family::fwd) {
+    // Group mode packs sequences along one batch row; batch x longest rows bounds the tokens.
+    const bool group = problem.mode == Mode::group;
+    layout.batch_rows = group ? 1 : problem.batch;
+    layout.seq_rows = group ? problem.batch * problem.seqlen_q : problem.seqlen_q;
+    const int64_t rows = num_splits * layout.batch_rows * problem.nhead_q * layout.seq_rows;
+    layout.o_acc = reserve(layout, rows * problem.hdim_v * int64_t{4});
+    layout.lse_acc = reserve(layout, rows * int64_t{4});
+  }
+  return layout;
+}
+
+SplitKv workspace_partials(const WorkspaceLayout& layout, const Problem& problem,
+                           int64_t num_splits, jit::CUdeviceptr workspace) {
+  SplitKv split;
+  split.num_splits = num_splits;
+  const int64_t rows = layout.seq_rows, heads = problem.nhead_q, dim = problem.hdim_v;
+  auto view = [&](int64_t offset, int rank) {
+    TensorView v;
+    v.data = reinterpret_cast<void*>(workspace + static_cast<jit::CUdeviceptr>(offset));
+    v.dtype = DType::fp32;
+    v.space = MemorySpace::device;
+    v.rank = rank;
+    return v;
+  };
+  split.o_acc = view(layout.o_acc, 5);
+  split.o_acc.shape = {num_splits, layout.batch_rows, heads, rows, dim};
+  split.o_acc.stride = {layout.batch_rows * heads * rows * dim, heads * rows * dim, rows * dim, dim,
+                        1};
+  split.lse_acc = view(layout.lse_acc, 4);
+  split.lse_acc.shape = {num_splits, layout.batch_rows, heads, rows, 0};
+  split.lse_acc.stride = {layout.batch_rows * heads * rows, heads * rows, rows, 1, 0};
+  return split;
+}
+
+void run_stages(const Plan& plan, const Problem& problem, const Registry& registry,
+                jit::CUstream stream, jit::CUdeviceptr workspace) {
+  if (plan.workspace.bytes > 0 && workspace == 0)
+    throw Error(ErrorKind::invalid_argument,
+                "workspace is null but the plan needs " + std::to_string(plan.workspace.bytes) +
+                    " bytes of it");
+  const WorkspaceLayout& layout = plan.workspace;
+  const DeviceIndexArrays& device = problem.device_indices;
+  templates::DeviceIndices indices;
+  indices.seqstart_q =
+      device.seqstart_q ? device.seqstart_q : upload(problem.seqstart_q, layout.seqstart_q, workspace, stream);
+  indices.seqstart_k =
+      device.seqstart_k ? device.seqstart_k : upload(problem.seqstart_k, layout.seqstart_k, workspace, stream);
+  indices.seqlen_k_per_batch =
+      device.seqlen_k ? device.seqlen_k
+                      : upload(problem.seqlen_k_per_batch, layout.seqlen_k, workspace, stream);
+  const SplitKv split = plan.num_splits > 1
+                            ? workspace_partials(layout, problem, plan.num_splits, workspace)
+                            : problem.split;
+  for (const PlannedStage& stage : plan.stages) {
+    const jit::CUfunction function =
+        stage.function != nullptr ? stage.function : registry.function(stage.kernel);
+    const templates::StageLaunch launch{problem, indices, split, function, stage.shape, stream};
+    stage.kernel_template->launch(stage.kernel, launch);
+  }
+}
+
+}  // namespace tilefmha::runtime

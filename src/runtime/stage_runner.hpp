@@ -1,0 +1,25 @@
+// What a run does between the plan and the kernels: lay out the workspace, bind the per-call
+// index arrays (the caller's device arrays, or asynchronous uploads of host vectors into the
+// workspace) and the split partials, and launch each stage through its kernel template.
+#pragma once
+
+#include "runtime/plan.hpp"
+#include "runtime/registry.hpp"
+#include "tilefmha/problem.hpp"
+
+namespace tilefmha::runtime {
+
+// The workspace of `problem` planned with `num_splits` (> 1: split-KV partials of a fwd problem).
+WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits);
+
+// The split partials of a plan, as fp32 views into `workspace` (device address).
+SplitKv workspace_partials(const WorkspaceLayout& layout, const Problem& problem,
+                           int64_t num_splits, jit::CUdeviceptr workspace);
+
+// Launches every stage of `plan` on `stream` with `workspace` (at least plan.workspace.bytes, or
+// 0 when the plan needs none). A stage planned without a CUDA context takes its function from
+// `registry`.
+void run_stages(const Plan& plan, const Problem& problem, const Registry& registry,
+                jit::CUstream stream, jit::CUdeviceptr workspace);
+
+}  // namespace tilefmha::runtime

@@ -1,0 +1,13 @@
+// The attention kernel templates (families fwd and fwd_splitkv on each pipeline), one file each;
+// the table (template_table.cpp) lists them.
+#pragma once
+
+#include "templates/kernel_template.hpp"
+
+namespace tilefmha::templates {
+
+const KernelTemplate& fwd_sm90_template();
+const KernelTemplate& fwd_sm80_template();
+const KernelTemplate& fwd_simt_template();
+
+}  // namespace tilefmha::templates

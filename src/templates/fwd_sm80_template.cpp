@@ -1,0 +1,40 @@
+// The portable tensor-core forward (kernels/fmha/fwd_sm80.h): one CTA per (query block, query
+// head, sequence).
+#include "codegen/fwd_sm80.hpp"
+#include "fmha/fwd_shape.h"
+#include "runtime/fwd_params.hpp"
+#include "templates/attention_templates.hpp"
+#include "templates/function_template.hpp"
+
+namespace tilefmha::templates {
+namespace {
+
+int64_t shared_bytes(const KernelConfig& c) {
+  return fmha::fwd_sm80_shared_bytes(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages,
+                                     static_cast<int>(dtype_size(c.dtype)));
+}
+
+jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem,
+                              const StageContext&) {
+  return codegen::launch_shape_sm80(config, problem);
+}
+
+void launch(const KernelConfig&, const StageLaunch& launch) {
+  fmha::FwdParams params =
+      runtime::make_fwd_params(launch.problem, launch.indices, Pipeline::sm80_mma);
+  void* arguments[] = {&params};
+  jit::launch_kernel(launch.function, launch.shape, arguments, launch.stream);
+}
+
+}  // namespace
+
+const KernelTemplate& fwd_sm80_template() {
+  static const FunctionTemplate instance({Family::fwd, Pipeline::sm80_mma,
+                                          codegen::check_supported_sm80,
+                                          codegen::generate_sm80_source,
+                                          codegen::threads_per_block_sm80, shared_bytes,
+                                          launch_shape, launch});
+  return instance;
+}
+
+}  // namespace tilefmha::templates

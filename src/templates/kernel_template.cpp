@@ -1,0 +1,14 @@
+#include "templates/kernel_template.hpp"
+
+namespace tilefmha::templates {
+
+std::optional<Rejection> KernelTemplate::can_implement(const KernelConfig&, const Problem&) const {
+  return std::nullopt;
+}
+
+int64_t KernelTemplate::workspace_bytes(const KernelConfig&, const Problem&,
+                                        const StageContext&) const {
+  return 0;
+}
+
+}  // namespace tilefmha::templates
