@@ -164,9 +164,9 @@ TEST(CombineCodegen, SourceSpellsTheConfig) {
                         "(const tilefmha::fmha::CombineParams params)"),
             std::string::npos)
       << source;
-  for (const char* piece : {"CombineTraits<\n    tilefmha::tile::half_t", "/*hdim_v=*/96",
-                            "/*block_m=*/16", "/*block_n=*/128", "/*warps=*/4",
-                            "/*store_lse=*/true, /*sink_logit=*/true"})
+  for (const char* piece :
+       {"CombineTraits<\n    tilefmha::tile::half_t", "/*hdim_v=*/96", "/*block_m=*/16",
+        "/*block_n=*/128", "/*warps=*/4", "/*store_lse=*/true, /*sink_logit=*/true"})
     EXPECT_NE(source.find(piece), std::string::npos) << piece;
   // O takes out_dtype: fp32 problems write float, fp8 ones their 16-bit or fp32 output.
   EXPECT_NE(codegen::generate_combine_source(combine_config(DType::fp32, 64)).find("    float,"),
@@ -181,8 +181,7 @@ TEST(CombineCodegen, LaunchShapeCoversEveryRow) {
   testing::TensorPool pool(1);
   const KernelConfig c = combine_config(DType::bf16, 128);
   const Problem batch =
-      testing::batch_problem(pool, Family::fwd, DType::bf16, {3, 8, 2, 100, 300, 128, 128})
-          .build();
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {3, 8, 2, 100, 300, 128, 128}).build();
   jit::LaunchShape shape = codegen::launch_shape_combine(c, batch);
   EXPECT_EQ(shape.grid[0], (3u * 8 * 100 + 15) / 16);
   EXPECT_EQ(shape.grid[1], 1u);
@@ -237,9 +236,8 @@ TEST(SplitKvSm80Codegen, SourceAndLaunchShape) {
   EXPECT_EQ(codegen::generate_sm80_source(fwd).find("split_kv"), std::string::npos);
 
   testing::TensorPool pool(2);
-  Problem p =
-      testing::batch_problem(pool, Family::fwd, DType::bf16, {3, 4, 2, 100, 1000, 128, 128})
-          .build();
+  Problem p = testing::batch_problem(pool, Family::fwd, DType::bf16, {3, 4, 2, 100, 1000, 128, 128})
+                  .build();
   jit::LaunchShape shape = codegen::launch_shape_sm80(split, p, 5);
   EXPECT_EQ(shape.grid[0], 2u);  // ceil(100 / 64)
   EXPECT_EQ(shape.grid[1], 4u);
@@ -247,8 +245,7 @@ TEST(SplitKvSm80Codegen, SourceAndLaunchShape) {
   EXPECT_EQ(shape.block[0], 128u);
   EXPECT_EQ(codegen::launch_shape_sm80(fwd, p).grid[2], 3u);
   testing::expect_names_field(
-      testing::not_supported_message([&] { codegen::launch_shape_sm80(fwd, p, 2); }),
-      "num_splits");
+      testing::not_supported_message([&] { codegen::launch_shape_sm80(fwd, p, 2); }), "num_splits");
   testing::expect_names_field(
       testing::not_supported_message([&] { codegen::launch_shape_sm80(split, p, 30000); }),
       "num_splits");

@@ -142,7 +142,6 @@ TEST(FwdParams, RefusesWhatTheKernelCannotRead) {
   expect_refused(fp32, "dtype = fp32");
 }
 
-
 // ---- split-KV -------------------------------------------------------------------------------
 
 // fp32 partials of `p` (its rows: (batch, seqlen_q), or (1, total tokens) in group mode) in
@@ -152,10 +151,9 @@ SplitKv device_partials(TensorPool& pool, const Problem& p, int64_t num_splits,
   const bool group = p.mode == Mode::group;
   const int64_t rows_batch = group ? 1 : p.batch;
   const int64_t rows_seq = group ? p.total_q() : p.seqlen_q;
-  SplitKv split{
-      num_splits,
-      pool.filled(o_dtype, {num_splits, rows_batch, p.nhead_q, rows_seq, p.hdim_v}, 0),
-      pool.filled(DType::fp32, {num_splits, rows_batch, p.nhead_q, rows_seq}, 0)};
+  SplitKv split{num_splits,
+                pool.filled(o_dtype, {num_splits, rows_batch, p.nhead_q, rows_seq, p.hdim_v}, 0),
+                pool.filled(DType::fp32, {num_splits, rows_batch, p.nhead_q, rows_seq}, 0)};
   split.o_acc.space = split.lse_acc.space = MemorySpace::device;
   return split;
 }
@@ -315,7 +313,8 @@ TEST(CombineParams, RefusesWhatTheKernelCannotReadOrWrite) {
   expect_combine_refused(p, host, "split.lse_acc is in host memory");
   SplitKv fewer = good;
   fewer.num_splits = 2;  // the views hold 3
-  expect_combine_refused(p, fewer, "split.o_acc.shape = [3, 2, 2, 16, 64], expected [2, 2, 2, 16, 64]");
+  expect_combine_refused(p, fewer,
+                         "split.o_acc.shape = [3, 2, 2, 16, 64], expected [2, 2, 2, 16, 64]");
   SplitKv none = good;
   none.num_splits = 0;
   expect_combine_refused(p, none, "split.num_splits = 0");

@@ -4,12 +4,16 @@
 // reference::forward_splitkv: every split's O (normalized by its own sum) and LSE, including
 // splits that see no key (O = 0, LSE = -inf). The host-side half (problems, maps, launch shapes,
 // the reference writing every partial) runs everywhere; the GPU half is skipped without a
-// driver, a GPU, NVRTC, or on a GPU other than sm_90.
+// driver, a GPU, NVRTC, or on a GPU other than sm_90. An opt-in decode throughput table
+// (TILEFMHA_SM90_BENCH=1) reports the split stage's K/V bandwidth per split count, never
+// asserting a time.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <random>
@@ -466,6 +470,116 @@ TEST_F(SplitKvSm90Gpu, MatchesReference) {
       begin = end + 1;
     }
     std::fflush(stdout);
+  }
+}
+
+// Random 16-bit values in [-1, 1) straight as bit patterns: decode caches of 128k keys hold too
+// many elements for the exact per-element rounding of TensorPool.
+std::vector<uint16_t> random_bits(int64_t count, uint64_t seed, DType dtype) {
+  std::vector<uint16_t> values(static_cast<size_t>(count));
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (uint16_t& value : values) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    const float x = static_cast<float>(state >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f;
+    value = dtype == DType::bf16 ? numeric::float_to_bf16(x) : numeric::float_to_half(x);
+  }
+  return values;
+}
+
+// The split stage of GQA decode (packed, one query or a 16-token chunk, bottom-right causal for
+// the chunk) per split count: mean of 20 launches after 3 warm-ups, and the K/V bytes a step must
+// read over that time. The combine stage is not included.
+TEST_F(SplitKvSm90Gpu, DecodeThroughput) {
+  if (std::getenv("TILEFMHA_SM90_BENCH") == nullptr) GTEST_SKIP() << "set TILEFMHA_SM90_BENCH=1";
+  struct Shape {
+    int64_t batch, nhead_q, nhead_k, seqlen_q, seqlen_k, hdim;
+  };
+  const Shape shapes[] = {{1, 32, 8, 1, 131072, 128}, {1, 32, 8, 16, 131072, 128},
+                          {1, 32, 8, 1, 131072, 64},  {16, 32, 4, 1, 8192, 128},
+                          {16, 32, 4, 1, 8192, 64},   {1, 64, 8, 1, 32768, 256}};
+  const int64_t split_counts[] = {1, 2, 4, 8, 16, 32, 64};
+  std::vector<jit::BuildJob> jobs;
+  std::vector<KernelConfig> configs;
+  for (int hdim : {64, 128, 256}) {
+    for (MaskKind mask : {MaskKind::none, MaskKind::causal}) {
+      configs.push_back(splitkv_config(DType::bf16, hdim, true, mask));
+      jobs.push_back({configs.back().symbol(), codegen::generate_sm90_source(configs.back())});
+    }
+  }
+  jit::BuildOptions options;
+  options.compile.arch = "sm_90a";
+  options.show_progress = false;
+  const jit::BuildReport report = jit::build_kernels(jobs, options, nullptr);
+  ASSERT_TRUE(report.failure_report().empty()) << report.failure_report();
+  std::vector<jit::LoadedModule> modules;
+  for (const jit::BuildResult& result : report.results) modules.emplace_back(result.cubin);
+  std::printf("device: %s, %d SMs\n", context_->device_name().c_str(),
+              context_->multiprocessor_count());
+
+  const DType t = DType::bf16;
+  for (const Shape& s : shapes) {
+    const bool causal = s.seqlen_q > 1;
+    size_t k = 0;
+    while (configs[k].hdim_q != s.hdim || (configs[k].mask == MaskKind::causal) != causal) ++k;
+    const int64_t q_count = s.batch * s.seqlen_q * s.nhead_q * s.hdim;
+    const int64_t kv_count = s.batch * s.seqlen_k * s.nhead_k * s.hdim;
+    std::vector<uint16_t> q = random_bits(q_count, 1, t), kc = random_bits(kv_count, 2, t),
+                          vc = random_bits(kv_count, 3, t);
+    for (int64_t splits : split_counts) {
+      std::vector<float> o_acc(
+          static_cast<size_t>(splits * s.batch * s.nhead_q * s.seqlen_q * s.hdim));
+      std::vector<float> lse_acc(static_cast<size_t>(splits * s.batch * s.nhead_q * s.seqlen_q));
+      ProblemBuilder builder(Family::fwd_splitkv);
+      builder.dtype(t)
+          .shape(s.batch, s.nhead_q, s.nhead_k, s.seqlen_q, s.seqlen_k, s.hdim, s.hdim)
+          .q(bshd(q.data(), t, s.batch, s.seqlen_q, s.nhead_q, s.hdim))
+          .k(bshd(kc.data(), t, s.batch, s.seqlen_k, s.nhead_k, s.hdim))
+          .v(bshd(vc.data(), t, s.batch, s.seqlen_k, s.nhead_k, s.hdim))
+          .splits(splits,
+                  contiguous_view(o_acc.data(), DType::fp32,
+                                  {splits, s.batch, s.nhead_q, s.seqlen_q, s.hdim}),
+                  contiguous_view(lse_acc.data(), DType::fp32,
+                                  {splits, s.batch, s.nhead_q, s.seqlen_q}));
+      if (causal) builder.causal(MaskAlign::bottom_right);
+      const Problem host = builder.build();
+      const DeviceProblem device(host);
+      const DevicePartials partials(host.split);
+      Problem launch_problem = device.problem();
+      launch_problem.split = partials.split();
+      fmha::Sm90FwdParams params =
+          runtime::make_fwd_sm90_params(launch_problem, device.indices(), configs[k]);
+      const jit::LaunchShape shape = codegen::launch_shape_sm90(configs[k], launch_problem, 0);
+      runtime::bind_sm90_grid(params, configs[k], shape.grid[0]);
+      void* arguments[] = {&params};
+      auto run = [&] {
+        jit::launch_kernel(modules[k].function(configs[k].symbol()), shape, arguments);
+      };
+      for (int warm = 0; warm < 3; ++warm) run();
+      context_->synchronize();
+      constexpr int kRepeats = 20;
+      const auto start = std::chrono::steady_clock::now();
+      for (int r = 0; r < kRepeats; ++r) run();
+      context_->synchronize();
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+          kRepeats;
+      const double kv_bytes = 2.0 * kv_count * 2;
+      std::printf(
+          "b%-3lld hq%-3lld hk%-2lld sq%-3lld sk%-7lld d%-4lld %-6s splits %-3lld CTAs %-5u "
+          "%8.1f us %7.0f GB/s\n",
+          static_cast<long long>(s.batch), static_cast<long long>(s.nhead_q),
+          static_cast<long long>(s.nhead_k), static_cast<long long>(s.seqlen_q),
+          static_cast<long long>(s.seqlen_k), static_cast<long long>(s.hdim),
+          causal ? "causal" : "none", static_cast<long long>(splits), shape.grid[0], seconds * 1e6,
+          kv_bytes / seconds / 1e9);
+      std::fflush(stdout);
+      const auto lse = partials.download(partials.split().lse_acc);
+      int64_t nan = 0;
+      for_each_element(lse.view, [&](int64_t, int64_t offset) {
+        nan += std::isnan(numeric::load(lse.view.data, DType::fp32, offset));
+      });
+      EXPECT_EQ(nan, 0) << "splits " << splits;
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-// The kernels `tilefmha build` compiles and `tilefmha bench` offers the dispatcher: a sweep
+// The kernels `tilefmha build` compiles and `tilefmha bench` offers the engine: a sweep
 // config enumerated under a profile and filters, split by whether codegen implements each one.
 #pragma once
 

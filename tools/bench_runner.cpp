@@ -13,7 +13,8 @@
 #include "jit/target_arch.hpp"
 #include "runtime/device_info.hpp"
 #include "runtime/device_mirror.hpp"
-#include "runtime/dispatcher.hpp"
+#include "runtime/heuristics.hpp"
+#include "tilefmha/engine.hpp"
 #include "tilefmha/error.hpp"
 #include "uniform_fill.hpp"
 
@@ -71,9 +72,8 @@ struct BenchSession::State {
   std::unique_ptr<jit::GpuContext> context;
   DeviceFacts device;
   CandidateCounts counts;
-  runtime::Registry registry;
-  std::shared_ptr<jit::KernelCache> cache;
-  std::unique_ptr<runtime::Dispatcher> dispatcher;
+  std::filesystem::path cache_dir;  // the engine's disk cache, which prepare() fills
+  std::unique_ptr<Engine> engine;
   std::unique_ptr<jit::Stream> stream;
   std::unique_ptr<runtime::L2Flusher> flusher;
   std::unordered_map<std::string, KernelBuild> builds;    // by kernel name
@@ -106,13 +106,14 @@ BenchSession::BenchSession(const BenchOptions& options) : state_(std::make_uniqu
   s.counts.enumerated = kernels.enumerated;
   s.counts.implemented = static_cast<int64_t>(kernels.supported.size());
 
-  runtime::DispatcherOptions dispatch;
-  dispatch.candidates = kernels.supported;
-  s.cache = std::make_shared<jit::KernelCache>(options.cache_dir.empty()
-                                                   ? jit::KernelCache::default_directory()
-                                                   : std::filesystem::path(options.cache_dir));
-  dispatch.cache = s.cache;
-  s.dispatcher = std::make_unique<runtime::Dispatcher>(s.registry, info, std::move(dispatch));
+  // The engine plans over exactly the selected kernels, as a program shipping that set would.
+  s.cache_dir = options.cache_dir.empty() ? jit::KernelCache::default_directory()
+                                          : std::filesystem::path(options.cache_dir);
+  EngineOptions engine;
+  engine.kernels = kernels.supported;
+  engine.only_listed = true;
+  engine.cache_dir = s.cache_dir.string();
+  s.engine = std::make_unique<Engine>(std::move(engine));
   s.stream = std::make_unique<jit::Stream>();
   if (options.timing.l2_flush) s.flusher = std::make_unique<runtime::L2Flusher>();
 }
@@ -146,16 +147,18 @@ double BenchSession::prepare(const std::vector<BenchShape>& shapes) {
   in.o.assign(in.q.size(), std::byte{0});
   in.lse.assign(static_cast<size_t>(lse_elements * 4), std::byte{0});
 
-  // The dispatcher's choice per shape, found without compiling; each distinct kernel is then
-  // built once, in parallel, with the same options the dispatcher would use (shared cache).
+  // The engine's choice per shape (Engine::verdicts: no compiling), in the launch form its plan
+  // derives; each distinct kernel is then built once, in parallel, into the engine's disk cache
+  // with the options the engine compiles with, so its first plan of the shape only loads it.
   std::vector<KernelConfig> to_build;
   std::vector<jit::BuildJob> jobs;
   for (const BenchShape& shape : shapes) {
-    const auto verdicts = s.dispatcher->explain(host_problem(shape, s.options.lse, in));
+    const Problem problem = host_problem(shape, s.options.lse, in);
+    const auto verdicts = s.engine->verdicts(problem);
     if (verdicts.empty() || !verdicts.front().rejection.empty()) continue;
-    const KernelConfig& kernel = verdicts.front().kernel;
+    const KernelConfig kernel = runtime::launch_form(verdicts.front().kernel, problem);
     s.chosen[shape.label()] = kernel.name();
-    if (s.registry.is_built(kernel) ||
+    if (s.builds.contains(kernel.name()) ||
         std::any_of(to_build.begin(), to_build.end(), [&](const auto& c) { return c == kernel; }))
       continue;
     to_build.push_back(kernel);
@@ -165,14 +168,14 @@ double BenchSession::prepare(const std::vector<BenchShape>& shapes) {
   build.compile.arch = jit::nvrtc_target(s.device.arch);
   build.workers = s.options.workers;
   build.show_progress = !s.options.no_progress;
-  const jit::BuildReport report = jit::build_kernels(jobs, build, s.cache.get());
+  const jit::KernelCache cache(s.cache_dir);
+  const jit::BuildReport report = jit::build_kernels(jobs, build, &cache);
   for (size_t i = 0; i < to_build.size(); ++i) {
     const jit::BuildResult& result = report.results[i];
     if (!result.ok) {
       s.failures[to_build[i].name()] = result.error;
       continue;
     }
-    s.registry.add(to_build[i], result.cubin);
     s.builds[to_build[i].name()] = {result.compile_seconds, jit::to_string(result.cache)};
   }
   return report.summary.seconds;
@@ -199,22 +202,21 @@ BenchRow BenchSession::run(const BenchShape& shape, const BenchSweep& sweep) {
       // for.
       s.context->synchronize();
       const Problem& problem = mirror.device_problem();
-      std::shared_ptr<const runtime::Plan> plan;
+      EnginePlan plan;
       try {
-        plan = s.dispatcher->plan(problem);
+        plan = s.engine->plan(problem);
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::no_kernel) throw;
         row.status = "no_kernel";
         row.message = e.what();
         return row;
       }
-      row.kernel = plan->stages.front().kernel;
+      row.kernel = plan.kernels().front();
       if (const auto built = s.builds.find(row.kernel->name()); built != s.builds.end())
         row.build = built->second;
       row.plan_cached_us =
-          runtime::time_on_host([&] { s.dispatcher->plan(problem); }, kPlanWarmup, kPlanRepeat)
-              .median;
-      const auto launch = [&](jit::CUstream on) { s.dispatcher->run(*plan, problem, on); };
+          runtime::time_on_host([&] { s.engine->plan(problem); }, kPlanWarmup, kPlanRepeat).median;
+      const auto launch = [&](jit::CUstream on) { s.engine->run(plan, problem, on); };
       row.run_host_us =
           runtime::time_on_host([&] { launch(stream); }, kRunWarmup, kRunRepeat).median;
       s.stream->synchronize();
@@ -225,8 +227,8 @@ BenchRow BenchSession::run(const BenchShape& shape, const BenchSweep& sweep) {
       // Fresh device copies: outputs poisoned again, so only this run's writes are compared.
       const runtime::DeviceMirror fresh(host);
       s.context->synchronize();  // the poison is written before the run starts
-      const auto plan = s.dispatcher->plan(fresh.device_problem());
-      s.dispatcher->run(*plan, fresh.device_problem(), stream);
+      const EnginePlan plan = s.engine->plan(fresh.device_problem());
+      s.engine->run(plan, fresh.device_problem(), stream);
       s.stream->synchronize();
       fresh.copy_outputs_to(host);
       row.verify = verify_against_reference(host);

@@ -1,6 +1,7 @@
-// The GPU half of `tilefmha bench`: each shape of the sweep planned by the Dispatcher over the
-// enumerated fwd candidates, its kernels JIT-built up front in parallel, then timed with CUDA
-// events (runtime/timing.hpp) and optionally verified against the CPU reference.
+// The GPU half of `tilefmha bench`: each shape of the sweep planned by a tilefmha::Engine over
+// the enumerated fwd candidates (its only kernels), the kernels it picks JIT-built up front in
+// parallel into its disk cache, then timed with CUDA events (runtime/timing.hpp) and optionally
+// verified against the CPU reference.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +48,7 @@ struct DeviceFacts {
 
 struct CandidateCounts {
   int64_t enumerated = 0;
-  int64_t implemented = 0;  // those codegen supports, offered to the dispatcher
+  int64_t implemented = 0;  // those codegen supports, offered to the engine
 };
 
 struct KernelBuild {
@@ -64,15 +65,15 @@ struct BenchRow {
   std::optional<KernelBuild> build;
   runtime::SampleStats gpu_ms;  // per repeat
   double tflops = 0;            // at the median
-  double plan_cached_us = 0;    // host cost of Dispatcher::plan on a planned signature (median)
-  double run_host_us = 0;       // host cost of Dispatcher::run, launch only (median)
+  double plan_cached_us = 0;    // host cost of Engine::plan on a planned signature (median)
+  double run_host_us = 0;       // host cost of Engine::run, launch only (median)
   VerifyResult verify;
 };
 
 class BenchSession {
  public:
   // Opens the GPU (Error runtime with the reason when none is usable), enumerates the
-  // candidates and creates the dispatcher.
+  // candidates and creates the engine.
   explicit BenchSession(const BenchOptions& options);
   ~BenchSession();
   BenchSession(const BenchSession&) = delete;
@@ -82,7 +83,8 @@ class BenchSession {
   const CandidateCounts& candidates() const;
 
   // Fills the random inputs for the largest shape and JIT-builds, in parallel, the kernel the
-  // dispatcher picks for each shape. Returns the build's wall seconds.
+  // engine picks for each shape (into the disk cache its plans read). Returns the build's wall
+  // seconds.
   double prepare(const std::vector<BenchShape>& shapes);
 
   // Plans, times and (with --verify) checks one shape. Errors of this shape land in the row.

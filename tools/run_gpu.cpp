@@ -2,17 +2,13 @@
 
 #include <chrono>
 #include <cstdio>
-#include <memory>
 
 #include "host_buffer.hpp"
 #include "jit/cuda_driver.hpp"
-#include "jit/kernel_cache.hpp"
-#include "runtime/candidates.hpp"
-#include "runtime/device_info.hpp"
+#include "jit/module.hpp"
 #include "runtime/device_mirror.hpp"
-#include "runtime/dispatcher.hpp"
-#include "runtime/kernel_match.hpp"
 #include "runtime/tolerance.hpp"
+#include "tilefmha/engine.hpp"
 #include "tilefmha/error.hpp"
 #include "tilefmha/reference.hpp"
 
@@ -40,27 +36,22 @@ GpuRun run_on_gpu(const std::vector<Problem>& stages, std::optional<Pipeline> pi
   if (const std::string why = jit::gpu_unavailable_reason(); !why.empty())
     throw Error(ErrorKind::invalid_argument, "--backend gpu: " + why);
 
-  jit::GpuContext context;
-  const runtime::DeviceInfo device = runtime::query_current_device();
-  runtime::Registry registry;
-  runtime::DispatcherOptions options;
-  options.candidates = runtime::default_candidates(device.arch, {Family::fwd});
-  if (pipeline)
-    std::erase_if(options.candidates,
-                  [&](const KernelConfig& config) { return config.pipeline != *pipeline; });
-  options.cache = std::make_shared<jit::KernelCache>(jit::KernelCache::default_directory());
-  runtime::Dispatcher dispatcher(registry, device, options);
+  EngineOptions options;
+  options.pipeline = pipeline;
+  Engine engine(options);
+  // The device copies need the engine's (primary) context current; it also synchronizes.
+  const jit::GpuContext context;
 
   GpuRun result;
-  result.device_name = device.name;
+  result.device_name = engine.device_name();
   for (const Problem& stage : stages) {
     runtime::DeviceMirror mirror(stage);
-    const auto plan = dispatcher.plan(mirror.device_problem());
-    result.explanation += plan->explanation;
-    dispatcher.run(*plan, mirror.device_problem());  // first run: module load
+    const EnginePlan plan = engine.plan(mirror.device_problem());
+    result.explanation += plan.explanation();
+    engine.run(plan, mirror.device_problem());  // first run: module load
     context.synchronize();
     const auto start = std::chrono::steady_clock::now();
-    dispatcher.run(*plan, mirror.device_problem());
+    engine.run(plan, mirror.device_problem());
     context.synchronize();
     result.seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

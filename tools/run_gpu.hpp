@@ -1,4 +1,4 @@
-// `tilefmha run --backend gpu`: the stages through the dispatcher on the GPU, and `--validate`
+// `tilefmha run --backend gpu`: the stages through tilefmha::Engine on the GPU, and `--validate`
 // against the CPU reference.
 #pragma once
 
@@ -13,13 +13,15 @@ namespace tilefmha::cli {
 struct GpuRun {
   double seconds = 0;  // one warm run (after the first, which may JIT and load)
   std::string device_name;
-  std::string explanation;  // the plan's choice per stage
+  std::string explanation;  // the plan's choice per stage (EnginePlan::explanation)
 };
 
-// Runs the stages on the GPU; the results land in the host problems' output views. Throws
-// Error(invalid_argument) when no GPU is usable and Error(not_supported) for families the GPU
-// backend does not run yet.
-// `pipeline`, when set, restricts the dispatcher's candidates to that pipeline.
+// Runs the stages on the GPU through one Engine (the `full` profile, the disk cache); the results
+// land in the host problems' output views. A fwd stage's split.num_splits is the engine's split
+// request (0: automatic, 1: one pass, n: n splits). Throws Error(invalid_argument) when no GPU is
+// usable and Error(not_supported) for families the GPU backend does not run yet.
+// `pipeline`, when set, restricts the engine's candidates to that pipeline
+// (EngineOptions::pipeline).
 GpuRun run_on_gpu(const std::vector<Problem>& stages, std::optional<Pipeline> pipeline);
 
 struct Validation {

@@ -156,10 +156,10 @@ void add_run_options(CLI::App& command, RunOptions& o) {
   add_optional(command, "--seed", o.seed, "Dropout seed [default: 0]");
   add_optional(command, "--offset", o.offset, "Dropout Philox offset [default: 0]");
 
-  command
-      .add_option("--splits", o.splits,
-                  "Split-KV: partials over N key chunks, then the combine (forward only)")
-      ->capture_default_str();
+  add_optional(command, "--splits", o.splits,
+               "Split-KV: partials over N key chunks, then the combine (forward only) [default: "
+               "1]. For fwd on the GPU, the engine's request: 0 = it chooses, 1 = one pass, "
+               "N = N splits [default: 0]");
   add_optional(command, "--page-table", o.page_table,
                "Paged KV form: vllm (block table) or sglang (page list) [default: vllm for "
                "fwd_pagedkv and batch_prefill]")

@@ -44,7 +44,7 @@ struct RunOptions {
   std::optional<uint64_t> seed;    // default 0
   std::optional<uint64_t> offset;  // default 0
 
-  int64_t splits = 1;
+  std::optional<int64_t> splits;  // default 1; 0 (the engine chooses) for fwd on the GPU
   std::optional<std::string> page_table;
   std::optional<int64_t> page_size;      // default kDefaultPageSize
   std::optional<std::string> kv_layout;  // default nhd

@@ -332,8 +332,14 @@ RunSpec resolve_run_spec(const RunOptions& o, InputDir* input) {
   RunSpec spec;
   spec.input_seed = o.input_seed;
   const Family family = parse_family(o.family);
-  if (o.splits < 1) bad_flags("--splits " + std::to_string(o.splits) + " must be at least 1");
-  spec.stages = stages_of(family, o.splits);
+  // fwd on the GPU is one engine call whose split request is --splits (0: the engine chooses);
+  // the reference runs --splits N > 1 as its own split-KV stages.
+  const bool engine_splits = o.backend == "gpu" && family == Family::fwd;
+  const int64_t splits = o.splits.value_or(engine_splits ? 0 : 1);
+  if (splits < (engine_splits ? 0 : 1))
+    bad_flags("--splits " + std::to_string(splits) + " must be at least " +
+              (engine_splits ? "0" : "1"));
+  spec.stages = engine_splits ? RunStages::forward : stages_of(family, splits);
   spec.bhsd = o.layout == "bhsd";
 
   const Family main_family = spec.stages == RunStages::splitkv ? Family::fwd_splitkv : family;
@@ -380,7 +386,7 @@ RunSpec resolve_run_spec(const RunOptions& o, InputDir* input) {
   spec.want_lse = o.lse;
   // Backward reads the forward's LSE, so a backward run always computes it.
   problem.return_lse = o.lse || spec.stages == RunStages::backward;
-  problem.split.num_splits = o.splits;
+  problem.split.num_splits = splits;
 
   if (is_fp8(dtype)) {
     problem.fp8.kind = parse_enum<Fp8ScaleKind>(o.fp8_scale.value_or("per_tensor"));

@@ -78,7 +78,8 @@ void run_sweep(const SweepOptions& options, std::ostream& out) {
     if (shape.family == family) shapes.push_back(std::move(shape));
   // The GPU is opened before any compiling, so a machine without one fails at once.
   std::unique_ptr<SweepTimer> timer;
-  if (!options.compile_only) timer = std::make_unique<SweepTimer>(options.timing);
+  if (!options.compile_only)
+    timer = std::make_unique<SweepTimer>(options.timing, options.cache_dir);
 
   KernelSelection selection;
   selection.config = options.variant;
@@ -116,12 +117,8 @@ void run_sweep(const SweepOptions& options, std::ostream& out) {
   }
   const jit::BuildReport report = jit::build_kernels(jobs, build, &cache);
   std::vector<KernelConfig> built;
-  std::unordered_map<std::string, const std::vector<char>*> cubins;  // by kernel name
   for (const jit::BuildResult& result : report.results) {
-    if (result.ok) {
-      built.push_back(*by_symbol.at(result.name));
-      cubins[built.back().name()] = &result.cubin;
-    }
+    if (result.ok) built.push_back(*by_symbol.at(result.name));
     if (!result.ok)
       std::cerr << "kernel " << by_symbol.at(result.name)->name() << " failed:\n"
                 << result.error << "\n\n";
@@ -136,7 +133,7 @@ void run_sweep(const SweepOptions& options, std::ostream& out) {
     rows.push_back(sweep_row_json(match));
     (match.status == "match" ? matched : unserved) += 1;
     if (timer && match.status == "match") {
-      timer->time(match, *cubins.at(match.kernel->name()), rows.back());
+      timer->time(match, rows.back());
       out << "  " << match.shape->label() << "  " << match.kernel->name() << "  "
           << rows.back()["status"].get<std::string>() << "  "
           << (rows.back()["median_ms"].is_null() ? rows.back()["reason"].dump()

@@ -7,7 +7,7 @@
 #include "jit/module.hpp"
 #include "runtime/device_info.hpp"
 #include "runtime/device_mirror.hpp"
-#include "runtime/dispatcher.hpp"
+#include "tilefmha/engine.hpp"
 #include "tilefmha/error.hpp"
 #include "uniform_fill.hpp"
 
@@ -87,6 +87,7 @@ int attribute_mhz(int (jit::GpuContext::*query)() const, const jit::GpuContext& 
 
 struct SweepTimer::State {
   runtime::TimingOptions timing;
+  std::string cache_dir;
   std::unique_ptr<jit::GpuContext> context;
   runtime::DeviceInfo info;
   DeviceFacts device;
@@ -94,10 +95,12 @@ struct SweepTimer::State {
   std::unique_ptr<runtime::L2Flusher> flusher;
 };
 
-SweepTimer::SweepTimer(runtime::TimingOptions timing) : state_(std::make_unique<State>()) {
+SweepTimer::SweepTimer(runtime::TimingOptions timing, std::string cache_dir)
+    : state_(std::make_unique<State>()) {
   State& s = *state_;
   runtime::check_timing_options(timing);
   s.timing = timing;
+  s.cache_dir = std::move(cache_dir);
   if (const std::string why = jit::gpu_unavailable_reason(); !why.empty())
     throw Error(ErrorKind::runtime,
                 "sweep timing needs a GPU (" + why + "); pass --compile-only for the match table");
@@ -119,8 +122,7 @@ const DeviceFacts& SweepTimer::device() const {
   return state_->device;
 }
 
-void SweepTimer::time(const SweepMatch& match, const std::vector<char>& cubin,
-                      nlohmann::ordered_json& row) {
+void SweepTimer::time(const SweepMatch& match, nlohmann::ordered_json& row) {
   State& s = *state_;
   row["card"] = s.device.card;
   row["sm_clock_mhz"] = s.device.sm_clock_mhz;
@@ -135,17 +137,19 @@ void SweepTimer::time(const SweepMatch& match, const std::vector<char>& cubin,
       row["reason"] = why;
       return;
     }
-    // A registry and dispatcher holding only this kernel, so the plan runs exactly it.
-    runtime::Registry registry;
-    registry.add(*match.kernel, cubin);
-    runtime::DispatcherOptions options;
-    runtime::Dispatcher dispatcher(registry, s.info, std::move(options));
+    // An engine whose only kernel is this one, so the plan runs exactly it; the build stored
+    // its cubin in the cache, so planning only loads it.
+    EngineOptions options;
+    options.kernels = {*match.kernel};
+    options.only_listed = true;
+    options.cache_dir = s.cache_dir;
+    Engine engine(std::move(options));
     const runtime::DeviceMirror mirror(host.problem);
     s.context->synchronize();
     const Problem& problem = mirror.device_problem();
-    const auto plan = dispatcher.plan(problem);
+    const EnginePlan plan = engine.plan(problem);
     const jit::CUstream stream = s.stream->handle();
-    const auto launch = [&](jit::CUstream on) { dispatcher.run(*plan, problem, on); };
+    const auto launch = [&](jit::CUstream on) { engine.run(plan, problem, on); };
     const runtime::SampleStats ms = runtime::time_on_gpu(launch, s.timing, stream, s.flusher.get());
     row["median_ms"] = ms.median;
     row["tflops"] = host.flops / (ms.median * 1e-3) / 1e12;

@@ -1,7 +1,7 @@
 // The GPU half of `tilefmha sweep`: each matched (shape, kernel) pair of the forward family timed
-// on its own (a registry and dispatcher holding only that kernel, so the plan runs exactly it),
-// with the same CUDA-event timing as `tilefmha bench`. Other families and shapes with a bias
-// are left untimed with the reason in the row.
+// on its own (an Engine whose only kernel is that one, so the plan runs exactly it, read from the
+// disk cache the sweep's build filled), with the same CUDA-event timing as `tilefmha bench`.
+// Other families and shapes with a bias are left untimed with the reason in the row.
 #pragma once
 
 #include <memory>
@@ -17,17 +17,19 @@ namespace tilefmha::cli {
 
 class SweepTimer {
  public:
-  // Opens the GPU; Error(runtime) with the reason when none is usable.
-  explicit SweepTimer(runtime::TimingOptions timing);
+  // Opens the GPU; Error(runtime) with the reason when none is usable. `cache_dir`: the cubin
+  // cache the kernels were built into (empty: KernelCache::default_directory()).
+  explicit SweepTimer(runtime::TimingOptions timing, std::string cache_dir = {});
   ~SweepTimer();
   SweepTimer(const SweepTimer&) = delete;
   SweepTimer& operator=(const SweepTimer&) = delete;
 
   const DeviceFacts& device() const;
 
-  // Times one match (its kernel's cubin given) and fills the row's timing columns: median_ms,
-  // tflops, gbps, card, clocks, driver; or status "untimed" / "error" with the reason.
-  void time(const SweepMatch& match, const std::vector<char>& cubin, nlohmann::ordered_json& row);
+  // Times one match (its kernel built into the cache beforehand, else compiled now) and fills
+  // the row's timing columns: median_ms, tflops, gbps, card, clocks, driver; or status
+  // "untimed" / "error" with the reason.
+  void time(const SweepMatch& match, nlohmann::ordered_json& row);
 
  private:
   struct State;

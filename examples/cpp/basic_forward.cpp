@@ -1,19 +1,16 @@
 // Basic forward attention: fp16 Q, K, V in [batch, seq, head, dim], causal, run by the CPU
 // reference and checked against the formula; where a GPU is present the same problem also runs
-// through the dispatcher (JIT-compiling a kernel on first use) and is checked against the CPU.
+// through tilefmha::Engine (JIT-compiling a kernel on first use) and is checked against the CPU.
 #include <cmath>
 #include <cstdio>
 #include <memory>
 
 #include "example_support.hpp"
 #include "jit/cuda_driver.hpp"
-#include "jit/kernel_cache.hpp"
 #include "jit/module.hpp"
 #include "jit/nvrtc_api.hpp"
-#include "runtime/candidates.hpp"
-#include "runtime/device_info.hpp"
 #include "runtime/device_mirror.hpp"
-#include "runtime/dispatcher.hpp"
+#include "tilefmha/engine.hpp"
 #include "tilefmha/error.hpp"
 #include "tilefmha/problem.hpp"
 #include "tilefmha/reference.hpp"
@@ -27,20 +24,17 @@ constexpr int64_t kBatch = 2, kHeads = 4, kSeq = 96, kDim = 64;
 // Runs `problem` on the GPU and returns the largest |GPU - CPU| of O; the problem's O view
 // holds the CPU result and is overwritten by the GPU's.
 double gpu_error(const Problem& problem, const examples::HostBuffer& cpu_o) {
-  jit::GpuContext context;
-  const runtime::DeviceInfo device = runtime::query_current_device();
-  runtime::Registry registry;
-  runtime::DispatcherOptions options;
-  // Every forward kernel the engine enumerates for this arch; the dispatcher compiles only the
-  // one it picks, and caches the cubin on disk for the next run.
-  options.candidates = runtime::default_candidates(device.arch, {Family::fwd});
-  options.cache = std::make_shared<jit::KernelCache>(jit::KernelCache::default_directory());
-  runtime::Dispatcher dispatcher(registry, device, options);
-
+  // Device 0 with the `full` profile's kernels for its arch: the engine compiles only the one it
+  // picks, and caches the cubin on disk for the next run.
+  Engine engine;
+  // The example's own device buffers (a program would use its framework's); they live in the
+  // device's primary context, which the engine uses too.
+  const jit::GpuContext context;
   runtime::DeviceMirror mirror(problem);  // device copies of every tensor, outputs poisoned
-  const auto plan = dispatcher.plan(mirror.device_problem());
-  std::printf("GPU %s: %s", device.name.c_str(), plan->explanation.c_str());
-  dispatcher.run(*plan, mirror.device_problem());
+
+  const EnginePlan plan = engine.plan(mirror.device_problem());
+  std::printf("GPU %s: %s", engine.device_name().c_str(), plan.explanation().c_str());
+  engine.run(plan, mirror.device_problem());  // the legacy default stream
   context.synchronize();
   mirror.copy_outputs_to(problem);
 
@@ -89,6 +83,6 @@ int main() {
   examples::MaxError gpu;
   gpu.value = gpu_error(problem, cpu_o);
   // The kernel rounds P to fp16 before P·V: a few fp16 units.
-  ok = gpu.report("GPU dispatcher vs CPU reference", 4e-3) && ok;
+  ok = gpu.report("GPU engine vs CPU reference", 4e-3) && ok;
   return ok ? 0 : 1;
 }

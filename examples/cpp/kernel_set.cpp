@@ -1,7 +1,8 @@
 // Kernel set declaration: a program names the kernels it ships by canonical-name patterns
 // ('*' any run, '?' one character). TILEFMHA_KERNEL_SET defines a function returning the set,
 // built once on first call; resolve(arch) expands it against the arch's full enumeration and
-// the result becomes the dispatcher's candidates (DispatcherOptions::candidates). No GPU needed.
+// the result becomes the engine's kernels (EngineOptions::kernels, with only_listed = true for
+// exactly these). No GPU needed.
 #include "tilefmha/kernel_set.hpp"
 
 #include <cstdio>

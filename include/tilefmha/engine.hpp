@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,8 @@ struct EngineOptions {
   // these are the only candidates.
   std::vector<KernelConfig> kernels;
   bool only_listed = false;
+  // Restricts the candidates to one pipeline (e.g. sm80_mma to test the portable kernels).
+  std::optional<Pipeline> pipeline;
   // Disk cache of compiled kernels: empty = $TILEFMHA_CACHE_DIR or the user's cache directory.
   std::string cache_dir;
   bool disk_cache = true;
@@ -48,10 +51,19 @@ class EnginePlan {
   int64_t num_splits() const;
   // One line per stage: the kernel and why it was chosen.
   const std::string& explanation() const;
+  // The stages' kernels in launch order, in their launch forms.
+  std::vector<KernelConfig> kernels() const;
 
  private:
   friend class Engine;
   std::shared_ptr<const runtime::Plan> plan_;
+};
+
+// One candidate kernel's verdict for one stage of a problem (what Engine::explain prints).
+struct KernelVerdict {
+  KernelConfig kernel;    // in its enumerated form (the plan derives the launch form)
+  std::string rejection;  // empty when it fits; else a sentence naming the field at fault
+  double score = 0;       // higher is preferred among the fitting kernels
 };
 
 class Engine {
@@ -78,6 +90,9 @@ class Engine {
 
   // Every candidate kernel of every stage with its verdict, best first, as text.
   std::string explain(const Problem& problem) const;
+  // The same verdicts, structured: every stage's candidates, best first within each stage.
+  // Nothing is compiled (a tool can build the chosen kernels ahead, e.g. in parallel).
+  std::vector<KernelVerdict> verdicts(const Problem& problem) const;
 
   // The GPU's name and SM count.
   std::string device_name() const;

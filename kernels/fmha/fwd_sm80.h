@@ -84,9 +84,8 @@ TILEFMHA_DEVICE auto visited_key_blocks(const Mask& mask, const FwdParams& p, co
 // partial (a quad covers 8 contiguous floats of a row: whole 32-byte sectors, no shared-memory
 // pass) and its LSE to lse_acc. Rows past the sequence end are left alone.
 template <class Traits>
-TILEFMHA_DEVICE void store_split_partials(const FwdParams& p, const SeqInfo& seq, int h,
-                                          int split, int m_begin, int warp_row, int group,
-                                          int pair,
+TILEFMHA_DEVICE void store_split_partials(const FwdParams& p, const SeqInfo& seq, int h, int split,
+                                          int m_begin, int warp_row, int group, int pair,
                                           const float (&o)[Traits::kMTiles][Traits::kDv / 8][4],
                                           const float (&lse)[Traits::kMTiles][2]) {
   float* o_acc = p.o_acc + split * p.o_acc_split_stride + seq.view_batch * p.o_acc_batch_stride +
@@ -104,7 +103,8 @@ TILEFMHA_DEVICE void store_split_partials(const FwdParams& p, const SeqInfo& seq
       for (int dt = 0; dt < Traits::kDv / 8; ++dt) {
         const int col = dt * 8 + pair * 2;
         if (!Traits::kPadHdimV || col < p.hdim_v) {
-          *reinterpret_cast<float2*>(row + col) = make_float2(o[mt][dt][2 * r], o[mt][dt][2 * r + 1]);
+          *reinterpret_cast<float2*>(row + col) =
+              make_float2(o[mt][dt][2 * r], o[mt][dt][2 * r + 1]);
         }
       }
       if (pair == 0) lse_acc[(seq.q_start + i) * p.lse_acc_seq_stride] = lse[mt][r];

@@ -43,7 +43,8 @@ struct CombineTraits {
                     tile::same_type<Output, tile::half_t>::value ||
                     tile::same_type<Output, tile::bfloat16_t>::value,
                 "the combine writes fp32, fp16 or bf16");
-  static_assert(kThreadsPerRow >= 1 && kThreadsPerRow <= 32 && kThreadsPerRow * BlockM == kThreads &&
+  static_assert(kThreadsPerRow >= 1 && kThreadsPerRow <= 32 &&
+                    kThreadsPerRow * BlockM == kThreads &&
                     (kThreadsPerRow & (kThreadsPerRow - 1)) == 0,
                 "a row's lanes must be a power-of-two part of one warp");
   static_assert(BlockN >= 1, "block_n is the splits staged per pass");
@@ -167,8 +168,8 @@ TILEFMHA_DEVICE void combine_rows(const CombineParams& p,
     h = bh % p.nhead;
     b = bh / p.nhead;
   }
-  const float* lse_acc = p.lse_acc + b * p.lse_acc_batch_stride + h * p.lse_acc_head_stride +
-                         i * p.lse_acc_seq_stride;
+  const float* lse_acc =
+      p.lse_acc + b * p.lse_acc_batch_stride + h * p.lse_acc_head_stride + i * p.lse_acc_seq_stride;
   const long long o_acc_row =
       b * p.o_acc_batch_stride + h * p.o_acc_head_stride + i * p.o_acc_seq_stride;
   const ScalarKind kind = p.o_acc_kind;
@@ -239,8 +240,7 @@ TILEFMHA_DEVICE void combine_rows(const CombineParams& p,
           accumulate<Traits, tile::half_t>(p.o_acc, offset, vector_in, lane, hdim, weight, acc);
           break;
         case ScalarKind::bf16:
-          accumulate<Traits, tile::bfloat16_t>(p.o_acc, offset, vector_in, lane, hdim, weight,
-                                               acc);
+          accumulate<Traits, tile::bfloat16_t>(p.o_acc, offset, vector_in, lane, hdim, weight, acc);
           break;
       }
     }
@@ -253,8 +253,8 @@ TILEFMHA_DEVICE void combine_rows(const CombineParams& p,
   const float lse = any ? max_lse + tile::log2_approx(sum) * kLn2 : negative_infinity();
   Output* out = static_cast<Output*>(p.o) + b * p.o_strides.batch + i * p.o_strides.seq +
                 h * p.o_strides.head;
-  const bool vector_out = vectorizable<Output>(p.o, p.o_strides.batch, p.o_strides.seq,
-                                               p.o_strides.head, 0, p.hdim_v);
+  const bool vector_out =
+      vectorizable<Output>(p.o, p.o_strides.batch, p.o_strides.seq, p.o_strides.head, 0, p.hdim_v);
 #pragma unroll
   for (int c = 0; c < Traits::kChunks; ++c) {
     const int d = (c * kLanes + lane) * kVector;

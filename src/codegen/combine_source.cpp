@@ -53,7 +53,8 @@ void check_supported_combine(const KernelConfig& c) {
   if (c.page_table != PageTableKind::none)
     unsupported("page_table", c.page_table, "the combine reads contiguous partials");
   if (c.page_size != 0) unsupported("page_size", c.page_size, "the combine reads no pages");
-  if (c.kv_layout != KvLayout::nhd) unsupported("kv_layout", c.kv_layout, "the combine reads no K/V");
+  if (c.kv_layout != KvLayout::nhd)
+    unsupported("kv_layout", c.kv_layout, "the combine reads no K/V");
   if (c.rope != RopeKind::none) unsupported("rope", c.rope, "RoPE belongs to fwd_appendkv");
   if (c.fp8_scale != Fp8ScaleKind::none)
     unsupported("fp8_scale", c.fp8_scale, "the splits applied the fp8 scales");
@@ -97,8 +98,8 @@ jit::LaunchShape launch_shape_combine(const KernelConfig& c, const Problem& prob
     unsupported("hdim_v", problem.hdim_v,
                 "exceeds the combine kernel's head dim " + std::to_string(c.hdim_v));
   const bool group = problem.mode == Mode::group;
-  const int64_t rows =
-      (group ? 1 : problem.batch) * problem.nhead_q * (group ? problem.total_q() : problem.seqlen_q);
+  const int64_t rows = (group ? 1 : problem.batch) * problem.nhead_q *
+                       (group ? problem.total_q() : problem.seqlen_q);
   const int64_t blocks = (rows + c.block_m - 1) / c.block_m;
   constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
   if (blocks > kMaxGridX)

@@ -44,7 +44,8 @@ void check_supported_sm80(const KernelConfig& c) {
     unsupported("mode", c.mode, "group mode needs pad_seqlen_q and pad_seqlen_k");
   // Split partials carry their own LSE and exclude the sink logit; the combine writes the LSE
   // and adds the sink logit once. The family has no dropout.
-  if (split && c.lse) unsupported("lse", c.lse, "fwd_splitkv writes partial LSEs; the combine writes LSE");
+  if (split && c.lse)
+    unsupported("lse", c.lse, "fwd_splitkv writes partial LSEs; the combine writes LSE");
   if (split && c.dropout) unsupported("dropout", c.dropout, "fwd_splitkv has no dropout");
   if (split && c.sink_logit)
     unsupported("sink_logit", c.sink_logit, "the combine adds the sink logit, not the splits");
@@ -91,8 +92,8 @@ jit::LaunchShape launch_shape_sm80(const KernelConfig& c, const Problem& problem
 
 jit::LaunchShape launch_shape_sm80(const KernelConfig& c, const Problem& problem) {
   // A fwd_splitkv problem carries its split count; anything else runs in one split.
-  return launch_shape_sm80(
-      c, problem, problem.family == Family::fwd_splitkv ? problem.split.num_splits : 1);
+  return launch_shape_sm80(c, problem,
+                           problem.family == Family::fwd_splitkv ? problem.split.num_splits : 1);
 }
 
 }  // namespace tilefmha::codegen

@@ -19,11 +19,11 @@ jit::LaunchShape query_block_grid(const Problem& problem, int block_m, int threa
     throw Error(ErrorKind::not_supported,
                 "batch = " + std::to_string(problem.batch) + " exceeds the grid's 65535 sequences");
   if (problem.batch * num_splits > kMaxGridYZ)
-    throw Error(ErrorKind::not_supported,
-                "num_splits = " + std::to_string(num_splits) + " with batch = " +
-                    std::to_string(problem.batch) + " gives " +
-                    std::to_string(problem.batch * num_splits) +
-                    " (sequence, split) pairs; the grid takes 65535");
+    throw Error(ErrorKind::not_supported, "num_splits = " + std::to_string(num_splits) +
+                                              " with batch = " + std::to_string(problem.batch) +
+                                              " gives " +
+                                              std::to_string(problem.batch * num_splits) +
+                                              " (sequence, split) pairs; the grid takes 65535");
   const int64_t query_blocks = (problem.seqlen_q + block_m - 1) / block_m;
   jit::LaunchShape shape;
   // A grid needs one block even when every sequence is empty; such CTAs exit at once.

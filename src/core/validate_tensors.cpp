@@ -77,8 +77,7 @@ ViewRule split_rule(const Problem& p, std::string field, bool with_dim) {
   // The combine also merges finished 16-bit attention outputs (merge_states), whose partial O
   // has the problem's dtype; split kernels always write fp32.
   const bool sixteen_bit = p.dtype == DType::fp16 || p.dtype == DType::bf16;
-  if (with_dim && p.family == Family::fwd_splitkv_combine && sixteen_bit)
-    dtypes.push_back(p.dtype);
+  if (with_dim && p.family == Family::fwd_splitkv_combine && sixteen_bit) dtypes.push_back(p.dtype);
   return {std::move(field), std::move(dtypes), std::move(dims)};
 }
 
@@ -108,7 +107,8 @@ void check_split(const Problem& p) {
       p.family == Family::fwd_splitkv || p.family == Family::fwd_splitkv_combine;
   if (p.split.num_splits < (explicit_partials ? 1 : 0))
     fail(cat("split.num_splits = ", p.split.num_splits,
-             explicit_partials ? " must be at least 1 for family " : " must be at least 0 (auto) for family ",
+             explicit_partials ? " must be at least 1 for family "
+                               : " must be at least 0 (auto) for family ",
              to_string(p.family)));
   Use use = Use::none;
   if (p.family == Family::fwd_splitkv) use = Use::writes;

@@ -37,17 +37,12 @@ Profile parse_profile(const nlohmann::json& json, const std::string& name,
 }
 
 std::vector<std::string> profile_names() {
-  std::vector<std::string> names;
-  std::error_code ignored;
-  for (const auto& entry : std::filesystem::directory_iterator(data_dir() / "profiles", ignored))
-    if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
-  std::sort(names.begin(), names.end());
-  return names;
+  return json_file_stems(data_dir() / "profiles");
 }
 
 Profile load_profile(std::string_view name) {
   const auto path = data_dir() / "profiles" / (std::string(name) + ".json");
-  if (name.find('/') != std::string_view::npos || !std::filesystem::is_regular_file(path)) {
+  if (name.find('/') != std::string_view::npos || !is_readable_file(path)) {
     std::string known;
     for (const auto& n : profile_names()) known += (known.empty() ? "" : ", ") + n;
     throw Error(ErrorKind::invalid_argument,

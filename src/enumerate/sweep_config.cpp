@@ -17,15 +17,6 @@ std::vector<Family> all_families() {
   return out;
 }
 
-std::vector<std::string> json_stems(const std::filesystem::path& dir) {
-  std::vector<std::string> names;
-  std::error_code ignored;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ignored))
-    if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 std::string joined(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
@@ -89,17 +80,17 @@ SweepConfig load_sweep_config(std::string_view name_or_path) {
   const bool is_path = text.find('/') != std::string::npos || text.ends_with(".json");
   const std::filesystem::path dir = data_dir() / "configs";
   const std::filesystem::path path = is_path ? std::filesystem::path(text) : dir / (text + ".json");
-  if (!std::filesystem::is_regular_file(path)) {
+  if (!is_readable_file(path)) {
     if (is_path) throw Error(ErrorKind::io, "sweep config file '" + text + "' not found");
     throw Error(ErrorKind::invalid_argument, "unknown sweep config '" + text + "' (known in " +
-                                                 dir.string() + ": " + joined(json_stems(dir)) +
+                                                 dir.string() + ": " + joined(json_file_stems(dir)) +
                                                  ")");
   }
   return parse_sweep_config(read_json_file(path), path.stem().string(), path.string());
 }
 
 std::vector<std::string> sweep_config_names() {
-  return json_stems(data_dir() / "configs");
+  return json_file_stems(data_dir() / "configs");
 }
 
 }  // namespace tilefmha::enumerate

@@ -68,6 +68,12 @@ CudaDriverLoad load_cuda_driver(const std::string& library_name) {
       bind(library, "cuStreamDestroy_v2", api.stream_destroy, failure) &&
       bind(library, "cuStreamWaitEvent", api.stream_wait_event, failure) &&
       bind(library, "cuStreamIsCapturing", api.stream_is_capturing, failure) &&
+      bind(library, "cuStreamBeginCapture_v2", api.stream_begin_capture, failure) &&
+      bind(library, "cuStreamEndCapture", api.stream_end_capture, failure) &&
+      bind(library, "cuGraphInstantiateWithFlags", api.graph_instantiate, failure) &&
+      bind(library, "cuGraphLaunch", api.graph_launch, failure) &&
+      bind(library, "cuGraphExecDestroy", api.graph_exec_destroy, failure) &&
+      bind(library, "cuGraphDestroy", api.graph_destroy, failure) &&
       bind(library, "cuEventCreate", api.event_create, failure) &&
       bind(library, "cuEventRecord", api.event_record, failure) &&
       bind(library, "cuEventSynchronize", api.event_synchronize, failure) &&

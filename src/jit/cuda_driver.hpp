@@ -19,6 +19,8 @@ using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphExec = struct CUgraphExec_st*;
 
 // cuDeviceGetAttribute / cuFuncSetAttribute codes used here (values from cuda.h).
 constexpr int cu_device_attribute_compute_capability_major = 75;
@@ -73,6 +75,13 @@ struct CudaDriverApi {
   CUresult (*stream_wait_event)(CUstream stream, CUevent event, unsigned flags);
   // status: 0 none, 1 active, 2 invalidated (CUstreamCaptureStatus).
   CUresult (*stream_is_capturing)(CUstream stream, int* status);
+  // CUDA graphs: capture a stream's work, instantiate, replay (mode 2 = relaxed capture).
+  CUresult (*stream_begin_capture)(CUstream stream, int mode);
+  CUresult (*stream_end_capture)(CUstream stream, CUgraph* graph);
+  CUresult (*graph_instantiate)(CUgraphExec* exec, CUgraph graph, unsigned long long flags);
+  CUresult (*graph_launch)(CUgraphExec exec, CUstream stream);
+  CUresult (*graph_exec_destroy)(CUgraphExec exec);
+  CUresult (*graph_destroy)(CUgraph graph);
   CUresult (*event_create)(CUevent* event, unsigned flags);
   CUresult (*event_record)(CUevent event, CUstream stream);
   CUresult (*event_synchronize)(CUevent event);

@@ -40,8 +40,8 @@ void require_device(const TensorView& view, const std::string& field, int rank) 
     fail(ErrorKind::invalid_problem,
          field + " is in host memory; the GPU kernel needs a device view");
   if (view.rank != rank)
-    fail(ErrorKind::invalid_problem, field + ".rank = " + std::to_string(view.rank) +
-                                         ", expected " + std::to_string(rank));
+    fail(ErrorKind::invalid_problem,
+         field + ".rank = " + std::to_string(view.rank) + ", expected " + std::to_string(rank));
   if (view.stride[rank - 1] != 1)
     fail(ErrorKind::not_supported, field + ".stride[" + std::to_string(rank - 1) +
                                        "] = " + std::to_string(view.stride[rank - 1]) +
@@ -57,8 +57,8 @@ void require_dtype(const TensorView& view, const std::string& field, bool sixtee
                                                         : ": the combine takes fp32"));
   const int64_t element = dtype_size(view.dtype);
   if (reinterpret_cast<uintptr_t>(view.data) % element != 0)
-    fail(ErrorKind::not_supported, field + ".data is not aligned to its " +
-                                       std::to_string(element) + "-byte elements");
+    fail(ErrorKind::not_supported,
+         field + ".data is not aligned to its " + std::to_string(element) + "-byte elements");
 }
 
 template <size_t N>
@@ -66,8 +66,8 @@ void require_shape(const TensorView& view, const std::string& field,
                    const std::array<int64_t, N>& shape) {
   for (size_t d = 0; d < N; ++d) {
     if (view.shape[d] != shape[d])
-      fail(ErrorKind::invalid_problem, field + ".shape = " + shape_text(view) + ", expected " +
-                                           shape_text(shape));
+      fail(ErrorKind::invalid_problem,
+           field + ".shape = " + shape_text(view) + ", expected " + shape_text(shape));
   }
 }
 

@@ -44,7 +44,7 @@ DeviceMirror::DeviceMirror(const Problem& host) : device_(host) {
     device_.*member = mirror(host.*member, is_output(host, host.*member));
 }
 
-const jit::DeviceBuffer* DeviceMirror::find_buffer(const void* device_data) const {
+jit::DeviceBuffer* DeviceMirror::find_buffer(const void* device_data) const {
   for (const auto& buffer : buffers_)
     if (reinterpret_cast<const void*>(buffer->address()) == device_data) return buffer.get();
   return nullptr;
@@ -57,6 +57,12 @@ void DeviceMirror::copy_outputs_to(const Problem& host) const {
     if (const jit::DeviceBuffer* buffer = find_buffer((device_.*member).data))
       buffer->copy_to_host(std::span(static_cast<std::byte*>(target.data), view_bytes(target)));
   }
+}
+
+void DeviceMirror::poison_outputs() const {
+  for (TensorView Problem::*member : {&Problem::o, &Problem::lse})
+    if (jit::DeviceBuffer* buffer = find_buffer((device_.*member).data))
+      buffer->fill_bytes(kPoisonByte);
 }
 
 DeviceMirror::HostBytes DeviceMirror::download(const TensorView& device_view) const {

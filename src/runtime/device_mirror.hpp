@@ -25,6 +25,8 @@ class DeviceMirror {
 
   // Copies the outputs of the problem's family (O, LSE) back into the host problem's views.
   void copy_outputs_to(const Problem& host) const;
+  // Sets every byte of the outputs' buffers to kPoisonByte again (before a rerun).
+  void poison_outputs() const;
 
   // The whole buffer behind one of device_problem()'s views, padding included, with the view
   // re-pointed at the host copy (moving keeps the view valid; a copy would still point at the
@@ -39,7 +41,7 @@ class DeviceMirror {
  private:
   TensorView mirror(const TensorView& host, bool poison);
   // The buffer that starts at `device_data`, or null.
-  const jit::DeviceBuffer* find_buffer(const void* device_data) const;
+  jit::DeviceBuffer* find_buffer(const void* device_data) const;
   Problem device_;
   std::vector<std::unique_ptr<jit::DeviceBuffer>> buffers_;
 };

@@ -155,6 +155,10 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem) {
   }
   if (plan->stages.empty()) {
     for (Family stage : stage_families(problem)) {
+      // A fwd_splitkv problem without O asks for the partials alone; with O the plan merges too.
+      if (stage == Family::fwd_splitkv_combine && problem.family == Family::fwd_splitkv &&
+          problem.o.empty())
+        continue;
       const auto stage_verdicts = verdicts(problem, stage);
       const CandidateVerdict& best = best_or_throw(stage_verdicts, problem, stage);
       plan->stages.push_back(

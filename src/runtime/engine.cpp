@@ -43,6 +43,13 @@ const std::string& EnginePlan::explanation() const {
   return plan_ ? plan_->explanation : none;
 }
 
+std::vector<KernelConfig> EnginePlan::kernels() const {
+  std::vector<KernelConfig> out;
+  if (plan_)
+    for (const runtime::PlannedStage& stage : plan_->stages) out.push_back(stage.kernel);
+  return out;
+}
+
 Engine::Engine(EngineOptions options) : state_(std::make_unique<State>()) {
   state_->context = open_context(options.device);
   const runtime::DeviceInfo device{
@@ -55,6 +62,11 @@ Engine::Engine(EngineOptions options) : state_(std::make_unique<State>()) {
                                                       options.profile);
   dispatch.candidates.insert(dispatch.candidates.end(), options.kernels.begin(),
                              options.kernels.end());
+  if (options.pipeline)
+    std::erase_if(dispatch.candidates, [&](const KernelConfig& config) {
+      // The combine has its own pipeline; it stays whatever pipeline the attention uses.
+      return config.pipeline != *options.pipeline && config.family != Family::fwd_splitkv_combine;
+    });
   if (options.disk_cache)
     dispatch.cache = std::make_shared<jit::KernelCache>(
         options.cache_dir.empty() ? jit::KernelCache::default_directory()
@@ -96,6 +108,13 @@ std::string Engine::explain(const Problem& problem) const {
     out << '\n';
   }
   return out.str();
+}
+
+std::vector<KernelVerdict> Engine::verdicts(const Problem& problem) const {
+  std::vector<KernelVerdict> out;
+  for (auto& verdict : state_->dispatcher->explain(problem))
+    out.push_back({std::move(verdict.kernel), std::move(verdict.rejection), verdict.score});
+  return out;
 }
 
 std::string Engine::device_name() const {

@@ -77,13 +77,12 @@ const long long* device_index(const int64_t* pointer, bool needed, const char* f
 void require_partial(const TensorView& view, const char* field, int rank) {
   require_device(view, field);
   if (view.dtype != DType::fp32)
-    fail(ErrorKind::not_supported, std::string(field) + ".dtype = " +
-                                       std::string(to_string(view.dtype)) +
+    fail(ErrorKind::not_supported, std::string(field) +
+                                       ".dtype = " + std::string(to_string(view.dtype)) +
                                        ": split-KV partials are fp32");
   if (view.rank != rank)
-    fail(ErrorKind::invalid_problem, std::string(field) + ".rank = " +
-                                         std::to_string(view.rank) + ", expected " +
-                                         std::to_string(rank));
+    fail(ErrorKind::invalid_problem, std::string(field) + ".rank = " + std::to_string(view.rank) +
+                                         ", expected " + std::to_string(rank));
 }
 
 // validate() checks a fwd_splitkv problem's own partials; a plan workspace's are checked here,
@@ -104,8 +103,8 @@ void require_partial_shape(const TensorView& view, const char* field,
     ++d;
   }
   if (!same)
-    fail(ErrorKind::invalid_problem, std::string(field) + ".shape = [" + actual +
-                                         "], expected [" + expected + "]");
+    fail(ErrorKind::invalid_problem,
+         std::string(field) + ".shape = [" + actual + "], expected [" + expected + "]");
 }
 
 void bind_split_partials(fmha::FwdParams& params, const Problem& p, const SplitKv& split) {
@@ -119,9 +118,9 @@ void bind_split_partials(fmha::FwdParams& params, const Problem& p, const SplitK
   require_partial_shape(split.lse_acc, "split.lse_acc",
                         {split.num_splits, rows_batch, p.nhead_q, rows_seq});
   if (split.o_acc.stride[4] != 1)
-    fail(ErrorKind::not_supported, "split.o_acc.stride[4] = " +
-                                       std::to_string(split.o_acc.stride[4]) +
-                                       ": the GPU kernel needs a contiguous head dim");
+    fail(ErrorKind::not_supported,
+         "split.o_acc.stride[4] = " + std::to_string(split.o_acc.stride[4]) +
+             ": the GPU kernel needs a contiguous head dim");
   // The split kernels store O in pairs of floats (8 bytes).
   for (int d = 0; d < 4; ++d) {
     if (split.o_acc.stride[d] % 2 != 0)
@@ -133,8 +132,7 @@ void bind_split_partials(fmha::FwdParams& params, const Problem& p, const SplitK
     fail(ErrorKind::not_supported,
          "split.o_acc.data is not 8-byte aligned, which the GPU kernel needs");
   if (reinterpret_cast<uintptr_t>(split.lse_acc.data) % 4 != 0)
-    fail(ErrorKind::not_supported,
-         "split.lse_acc.data is not aligned to its 4-byte elements");
+    fail(ErrorKind::not_supported, "split.lse_acc.data is not aligned to its 4-byte elements");
   constexpr int64_t kMaxSplits = 1024;
   if (split.num_splits < 1 || split.num_splits > kMaxSplits)
     fail(ErrorKind::not_supported, "split.num_splits = " + std::to_string(split.num_splits) +

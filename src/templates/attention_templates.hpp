@@ -1,4 +1,5 @@
-// The attention kernel templates (families fwd and fwd_splitkv on each pipeline), one file each;
+// The attention kernel templates (families fwd and fwd_splitkv on each pipeline, and the split-KV
+// combine), one file per pipeline;
 // the table (template_table.cpp) lists them.
 #pragma once
 
@@ -9,5 +10,8 @@ namespace tilefmha::templates {
 const KernelTemplate& fwd_sm90_template();
 const KernelTemplate& fwd_sm80_template();
 const KernelTemplate& fwd_simt_template();
+const KernelTemplate& splitkv_sm90_template();
+const KernelTemplate& splitkv_sm80_template();
+const KernelTemplate& combine_template();
 
 }  // namespace tilefmha::templates

@@ -1,5 +1,5 @@
-// The portable tensor-core forward (kernels/fmha/fwd_sm80.h): one CTA per (query block, query
-// head, sequence).
+// The portable tensor-core attention (kernels/fmha/fwd_sm80.h): one CTA per (query block, query
+// head, sequence), and per split for family fwd_splitkv, which writes fp32 partials.
 #include "codegen/fwd_sm80.hpp"
 #include "fmha/fwd_shape.h"
 #include "runtime/fwd_params.hpp"
@@ -15,25 +15,34 @@ int64_t shared_bytes(const KernelConfig& c) {
 }
 
 jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem,
-                              const StageContext&) {
-  return codegen::launch_shape_sm80(config, problem);
+                              const StageContext& context) {
+  const int64_t splits = config.family == Family::fwd_splitkv ? context.num_splits : 1;
+  return codegen::launch_shape_sm80(config, problem, splits);
 }
 
-void launch(const KernelConfig&, const StageLaunch& launch) {
+void launch(const KernelConfig& config, const StageLaunch& launch) {
+  const SplitKv* split = config.family == Family::fwd_splitkv ? &launch.split : nullptr;
   fmha::FwdParams params =
-      runtime::make_fwd_params(launch.problem, launch.indices, Pipeline::sm80_mma);
+      runtime::make_fwd_params(launch.problem, launch.indices, Pipeline::sm80_mma, split);
   void* arguments[] = {&params};
   jit::launch_kernel(launch.function, launch.shape, arguments, launch.stream);
+}
+
+TemplateFunctions functions(Family family) {
+  return {family,       Pipeline::sm80_mma, codegen::check_supported_sm80,
+          codegen::generate_sm80_source, codegen::threads_per_block_sm80,
+          shared_bytes, launch_shape,       launch};
 }
 
 }  // namespace
 
 const KernelTemplate& fwd_sm80_template() {
-  static const FunctionTemplate instance({Family::fwd, Pipeline::sm80_mma,
-                                          codegen::check_supported_sm80,
-                                          codegen::generate_sm80_source,
-                                          codegen::threads_per_block_sm80, shared_bytes,
-                                          launch_shape, launch});
+  static const FunctionTemplate instance(functions(Family::fwd));
+  return instance;
+}
+
+const KernelTemplate& splitkv_sm80_template() {
+  static const FunctionTemplate instance(functions(Family::fwd_splitkv));
   return instance;
 }
 

@@ -1,5 +1,6 @@
-// The Hopper warp-specialized forward (kernels/fmha/fwd_sm90.h): TMA producer, wgmma consumers,
-// one CTA per tile or a persistent grid (the config's launch form).
+// The Hopper warp-specialized attention (kernels/fmha/fwd_sm90.h): TMA producer, wgmma
+// consumers. Family fwd runs one CTA per tile or a persistent grid (the config's launch form);
+// family fwd_splitkv runs one CTA per (tile, split) and writes fp32 partials.
 #include "codegen/fwd_sm90.hpp"
 #include "fmha/fwd_sm90_shape.h"
 #include "runtime/fwd_sm90_params.hpp"
@@ -13,9 +14,15 @@ int64_t shared_bytes(const KernelConfig& c) {
   return fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).bytes;
 }
 
+std::string source(const KernelConfig& config) {
+  return codegen::generate_sm90_source(config);
+}
+
 jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem,
                               const StageContext& context) {
-  return codegen::launch_shape_sm90(config, problem, context.sm_count);
+  const int64_t splits = config.family == Family::fwd_splitkv ? context.num_splits : 1;
+  return codegen::launch_shape_sm90(config, problem, codegen::default_sm90_variant(config),
+                                    context.sm_count, splits);
 }
 
 // Limits only the problem shows: the kernel folds a positive scale into exp2 where no logits
@@ -30,23 +37,35 @@ std::optional<Rejection> can_implement(const KernelConfig& config, const Problem
 }
 
 void launch(const KernelConfig& config, const StageLaunch& launch) {
+  const SplitKv* split = config.family == Family::fwd_splitkv ? &launch.split : nullptr;
   fmha::Sm90FwdParams params =
-      runtime::make_fwd_sm90_params(launch.problem, launch.indices, config);
+      runtime::make_fwd_sm90_params(launch.problem, launch.indices, config, split);
   runtime::bind_sm90_grid(params, config, launch.shape.grid[0]);
   void* arguments[] = {&params};
   jit::launch_kernel(launch.function, launch.shape, arguments, launch.stream);
 }
 
+TemplateFunctions functions(Family family) {
+  return {family,
+          Pipeline::sm90_ws,
+          codegen::check_supported_sm90,
+          source,
+          codegen::threads_per_block_sm90,
+          shared_bytes,
+          launch_shape,
+          launch,
+          can_implement};
+}
+
 }  // namespace
 
 const KernelTemplate& fwd_sm90_template() {
-  static const FunctionTemplate instance({Family::fwd, Pipeline::sm90_ws,
-                                          codegen::check_supported_sm90,
-                                          [](const KernelConfig& c) {
-                                            return codegen::generate_sm90_source(c);
-                                          },
-                                          codegen::threads_per_block_sm90, shared_bytes,
-                                          launch_shape, launch, can_implement});
+  static const FunctionTemplate instance(functions(Family::fwd));
+  return instance;
+}
+
+const KernelTemplate& splitkv_sm90_template() {
+  static const FunctionTemplate instance(functions(Family::fwd_splitkv));
   return instance;
 }
 
