@@ -9,6 +9,7 @@
 #   bench    bench/run_short.sh: FA3-protocol shapes through the dispatcher, verified
 #   python   the Python package's GPU tests and bench/compare_sdpa.py (bf16 and fp16), where
 #            TILEFMHA_PYTHON_DIR (default BUILD/python) holds a package this python3 imports
+#   decode   bench/decode_sweep.py beside SDPA cuDNN (TILEFMHA_DECODE_ARGS narrows the shapes)
 #   sweep    tilefmha sweep --category smoke --variant fwd, timed: the 168 fp16/bf16 sm90_ws kernels
 #            without dropout, softcap, bias or sink (every match of 114 smoke shapes)
 #   sass     cuobjdump of the hdim-128 sm90_ws kernels: HGMMA count, registers, spills
@@ -89,6 +90,21 @@ run_python() {
   done
 }
 
+# The decode sweep beside SDPA cuDNN (bench/decode_sweep.py); TILEFMHA_DECODE_ARGS narrows it.
+run_decode() {
+  if ! PYTHONPATH=$python_dir python3 -c "import tilefmha" >/dev/null 2>&1; then
+    note "decode: skipped, tilefmha from $python_dir does not import"
+    return
+  fi
+  local start=$SECONDS
+  # shellcheck disable=SC2086
+  PYTHONPATH=$python_dir python3 "$root/bench/decode_sweep.py" ${TILEFMHA_DECODE_ARGS:-} \
+    --csv "$logs/decode_sweep.csv" --json "$logs/decode_sweep.json" \
+    >"$logs/decode_sweep.txt" 2>&1 || status=1
+  note "decode sweep: $(elapsed "$start")"
+  grep -iE "^summary|geomean|below" "$logs/decode_sweep.txt" | tee -a "$summary"
+}
+
 run_sweep() {
   local start=$SECONDS
   "$build_dir/tools/tilefmha" sweep --category smoke --variant fwd --arch sm90 --no-progress \
@@ -132,9 +148,10 @@ for stage in "${stages[@]}"; do
     bench) run_bench ;;
     python) run_python ;;
     sweep) run_sweep ;;
+    decode) run_decode ;;
     sass) run_sass ;;
     *)
-      note "unknown stage '$stage' (tests, bench, python, sweep, sass)"
+      note "unknown stage '$stage' (tests, bench, python, decode, sweep, sass)"
       status=2
       ;;
   esac

@@ -38,7 +38,8 @@ class BenchGpu : public ::testing::Test {
 TEST_F(BenchGpu, EventTimesGrowWithTheWork) {
   jit::GpuContext context;
   jit::Stream stream;
-  jit::DeviceBuffer small(int64_t{1} << 20), large(int64_t{512} << 20);
+  // 2 GiB: long enough (0.4 ms even at an H200's 4.8 TB/s) to dwarf a launch's few microseconds.
+  jit::DeviceBuffer small(int64_t{1} << 20), large(int64_t{2048} << 20);
   const runtime::TimingOptions options{2, 9, false};
   const auto small_ms = runtime::time_on_gpu([&](jit::CUstream s) { small.fill_bytes_async(1, s); },
                                              options, stream.handle());
@@ -48,7 +49,7 @@ TEST_F(BenchGpu, EventTimesGrowWithTheWork) {
   EXPECT_GT(small_ms.min, 0.0);
   EXPECT_LE(large_ms.min, large_ms.median);
   EXPECT_LE(large_ms.median, large_ms.max);
-  // 512 times the bytes: at least 20 times the time, whatever the launch overhead.
+  // 2048 times the bytes: at least 20 times the time, whatever the launch overhead.
   EXPECT_GT(large_ms.median, 20 * small_ms.median)
       << small_ms.median << " ms vs " << large_ms.median << " ms";
 }

@@ -9,11 +9,17 @@ using tilefmha::testing::run_cli;
 
 namespace {
 
-void expect_validates(const std::string& flags) {
-  if (const auto why = tilefmha::jit::gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+// Runs with --validate --explain and returns the output (the plan, the summary line).
+std::string validated_output(const std::string& flags) {
   const auto result = run_cli("run --backend gpu --validate --explain " + flags);
   EXPECT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("validation passed"), std::string::npos) << result.output;
+  return result.output;
+}
+
+void expect_validates(const std::string& flags) {
+  if (const auto why = tilefmha::jit::gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  validated_output(flags);
 }
 
 }  // namespace
@@ -69,4 +75,23 @@ TEST(CliGpu, Fp32OnCudaCores) {
   expect_validates(
       "--dtype fp32 --pipeline simt_f32 --seqlen-q 77 --dropout 0.1 --seed 3 --sink-logit 0.5 "
       "--layout bhsd --lse");
+}
+
+// fwd on the GPU is one engine call whose split request is --splits: N > 1 forces N splits
+// (partials in the plan's workspace, then the combine), 1 forbids splitting, and the default 0
+// lets the engine choose (a decode row over many keys leaves most SMs idle in one pass).
+TEST(CliGpu, SplitsAreTheEnginesRequest) {
+  if (const auto why = tilefmha::jit::gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  const std::string decode = "--seqlen-q 1 --seqlen-k 4000 --nhead-q 8 --nhead-k 2 --lse ";
+  const std::string forced = validated_output("--splits 3 " + decode);
+  EXPECT_NE(forced.find("split-KV: 3 splits"), std::string::npos) << forced;
+  EXPECT_NE(forced.find("splits=3"), std::string::npos) << forced;
+  const std::string one_pass = validated_output("--splits 1 " + decode);
+  EXPECT_EQ(one_pass.find("split-KV"), std::string::npos) << one_pass;
+  const std::string chosen = validated_output(decode);
+  EXPECT_NE(chosen.find("split-KV: "), std::string::npos) << chosen;
+  // Forced splits through the portable pipeline too, on a prefill shape.
+  validated_output(
+      "--pipeline sm80_mma --splits 2 --seqlen-q 300 --seqlen-k 900 --causal "
+      "bottom_right");
 }

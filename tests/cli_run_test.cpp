@@ -326,6 +326,35 @@ TEST(CliRun, SplitKvWritesTheSameOutputAsOneForward) {
   for (size_t n = 0; n < one.size(); ++n) EXPECT_NEAR(one[n], parts[n], 1e-6) << n;
 }
 
+// --splits on the CPU: at least 1 (the default), and N > 1 runs a forward as the split-KV stages.
+// For fwd on the GPU it is the engine's split request, 0 (automatic, its default) included; flags
+// are checked before the GPU is opened, so those refusals hold on any machine.
+TEST(CliRun, SplitsAreStagesOnTheCpuAndTheEnginesRequestOnTheGpu) {
+  const std::string shape = "--dtype fp32 --seqlen-q 8 --seqlen-k 300 --nhead-q 2 --hdim-q 32 ";
+  const CliResult zero = run_cli("run --splits 0 " + shape);
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.output.find("--splits 0 must be at least 1"), std::string::npos) << zero.output;
+  const CliResult one = run_cli("run " + shape);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_EQ(one.output.find("splits="), std::string::npos) << one.output;
+  const CliResult staged = run_cli("run --splits 3 " + shape);
+  ASSERT_EQ(staged.exit_code, 0) << staged.output;
+  EXPECT_NE(staged.output.find("splits=3"), std::string::npos) << staged.output;
+
+  const CliResult negative = run_cli("run --backend gpu --splits -1 " + shape);
+  EXPECT_EQ(negative.exit_code, 2);
+  EXPECT_NE(negative.output.find("--splits -1 must be at least 0"), std::string::npos)
+      << negative.output;
+  // Only fwd is one engine call on the GPU; the other families keep the CPU's rule.
+  const CliResult staged_family =
+      run_cli("run --backend gpu --family fwd_splitkv --splits 0 " + shape);
+  EXPECT_EQ(staged_family.exit_code, 2);
+  EXPECT_NE(staged_family.output.find("--splits 0 must be at least 1"), std::string::npos)
+      << staged_family.output;
+  const CliResult help = run_cli("run --help");
+  EXPECT_NE(help.output.find("0 = it chooses"), std::string::npos) << help.output;
+}
+
 // Append-KV writes k_new/v_new behind each sequence's cached keys; the attention that follows
 // equals a plain forward over the appended caches.
 TEST(CliRun, AppendKvFillsTheCachesThenAttendsOverThem) {

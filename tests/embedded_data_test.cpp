@@ -105,10 +105,11 @@ TEST(EmbeddedData, HoldsEveryJsonFileOfDataByteForByte) {
   const auto files = embedded_data_files();
   std::set<std::string> embedded;
   for (size_t i = 0; i < files.size(); ++i) {
-    if (i > 0) EXPECT_LT(files[i - 1].path, files[i].path) << "the table must be sorted";
+    if (i > 0) {
+      EXPECT_LT(files[i - 1].path, files[i].path) << "the table must be sorted";
+    }
     embedded.insert(std::string(files[i].path));
-    EXPECT_EQ(files[i].contents, read_file_contents(kSourceData / files[i].path))
-        << files[i].path;
+    EXPECT_EQ(files[i].contents, read_file_contents(kSourceData / files[i].path)) << files[i].path;
     EXPECT_EQ(find_embedded_data_file(files[i].path), &files[i]);
   }
   EXPECT_EQ(embedded, source_json_files());
@@ -209,7 +210,8 @@ TEST(EmbeddedData, OnlyPathsUnderTheEmbeddedRootAreVirtual) {
   EXPECT_EQ(json_file_stems(fs::path(kEmbeddedDataDir) / "arch"),
             (std::vector<std::string>{"sm80", "sm86", "sm89", "sm90"}));
   EXPECT_TRUE(json_file_stems(kEmbeddedDataDir).empty());  // no .json directly in data/
-  EXPECT_EQ(json_file_stems(kSourceData / "arch"), json_file_stems(fs::path(kEmbeddedDataDir) / "arch"));
+  EXPECT_EQ(json_file_stems(kSourceData / "arch"),
+            json_file_stems(fs::path(kEmbeddedDataDir) / "arch"));
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ using testing::TensorPool;
 int64_t mismatches_against_reference(TensorPool& pool, const Problem& host) {
   Problem on_cpu = host;
   const auto& n = host.o.shape;
-  on_cpu.o = pool.filled(DType::fp32, {n[0], n[1], n[2], n[3]}, testing::kUnwritten);
+  on_cpu.o = pool.filled(host.o.dtype, {n[0], n[1], n[2], n[3]}, testing::kUnwritten);
   if (host.return_lse)
     on_cpu.lse = pool.filled(DType::fp32, {host.lse.shape[0], host.lse.shape[1], host.lse.shape[2]},
                              testing::kUnwritten);

@@ -83,8 +83,8 @@ SweepConfig load_sweep_config(std::string_view name_or_path) {
   if (!is_readable_file(path)) {
     if (is_path) throw Error(ErrorKind::io, "sweep config file '" + text + "' not found");
     throw Error(ErrorKind::invalid_argument, "unknown sweep config '" + text + "' (known in " +
-                                                 dir.string() + ": " + joined(json_file_stems(dir)) +
-                                                 ")");
+                                                 dir.string() + ": " +
+                                                 joined(json_file_stems(dir)) + ")");
   }
   return parse_sweep_config(read_json_file(path), path.stem().string(), path.string());
 }

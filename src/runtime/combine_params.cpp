@@ -87,7 +87,6 @@ bool writes_o(Family family) {
 }  // namespace
 
 fmha::CombineParams make_combine_params(const Problem& p, const SplitKv& split) {
-  validate(p);
   if (!writes_o(p.family))
     fail(ErrorKind::not_supported,
          "family = " + std::string(to_string(p.family)) +

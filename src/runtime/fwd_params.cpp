@@ -154,7 +154,6 @@ void bind_split_partials(fmha::FwdParams& params, const Problem& p, const SplitK
 
 fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indices,
                                 Pipeline pipeline, const SplitKv* split) {
-  validate(p);
   if (p.family != Family::fwd && p.family != Family::fwd_splitkv)
     fail(ErrorKind::not_supported, "family = " + std::string(to_string(p.family)) +
                                        ": FwdParams serve the fwd and fwd_splitkv families");

@@ -18,7 +18,8 @@ struct FwdDeviceIndices {
   const int64_t* seqlen_k_per_batch = nullptr;
 };
 
-// Validates the problem, then checks what the kernel of `pipeline` additionally needs, throwing
+// For a problem validate() accepted (Dispatcher::plan validates once; a run does not again):
+// checks what the kernel of `pipeline` additionally needs, throwing
 // Error(invalid_problem) or Error(not_supported) naming the field and value:
 //   * family fwd or fwd_splitkv; dtype fp16 or bf16 for the tensor-core pipelines (sm80_mma, sm90_ws), fp32
 //     for simt_f32;

@@ -57,7 +57,14 @@ SplitKv workspace_partials(const WorkspaceLayout& layout, const Problem& problem
                            int64_t num_splits, jit::CUdeviceptr workspace) {
   SplitKv split;
   split.num_splits = num_splits;
+  // The workspace holds batch x the longest rows; the views cover the call's rows (group mode:
+  // the packed tokens of O), with the workspace's strides.
   const int64_t rows = layout.seq_rows, heads = problem.nhead_q, dim = problem.hdim_v;
+  const int64_t used_rows = problem.mode == Mode::group ? problem.o.shape[1] : rows;
+  if (used_rows > rows)
+    throw Error(ErrorKind::invalid_problem,
+                "o.shape[1] = " + std::to_string(used_rows) + " tokens exceed batch x seqlen_q = " +
+                    std::to_string(rows) + ", which sized the plan's split partials");
   auto view = [&](int64_t offset, int rank) {
     TensorView v;
     v.data = reinterpret_cast<void*>(workspace + static_cast<jit::CUdeviceptr>(offset));
@@ -67,11 +74,11 @@ SplitKv workspace_partials(const WorkspaceLayout& layout, const Problem& problem
     return v;
   };
   split.o_acc = view(layout.o_acc, 5);
-  split.o_acc.shape = {num_splits, layout.batch_rows, heads, rows, dim};
+  split.o_acc.shape = {num_splits, layout.batch_rows, heads, used_rows, dim};
   split.o_acc.stride = {layout.batch_rows * heads * rows * dim, heads * rows * dim, rows * dim, dim,
                         1};
   split.lse_acc = view(layout.lse_acc, 4);
-  split.lse_acc.shape = {num_splits, layout.batch_rows, heads, rows, 0};
+  split.lse_acc.shape = {num_splits, layout.batch_rows, heads, used_rows, 0};
   split.lse_acc.stride = {layout.batch_rows * heads * rows, heads * rows, rows, 1, 0};
   return split;
 }
