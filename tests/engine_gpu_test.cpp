@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <span>
@@ -18,6 +19,7 @@
 #include "jit/cuda_driver.hpp"
 #include "jit/module.hpp"
 #include "runtime/device_mirror.hpp"
+#include "runtime/timing.hpp"
 #include "support/forward_problems.hpp"
 #include "support/gpu_problem.hpp"
 #include "tilefmha/engine.hpp"
@@ -311,6 +313,48 @@ TEST_F(EngineGpu, PortableSplitKvMatchesTheReference) {
   EXPECT_EQ(run_and_compare(portable, pool, host, &plan), 0);
   ASSERT_EQ(plan.num_stages(), 2);
   EXPECT_EQ(plan.kernels().front().pipeline, Pipeline::sm80_mma);
+}
+
+// Decode through the engine, split counts side by side (the engine's own choice first): GPU time
+// per run (events, median of 30, inputs re-read from HBM after an L2 flush) and the K/V read
+// rate, for tuning runtime/heuristics.cpp. Opt-in (TILEFMHA_ENGINE_BENCH=1); asserts no time.
+TEST_F(EngineGpu, DecodeSplitThroughput) {
+  if (std::getenv("TILEFMHA_ENGINE_BENCH") == nullptr)
+    GTEST_SKIP() << "set TILEFMHA_ENGINE_BENCH=1";
+  const testing::Dims shapes[] = {
+      {1, 32, 8, 1, 1024, 128, 128},    {1, 32, 8, 1, 8192, 128, 128},
+      {1, 32, 8, 1, 32768, 128, 128},   {1, 32, 8, 1, 131072, 128, 128},
+      {1, 32, 8, 1, 8192, 64, 64},      {1, 32, 32, 1, 8192, 128, 128},
+      {8, 32, 8, 1, 8192, 128, 128},    {8, 32, 8, 1, 8192, 64, 64},
+      {32, 32, 8, 1, 8192, 64, 64},     {8, 32, 32, 16, 8192, 64, 64},
+      {128, 32, 8, 1, 1024, 64, 64}};
+  const int64_t requests[] = {0, 1, 2, 4, 8, 16, 32, 64};
+  std::printf("%-34s %6s %6s %9s %8s\n", "shape", "asked", "splits", "us", "GB/s");
+  for (const testing::Dims& d : shapes) {
+    TensorPool pool(500);
+    for (int64_t request : requests) {
+      if (request > 1 && d.seqlen_k / request < 128) continue;
+      const Problem host = testing::batch_problem(pool, Family::fwd, DType::bf16, d)
+                               .splits(request)
+                               .build();
+      runtime::DeviceMirror mirror(host);
+      const EnginePlan plan = engine_->plan(mirror.device_problem());
+      jit::Stream stream;
+      runtime::L2Flusher flusher;
+      const runtime::SampleStats stats = runtime::time_on_gpu(
+          [&](jit::CUstream s) { engine_->run(plan, mirror.device_problem(), s); }, {3, 30, true},
+          stream.handle(), &flusher);
+      const double kv_bytes = 2.0 * d.batch * d.seqlen_k * d.nhead_k * d.hdim_q * 2;
+      char label[64];
+      std::snprintf(label, sizeof label, "b%lld h%lld/%lld d%lld sq%lld sk%lld",
+                    static_cast<long long>(d.batch), static_cast<long long>(d.nhead_q),
+                    static_cast<long long>(d.nhead_k), static_cast<long long>(d.hdim_q),
+                    static_cast<long long>(d.seqlen_q), static_cast<long long>(d.seqlen_k));
+      std::printf("%-34s %6lld %6lld %9.1f %8.0f\n", label, static_cast<long long>(request),
+                  static_cast<long long>(plan.num_splits()), stats.median * 1e3,
+                  kv_bytes / (stats.median * 1e-3) / 1e9);
+    }
+  }
 }
 
 }  // namespace

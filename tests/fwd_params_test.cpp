@@ -307,7 +307,7 @@ TEST(CombineParams, RefusesWhatTheKernelCannotReadOrWrite) {
   const SplitKv good = device_partials(pool, p, 3);
   Problem host_o = p;
   host_o.o.space = MemorySpace::host;
-  expect_combine_refused(host_o, good, "o.space = host");
+  expect_combine_refused(host_o, good, "o is in host memory");
   SplitKv host = good;
   host.lse_acc.space = MemorySpace::host;
   expect_combine_refused(p, host, "split.lse_acc is in host memory");

@@ -18,6 +18,14 @@ double wave_efficiency(int64_t ctas, int64_t slots) {
   return static_cast<double>(ctas) / static_cast<double>(waves * slots);
 }
 
+// Query rows one (sequence, KV head) contributes to a tile: seqlen_q, times the GQA group where
+// packing can put the group's heads in one tile.
+int64_t query_rows_per_tile(const Problem& problem) {
+  const int64_t group = problem.nhead_k > 0 ? problem.nhead_q / problem.nhead_k : 1;
+  const bool packable = group >= 2 && 64 % group == 0 && problem.mode == Mode::batch;
+  return problem.seqlen_q * (packable ? group : 1);
+}
+
 }  // namespace
 
 double kernel_preference(const KernelConfig& kernel, const Problem& problem,
@@ -56,6 +64,12 @@ double kernel_preference(const KernelConfig& kernel, const Problem& problem,
       problem.mask.kind != MaskKind::none && problem.seqlen_q >= 512 && problem.seqlen_q <= 2048;
   if (masked_short && kernel.pipeline == Pipeline::sm90_ws && codegen::sm90_ctas_per_sm(kernel) > 1)
     score += 6;
+  // Short query rows (decode, small chunks): a tile's rows past the problem's are wasted wgmma
+  // work, and the 64-row tile runs two CTAs per SM, which keeps more K/V loads in flight. With
+  // the wave bonus above alone, hdim-64 decode took the 192-row tile and read K/V at 52-68% of
+  // copy bandwidth against cuDNN's 90-107% (H200, bench/decode_sweep.py, 2026-11-26).
+  if (query_rows_per_tile(problem) <= 64 && kernel.block_m > 64)
+    score -= 8.0 * (kernel.block_m / 64 - 1);
   score += kernel.stages;  // deeper pipelines hide latency when shared memory allows
   return score;
 }
