@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -22,7 +23,9 @@
 #include "runtime/timing.hpp"
 #include "support/forward_problems.hpp"
 #include "support/gpu_problem.hpp"
+#include "core/numeric.hpp"
 #include "tilefmha/engine.hpp"
+#include "tilefmha/merge_states.hpp"
 #include "tilefmha/reference.hpp"
 
 namespace tilefmha {
@@ -75,6 +78,20 @@ std::unique_ptr<jit::DeviceBuffer> upload(const std::vector<int64_t>& values) {
   auto buffer = std::make_unique<jit::DeviceBuffer>(static_cast<int64_t>(values.size() * 8));
   buffer->copy_from_host(std::as_bytes(std::span(values)));
   return buffer;
+}
+
+// A host view's bytes in device memory, the view re-pointed there.
+struct DeviceView {
+  std::unique_ptr<jit::DeviceBuffer> buffer;
+  TensorView view;
+};
+DeviceView upload_view(const TensorView& host) {
+  const int64_t bytes = host.extent() * dtype_size(host.dtype);
+  DeviceView out{std::make_unique<jit::DeviceBuffer>(bytes), host};
+  out.buffer->copy_from_host(std::span(static_cast<const std::byte*>(host.data), bytes));
+  out.view.data = reinterpret_cast<void*>(out.buffer->address());
+  out.view.space = MemorySpace::device;
+  return out;
 }
 
 class EngineGpu : public ::testing::Test {
@@ -313,6 +330,48 @@ TEST_F(EngineGpu, PortableSplitKvMatchesTheReference) {
   EXPECT_EQ(run_and_compare(portable, pool, host, &plan), 0);
   ASSERT_EQ(plan.num_stages(), 2);
   EXPECT_EQ(plan.kernels().front().pipeline, Pipeline::sm80_mma);
+}
+
+// merge_states on the GPU (the combine kernel on caller-given states) against the reference's
+// merge: fp32 and bf16 states, a sink logit, and states that saw no key holding NaN.
+TEST_F(EngineGpu, MergeStatesMatchesTheReference) {
+  TensorPool pool(600);
+  for (DType state_dtype : {DType::fp32, DType::bf16}) {
+    const int64_t n = 5, batch = 3, heads = 8, seq = 37, dim = 128;
+    MergeStates host;
+    host.o_states = pool.uniform(state_dtype, {n, batch, heads, seq, dim}, -1, 1);
+    host.lse_states = pool.uniform(DType::fp32, {n, batch, heads, seq}, -4, 4);
+    for (int64_t h = 0; h < heads; ++h)  // state 1 of batch 0 saw no key
+      for (int64_t i = 0; i < seq; ++i) {
+        numeric::store(host.lse_states, {1, 0, h, i}, -INFINITY);
+        for (int64_t d = 0; d < dim; ++d) numeric::store(host.o_states, {1, 0, h, i, d}, NAN);
+      }
+    host.o = pool.filled(DType::bf16, {batch, seq, heads, dim}, testing::kUnwritten);
+    host.lse = pool.filled(DType::fp32, {batch, heads, seq}, testing::kUnwritten);
+    host.sink_logits = pool.uniform(DType::fp32, {heads}, -1, 1);
+    const Problem problem = merge_states_problem(host);
+    runtime::DeviceMirror mirror(problem);
+    // The mirror copies Q/K/V/O/LSE/bias/slopes/sinks; the states are inputs of their own.
+    auto o_states = upload_view(host.o_states);
+    auto lse_states = upload_view(host.lse_states);
+    MergeStates device{o_states.view, lse_states.view, mirror.device_problem().o,
+                       mirror.device_problem().lse, mirror.device_problem().sink_logits};
+    jit::Stream stream;
+    engine_->merge_states(device, stream.handle());
+    stream.synchronize();
+    mirror.copy_outputs_to(problem);
+
+    MergeStates expected = host;
+    expected.o = pool.filled(DType::bf16, {batch, seq, heads, dim}, testing::kUnwritten);
+    expected.lse = pool.filled(DType::fp32, {batch, heads, seq}, testing::kUnwritten);
+    reference::splitkv_combine(merge_states_problem(expected));
+    const runtime::Tolerance tolerance = runtime::output_tolerance(DType::bf16);
+    EXPECT_EQ(testing::compare(expected.o, host.o, tolerance.atol, tolerance.rtol).mismatches, 0);
+    EXPECT_EQ(testing::compare(expected.lse, host.lse, runtime::kLseTolerance.atol,
+                               runtime::kLseTolerance.rtol)
+                  .mismatches,
+              0);
+  }
 }
 
 // Decode through the engine, split counts side by side (the engine's own choice first): GPU time

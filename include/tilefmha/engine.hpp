@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tilefmha/kernel_config.hpp"
+#include "tilefmha/merge_states.hpp"
 #include "tilefmha/problem.hpp"
 
 namespace tilefmha {
@@ -87,6 +88,10 @@ class Engine {
 
   // plan + run.
   EnginePlan run(const Problem& problem, void* stream = nullptr);
+
+  // Merges attention states on the GPU (tilefmha/merge_states.hpp; device views): the split-KV
+  // combine kernel on caller-given states, e.g. the per-rank states of context parallelism.
+  void merge_states(const MergeStates& states, void* stream = nullptr);
 
   // Every candidate kernel of every stage with its verdict, best first, as text.
   std::string explain(const Problem& problem) const;

@@ -97,6 +97,10 @@ EnginePlan Engine::run(const Problem& problem, void* stream) {
   return planned;
 }
 
+void Engine::merge_states(const MergeStates& states, void* stream) {
+  run(merge_states_problem(states), stream);
+}
+
 std::string Engine::explain(const Problem& problem) const {
   std::ostringstream out;
   for (const auto& verdict : state_->dispatcher->explain(problem)) {
