@@ -9,6 +9,7 @@
 #include "gpu_session.hpp"
 #include "jit/cuda_driver.hpp"
 #include "problem_handle.hpp"
+#include "torch_views.hpp"
 
 namespace py = pybind11;
 using tilefmha::python::GpuSession;
@@ -25,13 +26,11 @@ PYBIND11_MODULE(_core, m) {
            py::arg("nhead_k"), py::arg("seqlen_q"), py::arg("seqlen_k"), py::arg("hdim_q"),
            py::arg("hdim_v"))
       .def("set_group", &ProblemHandle::set_group, py::arg("seqstart_q"), py::arg("seqstart_k"))
+      .def("set_group_on_device", &ProblemHandle::set_group_on_device, py::arg("seqstart_q"),
+           py::arg("seqstart_k"), py::arg("batch"), py::arg("max_seqlen_q"),
+           py::arg("max_seqlen_k"))
       .def("set_key_lengths", &ProblemHandle::set_key_lengths, py::arg("seqlen_k_per_batch"))
-      .def("set_scale", &ProblemHandle::set_scale, py::arg("scale"))
-      .def("set_softcap", &ProblemHandle::set_softcap, py::arg("cap"))
-      .def("set_mask", &ProblemHandle::set_mask, py::arg("kind"), py::arg("align"),
-           py::arg("window_left"), py::arg("window_right"), py::arg("sink_tokens"))
-      .def("set_dropout", &ProblemHandle::set_dropout, py::arg("p"), py::arg("seed"),
-           py::arg("offset"))
+      .def("set_features", &ProblemHandle::set_features, py::arg("features"))
       .def("set_block_table", &ProblemHandle::set_block_table, py::arg("layout"),
            py::arg("page_size"), py::arg("num_pages"), py::arg("block_table"),
            py::arg("max_pages_per_seq"))
@@ -55,7 +54,14 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init<int>(), py::arg("device"))
       .def_property_readonly("device", &GpuSession::device_ordinal)
       .def_property_readonly("device_name", &GpuSession::device_name)
-      .def("run", &GpuSession::run, py::arg("problem"), py::arg("stream"));
+      .def("run", &GpuSession::run, py::arg("problem"), py::arg("stream"))
+      .def("plan", &GpuSession::plan, py::arg("problem"))
+      .def("forward", &GpuSession::forward, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("o"),
+           py::arg("lse"), py::arg("features"), py::arg("seqstarts"), py::arg("stream"));
+
+  m.def("register_torch", &tilefmha::python::register_torch, py::arg("tensor_type"),
+        py::arg("dtypes"),
+        "Registers torch.Tensor and {dtype object: engine dtype name} for GpuSession.forward.");
 
   m.def("gpu_unavailable_reason", &tilefmha::jit::gpu_unavailable_reason,
         "Empty when a CUDA driver and a GPU are usable, else why not.");

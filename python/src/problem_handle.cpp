@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "dlpack_views.hpp"
+#include "features.hpp"
 #include "host_views.hpp"
 #include "tilefmha/error.hpp"
 #include "tilefmha/reference.hpp"
@@ -23,6 +24,12 @@ void attach_append(ProblemBuilder& b, TensorView AppendKv::*member, const Tensor
   AppendKv append = b.peek().append;
   append.*member = v;
   b.append(std::move(append));
+}
+
+void attach_split(ProblemBuilder& b, TensorView SplitKv::*member, const TensorView& v) {
+  SplitKv split = b.peek().split;
+  split.*member = v;
+  b.splits(split.num_splits, split.o_acc, split.lse_acc);
 }
 
 void attach_backward(ProblemBuilder& b, TensorView Backward::*member, const TensorView& v) {
@@ -46,6 +53,11 @@ constexpr std::array kTensorFields = {
     TensorField{"bias", [](ProblemBuilder& b, const TensorView& v) { b.bias(v); }},
     TensorField{"alibi_slopes", [](ProblemBuilder& b, const TensorView& v) { b.alibi(v); }},
     TensorField{"sink_logits", [](ProblemBuilder& b, const TensorView& v) { b.sink_logits(v); }},
+    TensorField{"split.o_acc", [](ProblemBuilder& b,
+                                  const TensorView& v) { attach_split(b, &SplitKv::o_acc, v); }},
+    TensorField{
+        "split.lse_acc",
+        [](ProblemBuilder& b, const TensorView& v) { attach_split(b, &SplitKv::lse_acc, v); }},
     TensorField{"append.k_new", [](ProblemBuilder& b,
                                    const TensorView& v) { attach_append(b, &AppendKv::k_new, v); }},
     TensorField{"append.v_new", [](ProblemBuilder& b,
@@ -111,31 +123,19 @@ void ProblemHandle::set_group(std::vector<int64_t> seqstart_q, std::vector<int64
   builder_.group(std::move(seqstart_q), std::move(seqstart_k));
 }
 
+void ProblemHandle::set_group_on_device(uintptr_t seqstart_q, uintptr_t seqstart_k, int64_t batch,
+                                        int64_t max_seqlen_q, int64_t max_seqlen_k) {
+  builder_.group_on_device(reinterpret_cast<const int64_t*>(seqstart_q),
+                           reinterpret_cast<const int64_t*>(seqstart_k), batch, max_seqlen_q,
+                           max_seqlen_k);
+}
+
 void ProblemHandle::set_key_lengths(std::vector<int64_t> seqlen_k_per_batch) {
   builder_.key_lengths(std::move(seqlen_k_per_batch));
 }
 
-void ProblemHandle::set_scale(double scale) {
-  builder_.scale(scale);
-}
-
-void ProblemHandle::set_softcap(double cap) {
-  builder_.softcap(cap);
-}
-
-void ProblemHandle::set_mask(const std::string& kind, const std::string& align, int64_t window_left,
-                             int64_t window_right, int64_t sink_tokens) {
-  const MaskAlign alignment = parse_enum<MaskAlign>(align);
-  switch (parse_enum<MaskKind>(kind)) {
-    case MaskKind::none: break;
-    case MaskKind::causal: builder_.causal(alignment); break;
-    case MaskKind::window: builder_.window(window_left, window_right, alignment); break;
-  }
-  builder_.sink_tokens(sink_tokens);
-}
-
-void ProblemHandle::set_dropout(double p, uint64_t seed, uint64_t offset) {
-  builder_.dropout(p, seed, offset);
+void ProblemHandle::set_features(const py::tuple& features) {
+  apply(builder_, read_scalar_features(features));
 }
 
 void ProblemHandle::set_block_table(const std::string& layout, int64_t page_size, int64_t num_pages,

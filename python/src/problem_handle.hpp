@@ -7,6 +7,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,13 +25,14 @@ class ProblemHandle {
   void set_shape(int64_t batch, int64_t nhead_q, int64_t nhead_k, int64_t seqlen_q,
                  int64_t seqlen_k, int64_t hdim_q, int64_t hdim_v);
   void set_group(std::vector<int64_t> seqstart_q, std::vector<int64_t> seqstart_k);
+  // Group mode over int64 prefix sums already on the device (their data pointers); the caller
+  // gives batch and the longest lengths, which nothing on the host can read without a copy.
+  void set_group_on_device(uintptr_t seqstart_q, uintptr_t seqstart_k, int64_t batch,
+                           int64_t max_seqlen_q, int64_t max_seqlen_k);
   void set_key_lengths(std::vector<int64_t> seqlen_k_per_batch);
-  void set_scale(double scale);
-  void set_softcap(double cap);
-  // kind "none", "causal" or "window"; window bounds -1 = unbounded.
-  void set_mask(const std::string& kind, const std::string& align, int64_t window_left,
-                int64_t window_right, int64_t sink_tokens);
-  void set_dropout(double p, uint64_t seed, uint64_t offset);
+  // Mask, scale, soft cap, dropout and split count: the tuple of features.hpp, which the
+  // PyTorch fast path (GpuSession::forward) reads the same way.
+  void set_features(const pybind11::tuple& features);
   void set_block_table(const std::string& layout, int64_t page_size, int64_t num_pages,
                        std::vector<int32_t> block_table, int64_t max_pages_per_seq);
   void set_page_list(const std::string& layout, int64_t page_size, int64_t num_pages,

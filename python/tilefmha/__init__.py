@@ -7,6 +7,7 @@ dispatcher, on the tensor's current stream, without copies. See docs/python.md.
     o = tilefmha.attention(q, k, v, causal=True)               # [batch, seq, head, dim]
     o, lse = tilefmha.attention_varlen(q, k, v, cu_q, cu_k, return_lse=True)
     o = tilefmha.paged_attention(q, k_cache, v_cache, block_table, seqlens_k)
+    o, lse = tilefmha.merge_states(o_states, lse_states)      # [n, batch, seq, head, dim]
     dq, dk, dv = tilefmha.attention_backward(q, k, v, o, lse, do, causal=True)
 
 Engine errors become ValueError (invalid problem or argument, naming the field),
@@ -19,7 +20,8 @@ from ._backends import is_cuda
 from ._backward import attention_backward
 from ._core import gpu_unavailable_reason
 from ._dtypes import bf16_from_float32, bf16_to_float32
-from ._forward import attention, attention_varlen, batch_prefill, paged_attention
+from ._forward import attention, attention_varlen, batch_prefill, explain, paged_attention
+from ._merge import merge_states
 
 __all__ = [
     "append_kv",
@@ -29,8 +31,10 @@ __all__ = [
     "batch_prefill",
     "bf16_from_float32",
     "bf16_to_float32",
+    "explain",
     "gpu_unavailable_reason",
     "is_cuda",
+    "merge_states",
     "paged_attention",
     "rope_tables",
 ]

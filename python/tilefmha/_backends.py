@@ -117,6 +117,10 @@ class HostBackend:
     def run(self, problem):
         problem.run_reference()
 
+    def plan(self, problem):
+        """What run() would do, as text (the problem is not validated here)."""
+        return f"cpu reference (double-accumulated, exact): {problem.describe()}"
+
     def result(self, array):
         if not self._torch_results:
             return array
@@ -135,13 +139,39 @@ class _GpuSessions:
         self._sessions = {}
 
     def get(self, device):
+        # A dict read is atomic under the GIL, so calls after the first take no lock.
+        session = self._sessions.get(device)
+        if session is not None:
+            return session
         with self._lock:
             if device not in self._sessions:
                 self._sessions[device] = _core.GpuSession(device)
             return self._sessions[device]
 
 
-_gpu_sessions = _GpuSessions()
+gpu_sessions = _GpuSessions()
+
+
+def stream_query(torch):
+    """device index -> the handle (an int) of PyTorch's current CUDA stream on that device.
+
+    PyTorch's raw-stream query costs a fraction of torch.cuda.current_stream(), which builds a
+    Stream object; the public call is the fallback where the private one is missing.
+    """
+    raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda device: torch.cuda.current_stream(device).cuda_stream
+
+
+def torch_empty_like_layout(like, shape):
+    """An uninitialized PyTorch tensor of `shape` with like's dtype and device, its axes in
+    like's memory order (so that bhsd inputs give bhsd outputs)."""
+    if like.is_contiguous():
+        # Row-major strides already are the memory order _memory_order would find.
+        return like.new_empty(shape)
+    order = _memory_order(like.stride())
+    return like.new_empty([shape[axis] for axis in order]).permute(_inverse(order))
 
 
 class CudaBackend:
@@ -161,7 +191,12 @@ class CudaBackend:
             torch = None
         self._torch = torch
         # The DLPack producer orders its pending work before this stream; the kernels run on it.
-        self.stream = torch.cuda.current_stream(device).cuda_stream if torch else 0
+        self.stream = stream_query(torch)(device) if torch else 0
+        if torch is not None:
+            # Later calls on PyTorch tensors take the fast path (imported here: it needs torch).
+            from . import _fast
+
+            _fast.enable(torch)
 
     def _require_torch(self):
         if self._torch is None:
@@ -189,11 +224,8 @@ class CudaBackend:
                              f"[batch, nhead_q, seqlen_q, seqlen_k] = {list(shape)}") from None
 
     def empty_like_layout(self, like, shape):
-        torch = self._require_torch()
-        order = _memory_order(like.stride())
-        storage = torch.empty([shape[axis] for axis in order], dtype=like.dtype,
-                              device=like.device)
-        return storage.permute(_inverse(order))
+        self._require_torch()
+        return torch_empty_like_layout(like, shape)
 
     def empty_float32(self, shape):
         torch = self._require_torch()
@@ -211,7 +243,11 @@ class CudaBackend:
         problem.attach_device(field, x.__dlpack__(stream=stream), writable)
 
     def run(self, problem):
-        _gpu_sessions.get(self.device).run(problem, self.stream)
+        gpu_sessions.get(self.device).run(problem, self.stream)
+
+    def plan(self, problem):
+        """The dispatcher's plan for the problem, as text; plans without launching."""
+        return gpu_sessions.get(self.device).plan(problem)
 
     def result(self, tensor):
         return tensor

@@ -4,10 +4,10 @@ Every function takes the feature keywords of ``attention`` (see ``Features``), a
 the input's dtype (and LSE in float32) and returns ``o`` or ``(o, lse)``.
 """
 
-from . import _core
-from ._backends import select_backend
+from . import _core, _fast
+from ._backends import is_cuda, select_backend
 from ._dtypes import attention_dtype
-from ._features import Features
+from ._features import Features, scalar_features
 from ._paging import PageTable, page_pools
 from ._shapes import index_list, longest, require_rank
 
@@ -26,12 +26,23 @@ THD = {
 
 def run_forward(family, backend, dtype, q, k, v, features, return_lse, *, seqstarts=None,
                 key_lengths=None, pages=None):
-    """Builds and runs one forward problem from engine views.
+    """Builds and runs one forward problem from engine views (arguments as build_forward).
+    Returns (o, lse) as engine views (lse None unless return_lse)."""
+    problem, o, lse = build_forward(family, backend, dtype, q, k, v, features, return_lse,
+                                    seqstarts=seqstarts, key_lengths=key_lengths, pages=pages)
+    backend.run(problem)
+    return o, lse
+
+
+def build_forward(family, backend, dtype, q, k, v, features, return_lse, *, seqstarts=None,
+                  key_lengths=None, pages=None):
+    """Builds one forward problem from engine views, with its outputs allocated.
 
     q: [rows, seq, nhead_q, hdim_q] (group mode: rows = 1, seq = total tokens). k, v: the same
     layout, or page pools [num_pages, page_size, nhead_k, hdim] when `pages` is given.
-    seqstarts: (seqstart_q, seqstart_k) for group mode (seqstart_k may be empty when paged).
-    Returns (o, lse) as engine views (lse None unless return_lse).
+    seqstarts: (seqstart_q, seqstart_k) for group mode (seqstart_k may be empty when paged), or
+    DeviceSeqstarts.
+    Returns (problem, o, lse), o and lse as engine views (lse None unless return_lse).
     """
     rows, seq, nhead_q, hdim_q = (int(n) for n in q.shape)
     nhead_k, hdim_v = int(k.shape[2]), int(v.shape[3])
@@ -40,7 +51,10 @@ def run_forward(family, backend, dtype, q, k, v, features, return_lse, *, seqsta
     problem.set_shape(rows, nhead_q, nhead_k, seq, 0 if pages else int(k.shape[1]), hdim_q,
                       hdim_v)
     batch, seqlen_q, seqlen_k = rows, seq, 0 if pages else int(k.shape[1])
-    if seqstarts is not None:
+    if isinstance(seqstarts, DeviceSeqstarts):
+        problem.set_group_on_device(*seqstarts.engine_tuple())
+        batch, seqlen_q, seqlen_k = seqstarts.batch, seqstarts.max_seqlen_q, seqstarts.max_seqlen_k
+    elif seqstarts is not None:
         problem.set_group(*seqstarts)
         batch = len(seqstarts[0]) - 1
         seqlen_q, seqlen_k = longest(seqstarts[0]), longest(seqstarts[1])
@@ -60,8 +74,19 @@ def run_forward(family, backend, dtype, q, k, v, features, return_lse, *, seqsta
     if return_lse:
         lse = backend.empty_float32((rows, nhead_q, seq))
         backend.attach(problem, "lse", lse, writable=True)
-    backend.run(problem)
-    return o, lse
+    return problem, o, lse
+
+
+def explain(q, k, v, *, return_lse=False, dtype=None, backend="auto", **features):
+    """How attention(q, k, v, **features) would run, as text: on the GPU, one line per stage
+    with the chosen kernel and why (planning compiles the kernels on first use, but launches
+    nothing); on the CPU, the reference. Arguments as in attention()."""
+    be = select_backend(backend, q)
+    engine_dtype = attention_dtype(q, dtype)
+    q, k, v = inputs(be, BSHD, q=q, k=k, v=v)
+    problem, _, _ = build_forward("fwd", be, engine_dtype, q, k, v, Features(**features),
+                                  return_lse)
+    return be.plan(problem)
 
 
 def inputs(backend, shapes, **tensors):
@@ -83,7 +108,8 @@ def _results(backend, o, lse, return_lse):
 
 def attention(q, k, v, *, causal=False, window=None, window_align="top_left", sink_tokens=0,
               softcap=0.0, scale=None, bias=None, alibi_slopes=None, sink_logits=None,
-              dropout_p=0.0, seed=0, offset=0, return_lse=False, dtype=None, backend="auto"):
+              dropout_p=0.0, seed=0, offset=0, num_splits=0, return_lse=False, dtype=None,
+              backend="auto"):
     """Attention over [batch, seq, head, dim] tensors: O = softmax(scale * Q K^T + bias) V.
 
     q: [batch, seqlen_q, nhead_q, hdim_q]; k: [batch, seqlen_k, nhead_k, hdim_q];
@@ -96,12 +122,22 @@ def attention(q, k, v, *, causal=False, window=None, window_align="top_left", si
     backend: 'cpu' (the exact CPU reference), 'gpu' (CUDA tensors through the dispatcher, on the
     current PyTorch stream) or 'auto' (where q lives).
 
+    num_splits: split-KV on the GPU: 0 lets the engine split long key rows over several CTAs
+    and merge the partials where that pays (decode), 1 forbids it, n > 1 forces n splits.
+
     Returns o [batch, seqlen_q, nhead_q, hdim_v] in q's dtype and memory order, and with
     return_lse the float32 log-sum-exp [batch, nhead_q, seqlen_q] (natural log; -inf for rows
     that see no key).
     """
+    if (type(q) is _fast.Tensor and dtype is None and backend != "cpu" and bias is None
+            and alibi_slopes is None and sink_logits is None):
+        result = _fast.forward(q, k, v, scalar_features(causal, window, window_align, sink_tokens,
+                                                        softcap, scale, dropout_p, seed, offset,
+                                                        num_splits), return_lse)
+        if result is not None:
+            return result
     features = Features(causal, window, window_align, sink_tokens, softcap, scale, bias,
-                        alibi_slopes, sink_logits, dropout_p, seed, offset)
+                        alibi_slopes, sink_logits, dropout_p, seed, offset, num_splits)
     be = select_backend(backend, q)
     engine_dtype = attention_dtype(q, dtype)
     q, k, v = inputs(be, BSHD, q=q, k=k, v=v)
@@ -109,8 +145,41 @@ def attention(q, k, v, *, causal=False, window=None, window_align="top_left", si
     return _results(be, o, lse, return_lse)
 
 
-def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, return_lse=False, dtype=None,
-                     backend="auto", **features):
+class DeviceSeqstarts:
+    """Prefix sums that stay on the GPU: int64 copies of the caller's CUDA cu_seqlens (kept
+    alive until the launch is enqueued) and the longest lengths the caller vouches for."""
+
+    def __init__(self, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+        for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+            if value is None:
+                raise ValueError(f"{name} is required with cu_seqlens on the GPU: reading the "
+                                 "longest sequence from device memory would synchronize")
+            if isinstance(value, bool) or int(value) != value or value < 0:
+                raise ValueError(f"{name} = {value!r} must be a non-negative int")
+        starts = []
+        for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+            if not is_cuda(cu):
+                raise ValueError(f"{name} must be on the GPU like the other cu_seqlens")
+            if cu.ndim != 1 or cu.dtype.is_floating_point or cu.dtype.is_complex:
+                raise ValueError(f"{name} must be a 1-D integer tensor, got {cu.dtype} of shape "
+                                 f"{list(cu.shape)}")
+            starts.append(cu.long().contiguous())
+        if starts[0].shape != starts[1].shape or starts[0].shape[0] < 1:
+            raise ValueError(f"cu_seqlens_q and cu_seqlens_k must both hold batch + 1 >= 1 "
+                             f"entries, got {starts[0].shape[0]} and {starts[1].shape[0]}")
+        self.starts = starts
+        self.batch = int(starts[0].shape[0]) - 1
+        self.max_seqlen_q, self.max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
+
+    def engine_tuple(self):
+        """(pointer q, pointer k, batch, max_seqlen_q, max_seqlen_k) as the extension reads it."""
+        return (self.starts[0].data_ptr(), self.starts[1].data_ptr(), self.batch,
+                self.max_seqlen_q, self.max_seqlen_k)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
+                     max_seqlen_k=None, return_lse=False, dtype=None, backend="auto",
+                     **features):
     """Variable-length attention over packed sequences (group mode).
 
     q: [total_q, nhead_q, hdim_q]; k: [total_k, nhead_k, hdim_q]; v: [total_k, nhead_k, hdim_v].
@@ -119,15 +188,32 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, return_lse=False, d
     apply per sequence. Feature keywords as in attention(); a bias is
     [batch, nhead_q, max seqlen_q, max seqlen_k] indexed by local positions.
 
+    cu_seqlens on the GPU (CUDA integer tensors, as flash-attn takes them) stay there: give
+    max_seqlen_q and max_seqlen_k, the longest lengths, and the call neither copies nor
+    synchronizes (so it can be captured in a CUDA graph and replayed with new lengths written
+    into the same tensors). Host cu_seqlens (lists, arrays) need no maximums; on the CPU
+    backend, CUDA cu_seqlens are copied to the host.
+
     Returns o [total_q, nhead_q, hdim_v] and with return_lse lse [nhead_q, total_q].
     """
+    if backend != "cpu" and is_cuda(q) and (is_cuda(cu_seqlens_q) or is_cuda(cu_seqlens_k)):
+        seqstarts = DeviceSeqstarts(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        engine_starts = seqstarts.engine_tuple()
+    else:
+        seqstarts = (index_list(cu_seqlens_q, "cu_seqlens_q"), index_list(cu_seqlens_k,
+                                                                          "cu_seqlens_k"))
+        engine_starts = seqstarts
+    fast = Features(**features)
+    if (type(q) is _fast.Tensor and dtype is None and backend != "cpu"
+            and not fast.has_logit_inputs()):
+        result = _fast.forward(q, k, v, fast.scalars(), return_lse, seqstarts=engine_starts)
+        if result is not None:
+            return result
     be = select_backend(backend, q)
     engine_dtype = attention_dtype(q, dtype)
     q, k, v = inputs(be, THD, q=q, k=k, v=v)
-    seqstarts = (index_list(cu_seqlens_q, "cu_seqlens_q"), index_list(cu_seqlens_k,
-                                                                      "cu_seqlens_k"))
-    o, lse = run_forward("fwd", be, engine_dtype, q[None], k[None], v[None],
-                         Features(**features), return_lse, seqstarts=seqstarts)
+    o, lse = run_forward("fwd", be, engine_dtype, q[None], k[None], v[None], fast, return_lse,
+                         seqstarts=seqstarts)
     return _results(be, o[0], None if lse is None else lse[0], return_lse)
 
 
