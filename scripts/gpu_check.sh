@@ -5,14 +5,18 @@
 # files).
 #   usage: TILEFMHA_BUILD_DIR=gpu_bundle scripts/gpu_check.sh [STAGE...]
 # Stages (default: all, in this order):
-#   tests    every *_gpu_test binary (TILEFMHA_SM90_BENCH=1 adds the sm90_ws tile throughput table)
+#   tests    every *_gpu_test binary (TILEFMHA_GPU_TESTS="engine splitkv_sm90" runs only those;
+#            TILEFMHA_SM90_BENCH=1 adds the sm90_ws tile throughput table)
 #   bench    bench/run_short.sh: FA3-protocol shapes through the dispatcher, verified
-#   python   the Python package's GPU tests and bench/compare_sdpa.py (bf16 and fp16), where
-#            TILEFMHA_PYTHON_DIR (default BUILD/python) holds a package this python3 imports
+#   python   the Python package's tests and bench/python_overhead.py (host cost against SDPA),
+#            where TILEFMHA_PYTHON_DIR (default BUILD/python) holds a package this python3 imports
+#   compare  bench/compare_sdpa.py (bf16 and fp16): the FA3 sweep beside SDPA cuDNN and FA2
 #   decode   bench/decode_sweep.py beside SDPA cuDNN (TILEFMHA_DECODE_ARGS narrows the shapes)
 #   sweep    tilefmha sweep --category smoke --variant fwd, timed: the 168 fp16/bf16 sm90_ws kernels
 #            without dropout, softcap, bias or sink (every match of 114 smoke shapes)
 #   sass     cuobjdump of the hdim-128 sm90_ws kernels: HGMMA count, registers, spills
+# JIT cache: BUILD/jit_cache.tgz, where present, seeds the cache (carry one that an earlier call
+# returned); TILEFMHA_RETURN_CACHE=1 returns the cache as ${OUT}/jit_cache.tgz for the next call.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${TILEFMHA_BUILD_DIR:-$root/build}
@@ -20,15 +24,20 @@ out=${OUT:-$root/out}
 logs=$(mktemp -d /tmp/tilefmha-gpu-check.XXXXXX)
 mkdir -p "$out"
 stages=("$@")
-((${#stages[@]})) || stages=(tests bench python sweep sass)
+((${#stages[@]})) || stages=(tests bench python compare decode sweep sass)
 # Binaries carried from another machine find their data and CLI through the environment.
 export TILEFMHA_DATA_DIR=${TILEFMHA_DATA_DIR:-$root/data}
 export TILEFMHA_CLI=${TILEFMHA_CLI:-$build_dir/tools/tilefmha}
+export PYTHONUNBUFFERED=1
 export TILEFMHA_CACHE_DIR=${TILEFMHA_CACHE_DIR:-/tmp/tilefmha-cache}
 python_dir=${TILEFMHA_PYTHON_DIR:-$build_dir/python}
 summary=$logs/summary.txt
 
 note() { echo "$*" | tee -a "$summary"; }
+# Each test binary and benchmark step runs under this limit (seconds), so that one hung step
+# cannot use up the device call and lose the logs of the others.
+step_limit=${TILEFMHA_STEP_TIMEOUT:-400}
+limited() { timeout --kill-after=10 "$step_limit" "$@"; }
 elapsed() { echo "$((SECONDS - $1)) s"; }
 
 {
@@ -36,11 +45,22 @@ elapsed() { echo "$((SECONDS - $1)) s"; }
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
 } | tee "$summary"
 
+# Several calls of this script in one device command (each stage under its own `timeout`) add to
+# one summary and leave one results-<stages>.tgz each.
 finish() {
-  cp "$summary" "$out/summary.txt"
-  tar czf "$out/results.tgz" -C "$logs" .
+  cat "$summary" >>"$out/summary.txt"
+  tar czf "$out/results-$(IFS=-; echo "${stages[*]}").tgz" -C "$logs" .
+  if [[ ${TILEFMHA_RETURN_CACHE:-0} == 1 && -d $TILEFMHA_CACHE_DIR ]]; then
+    tar czf "$out/jit_cache.tgz" -C "$TILEFMHA_CACHE_DIR" .
+  fi
 }
 trap finish EXIT
+
+if [[ -f $build_dir/jit_cache.tgz ]]; then
+  mkdir -p "$TILEFMHA_CACHE_DIR"
+  tar xzf "$build_dir/jit_cache.tgz" -C "$TILEFMHA_CACHE_DIR" &&
+    note "jit cache: seeded with $(find "$TILEFMHA_CACHE_DIR" -type f | wc -l) entries"
+fi
 
 if [[ ! -x "$build_dir/tools/tilefmha" ]]; then
   note "no build at $build_dir: build elsewhere and carry scripts/bundle_gpu.sh's gpu_bundle"
@@ -49,11 +69,16 @@ fi
 
 status=0
 run_tests() {
-  for test_binary in "$build_dir"/tests/*_gpu_test; do
+  local binaries=("$build_dir"/tests/*_gpu_test)
+  if [[ -n ${TILEFMHA_GPU_TESTS:-} ]]; then
+    binaries=()
+    for name in $TILEFMHA_GPU_TESTS; do binaries+=("$build_dir/tests/${name}_gpu_test"); done
+  fi
+  for test_binary in "${binaries[@]}"; do
     local name start code
     name=$(basename "$test_binary")
     start=$SECONDS
-    "$test_binary" --gtest_brief=1 >"$logs/$name.log" 2>&1
+    limited "$test_binary" --gtest_brief=1 >"$logs/$name.log" 2>&1
     code=$?
     ((code == 0)) || status=1
     note "$name: exit $code in $(elapsed "$start"), $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' \
@@ -64,7 +89,7 @@ run_tests() {
 
 run_bench() {
   local start=$SECONDS
-  "$root/bench/run_short.sh" "$build_dir" "$logs" >"$logs/bench.log" 2>&1 || status=1
+  limited "$root/bench/run_short.sh" "$build_dir" "$logs" >"$logs/bench.log" 2>&1 || status=1
   note "bench: $(elapsed "$start")"
   grep -E "summary|geometric" "$logs/bench_fwd.txt" | tee -a "$summary"
 }
@@ -76,15 +101,24 @@ run_python() {
     return
   fi
   local start=$SECONDS
-  PYTHONPATH=$python_dir python3 -m pytest -q "$root/python/tests" "$root/tests/python" \
+  PYTHONPATH=$python_dir limited python3 -m pytest -q "$root/python/tests" "$root/tests/python" \
     >"$logs/pytest.log" 2>&1 || status=1
   note "pytest: $(tail -1 "$logs/pytest.log") in $(elapsed "$start")"
-  PYTHONPATH=$python_dir python3 "$root/bench/python_overhead.py" >"$logs/python_overhead.txt" 2>&1 ||
+  PYTHONPATH=$python_dir limited python3 "$root/bench/python_overhead.py" >"$logs/python_overhead.txt" 2>&1 ||
     status=1
   note "$(head -1 "$logs/python_overhead.txt")"
+  grep -A4 "^summary:" "$logs/python_overhead.txt" | tee -a "$summary"
+}
+
+run_compare() {
+  if ! PYTHONPATH=$python_dir python3 -c "import tilefmha" >/dev/null 2>&1; then
+    note "compare: skipped, tilefmha from $python_dir does not import"
+    return
+  fi
+  local start
   for dtype in bf16 fp16; do
     start=$SECONDS
-    PYTHONPATH=$python_dir python3 "$root/bench/compare_sdpa.py" --dtype "$dtype" \
+    PYTHONPATH=$python_dir limited python3 "$root/bench/compare_sdpa.py" --dtype "$dtype" \
       --csv "$logs/compare_sdpa_$dtype.csv" >"$logs/compare_sdpa_$dtype.txt" 2>&1 || status=1
     note "compare_sdpa $dtype: $(elapsed "$start"), $(grep -c ' ours ' "$logs/compare_sdpa_$dtype.txt") shapes"
   done
@@ -98,7 +132,7 @@ run_decode() {
   fi
   local start=$SECONDS
   # shellcheck disable=SC2086
-  PYTHONPATH=$python_dir python3 "$root/bench/decode_sweep.py" ${TILEFMHA_DECODE_ARGS:-} \
+  PYTHONPATH=$python_dir limited python3 "$root/bench/decode_sweep.py" ${TILEFMHA_DECODE_ARGS:-} \
     --csv "$logs/decode_sweep.csv" --json "$logs/decode_sweep.json" \
     >"$logs/decode_sweep.txt" 2>&1 || status=1
   note "decode sweep: $(elapsed "$start")"
@@ -147,11 +181,12 @@ for stage in "${stages[@]}"; do
     tests) run_tests ;;
     bench) run_bench ;;
     python) run_python ;;
+    compare) run_compare ;;
     sweep) run_sweep ;;
     decode) run_decode ;;
     sass) run_sass ;;
     *)
-      note "unknown stage '$stage' (tests, bench, python, decode, sweep, sass)"
+      note "unknown stage '$stage' (tests, bench, python, compare, decode, sweep, sass)"
       status=2
       ;;
   esac
