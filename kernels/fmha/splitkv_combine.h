@@ -36,6 +36,10 @@ struct CombineTraits {
   // Vectors per thread: the head dim rounded up to whole strides of the row's lanes.
   static constexpr int kChunks =
       (HdimV + kVector * kThreadsPerRow - 1) / (kVector * kThreadsPerRow);
+  // Splits whose partial loads are issued together (accumulate_pass). Wide head dims keep one:
+  // at hdim 256 two in flight, or one body per partial type, spilled under sm_90a's
+  // 128-register cap.
+  static constexpr int kSplitsInFlight = kChunks <= 4 ? 4 : (kChunks <= 6 ? 2 : 1);
   static constexpr bool kStoreLse = StoreLse;
   static constexpr bool kSinkLogit = SinkLogit;
 
@@ -127,11 +131,27 @@ TILEFMHA_DEVICE bool vectorizable(const void* data, long long s0, long long s1, 
          ((s0 | s1 | s2 | s3 | hdim) & 3) == 0;
 }
 
+// One split's partial row (elements of type T) as floats, this lane's vectors only.
+template <class Traits, class T>
+TILEFMHA_DEVICE void load_partial(const T* partial, bool vector, int lane, int hdim,
+                                  float (&values)[Traits::kChunks][Traits::kVector]) {
+#pragma unroll
+  for (int c = 0; c < Traits::kChunks; ++c) {
+    const int d = (c * Traits::kThreadsPerRow + lane) * Traits::kVector;
+    if (d < hdim) {
+      load4(partial + d, vector, hdim - d, values[c]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < Traits::kVector; ++e) values[c][e] = 0.0f;
+    }
+  }
+}
+
 // acc += weight * one split's partial row (elements of type T), this lane's vectors only.
 template <class Traits, class T>
-TILEFMHA_DEVICE void accumulate(const void* o_acc, long long offset, bool vector, int lane,
-                                int hdim, float weight,
-                                float (&acc)[Traits::kChunks][Traits::kVector]) {
+TILEFMHA_DEVICE void accumulate_split(const void* o_acc, long long offset, bool vector, int lane,
+                                      int hdim, float weight,
+                                      float (&acc)[Traits::kChunks][Traits::kVector]) {
   const T* partial = static_cast<const T*>(o_acc) + offset;
 #pragma unroll
   for (int c = 0; c < Traits::kChunks; ++c) {
@@ -141,6 +161,47 @@ TILEFMHA_DEVICE void accumulate(const void* o_acc, long long offset, bool vector
       load4(partial + d, vector, hdim - d, values);
 #pragma unroll
       for (int e = 0; e < Traits::kVector; ++e) acc[c][e] += weight * values[e];
+    }
+  }
+}
+
+// acc += weights[s] * partial s for the `count` splits of one pass (elements of type T). The
+// partials were just written and sit in L2, so the time goes into round trips: the loads of
+// kInFlight splits are issued before any of them is used. A split of weight 0 (LSE -inf) is
+// loaded but never multiplied: its partial may hold anything, NaN included, and every split's
+// rows lie inside the partials' allocation.
+template <class Traits, class T>
+TILEFMHA_DEVICE void accumulate_pass(const void* o_acc, long long offset, long long split_stride,
+                                     int count, const float* weights, bool vector, int lane,
+                                     int hdim, float (&acc)[Traits::kChunks][Traits::kVector]) {
+  constexpr int kInFlight = Traits::kSplitsInFlight;
+  const T* partial = static_cast<const T*>(o_acc) + offset;
+  int s = 0;
+  for (; s + kInFlight <= count; s += kInFlight) {
+    float values[kInFlight][Traits::kChunks][Traits::kVector];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u)
+      load_partial<Traits>(partial + (s + u) * split_stride, vector, lane, hdim, values[u]);
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const float weight = weights[s + u];
+      if (weight == 0.0f) continue;
+#pragma unroll
+      for (int c = 0; c < Traits::kChunks; ++c) {
+#pragma unroll
+        for (int e = 0; e < Traits::kVector; ++e) acc[c][e] += weight * values[u][c][e];
+      }
+    }
+  }
+  for (; s < count; ++s) {
+    const float weight = weights[s];
+    if (weight == 0.0f) continue;
+    float values[Traits::kChunks][Traits::kVector];
+    load_partial<Traits>(partial + s * split_stride, vector, lane, hdim, values);
+#pragma unroll
+    for (int c = 0; c < Traits::kChunks; ++c) {
+#pragma unroll
+      for (int e = 0; e < Traits::kVector; ++e) acc[c][e] += weight * values[c][e];
     }
   }
 }
@@ -226,22 +287,44 @@ TILEFMHA_DEVICE void combine_rows(const CombineParams& p,
     }
     __syncwarp();  // the row's weights, written by its other lanes, are visible
 
-    for (int s = 0; s < count; ++s) {
-      const float weight = weights[s];
-      if (weight == 0.0f) continue;
-      const long long offset = o_acc_row + (pass_begin + s) * p.o_acc_split_stride;
-      // A uniform branch per split: one body for every partial type keeps the registers of
-      // the accumulators (a body per type made ptxas spill at hdim 256).
+    const long long offset = o_acc_row + pass_begin * p.o_acc_split_stride;
+    const long long stride = p.o_acc_split_stride;
+    if constexpr (Traits::kSplitsInFlight > 1) {
+      // A uniform branch per pass: one batched body per partial type.
       switch (kind) {
         case ScalarKind::fp32:
-          accumulate<Traits, float>(p.o_acc, offset, vector_in, lane, hdim, weight, acc);
+          accumulate_pass<Traits, float>(p.o_acc, offset, stride, count, weights, vector_in, lane,
+                                         hdim, acc);
           break;
         case ScalarKind::fp16:
-          accumulate<Traits, tile::half_t>(p.o_acc, offset, vector_in, lane, hdim, weight, acc);
+          accumulate_pass<Traits, tile::half_t>(p.o_acc, offset, stride, count, weights, vector_in,
+                                                lane, hdim, acc);
           break;
         case ScalarKind::bf16:
-          accumulate<Traits, tile::bfloat16_t>(p.o_acc, offset, vector_in, lane, hdim, weight, acc);
+          accumulate_pass<Traits, tile::bfloat16_t>(p.o_acc, offset, stride, count, weights,
+                                                    vector_in, lane, hdim, acc);
           break;
+      }
+    } else {
+      for (int s = 0; s < count; ++s) {
+        const float weight = weights[s];
+        if (weight == 0.0f) continue;
+        // A uniform branch per split: one body for every partial type keeps the accumulators'
+        // registers.
+        switch (kind) {
+          case ScalarKind::fp32:
+            accumulate_split<Traits, float>(p.o_acc, offset + s * stride, vector_in, lane, hdim,
+                                            weight, acc);
+            break;
+          case ScalarKind::fp16:
+            accumulate_split<Traits, tile::half_t>(p.o_acc, offset + s * stride, vector_in, lane,
+                                                   hdim, weight, acc);
+            break;
+          case ScalarKind::bf16:
+            accumulate_split<Traits, tile::bfloat16_t>(p.o_acc, offset + s * stride, vector_in,
+                                                       lane, hdim, weight, acc);
+            break;
+        }
       }
     }
     __syncwarp();  // every lane is done with the weights before the next pass restages them

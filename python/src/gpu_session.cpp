@@ -1,5 +1,7 @@
 #include "gpu_session.hpp"
 
+#include <pybind11/stl.h>
+
 #include <optional>
 #include <utility>
 #include <vector>

@@ -3,10 +3,11 @@
 // (e.g. the page-table check relies on key lengths already being non-negative).
 #pragma once
 
+#include <charconv>
 #include <cstdint>
-#include <sstream>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "tilefmha/problem.hpp"
@@ -19,11 +20,31 @@ namespace tilefmha::validation {
 // Shortest text that reads back as `value` ("1", "-0.1", "inf").
 std::string number(double value);
 
+namespace detail {
+// Appends without a stream: validate() runs on every plan call, and the messages it prepares
+// on its success path (e.g. "family fwd reads it") must not pay for a locale-bound ostream.
+inline void append(std::string& out, std::string_view text) {
+  out += text;
+}
+inline void append(std::string& out, const char* text) {
+  out += text;
+}
+inline void append(std::string& out, char c) {
+  out += c;
+}
+template <class Integer>
+requires std::is_integral_v<Integer>
+void append(std::string& out, Integer value) {
+  char buffer[24];
+  out.append(buffer, std::to_chars(buffer, buffer + sizeof buffer, value).ptr);
+}
+}  // namespace detail
+
 template <class... Parts>
 std::string cat(const Parts&... parts) {
-  std::ostringstream out;
-  (out << ... << parts);
-  return out.str();
+  std::string out;
+  (detail::append(out, parts), ...);
+  return out;
 }
 
 // How one dimension of a view must relate to the problem.
