@@ -11,7 +11,8 @@
 #   python   the Python package's tests (TILEFMHA_PYTEST=0 skips them) and
 #            bench/python_overhead.py (host cost against SDPA),
 #            where TILEFMHA_PYTHON_DIR (default BUILD/python) holds a package this python3 imports
-#   compare  bench/compare_sdpa.py (bf16 and fp16): the FA3 sweep beside SDPA cuDNN and FA2
+#   compare  bench/compare_sdpa.py (bf16 and fp16, or TILEFMHA_COMPARE_DTYPES): the FA3 sweep
+#            beside SDPA cuDNN and FA2
 #   decode   bench/decode_sweep.py beside SDPA cuDNN (TILEFMHA_DECODE_ARGS narrows the shapes)
 #   sweep    tilefmha sweep --category smoke --variant fwd, timed: the 168 fp16/bf16 sm90_ws kernels
 #            without dropout, softcap, bias or sink (every match of 114 smoke shapes)
@@ -119,7 +120,7 @@ run_compare() {
     return
   fi
   local start
-  for dtype in bf16 fp16; do
+  for dtype in ${TILEFMHA_COMPARE_DTYPES:-bf16 fp16}; do
     start=$SECONDS
     PYTHONPATH=$python_dir limited python3 "$root/bench/compare_sdpa.py" --dtype "$dtype" \
       --csv "$logs/compare_sdpa_$dtype.csv" >"$logs/compare_sdpa_$dtype.txt" 2>&1 || status=1
