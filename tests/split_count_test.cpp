@@ -1,6 +1,6 @@
 // The automatic split count of split-KV (runtime::choose_num_splits): an explicit count wins, a
 // grid that already fills the device is not split, and short decode rows are split into enough
-// pieces to fill the device in one wave without giving a split fewer than kMinKeysPerSplit keys.
+// pieces to fill the SMs in one wave without giving a split fewer than kMinKeysPerSplit keys.
 #include <gtest/gtest.h>
 
 #include "runtime/heuristics.hpp"
@@ -48,13 +48,28 @@ TEST(SplitCount, ShortDecodeRowsFillTheDeviceInOneWave) {
     const KernelConfig kernel = split_kernel(problem);
     const int64_t ctas = attention_tiles(kernel, problem) * splits;
     EXPECT_GE(splits, 4);
-    EXPECT_LE(ctas, resident_ctas(kernel, kH100));
+    EXPECT_LE(ctas, kH100.sm_count);  // one wave, one CTA per SM
     EXPECT_GE(seqlen_k / splits, kMinKeysPerSplit);
-    // At least half the slots busy: a split count that leaves most SMs idle is a bug.
-    EXPECT_GE(2 * ctas,
-              std::min<int64_t>(resident_ctas(kernel, kH100),
-                                attention_tiles(kernel, problem) * (seqlen_k / kMinKeysPerSplit)));
+    // At least 40% of the CTAs the SMs and the keys allow: a count that leaves most SMs idle is
+    // a bug.
+    const int64_t most = std::min<int64_t>(
+        kH100.sm_count, attention_tiles(kernel, problem) * (seqlen_k / kMinKeysPerSplit));
+    EXPECT_GE(5 * ctas, 2 * most);
   }
+}
+
+TEST(SplitCount, TwoCtasPerSmDoNotDoubleTheSplits) {
+  // hdim 64's 64-row tile runs two CTAs per SM; splits still aim at one CTA per SM.
+  ProblemBuilder builder(Family::fwd);
+  builder.dtype(DType::bf16).shape(1, 32, 8, 1, 8192, 64, 64);
+  const Problem problem = builder.peek();
+  KernelConfig kernel = testing::sm90_fwd_config(DType::bf16, 64, 64, 64, 128);
+  kernel.family = Family::fwd_splitkv;
+  kernel = launch_form(kernel, problem);
+  ASSERT_EQ(resident_ctas(kernel, kH100), 2 * kH100.sm_count);
+  const int64_t ctas = attention_tiles(kernel, problem) * choose_num_splits(problem, kernel, kH100);
+  EXPECT_LE(ctas, kH100.sm_count);
+  EXPECT_GT(2 * ctas, kH100.sm_count);
 }
 
 TEST(SplitCount, KeysTooFewForTwoSplitsStayInOnePass) {

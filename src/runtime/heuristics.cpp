@@ -108,7 +108,10 @@ int64_t choose_num_splits(const Problem& problem, const KernelConfig& split_kern
                           const DeviceInfo& device) {
   if (problem.split.num_splits > 0) return problem.split.num_splits;
   const int64_t tiles = attention_tiles(split_kernel, problem);
-  const int64_t slots = resident_ctas(split_kernel, device);
+  // One split CTA per SM: where two fit (hdim 64), filling both slots with half the keys each
+  // lost to one per SM (b=1 32/8-head decode at 8k keys: 29 splits 18.1 us, 14 splits 15.9 us;
+  // H200, bench/decode_sweep.py, 2026-11-26).
+  const int64_t slots = std::max<int64_t>(1, device.sm_count);
   // A one-pass grid that already fills most slots gains nothing from splitting (FA2/FA3 use the
   // same 80% bar).
   if (tiles >= slots * 8 / 10) return 1;

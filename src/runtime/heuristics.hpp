@@ -33,7 +33,7 @@ bool split_kv_allowed(const Problem& problem);
 
 // Split count for `problem` on `split_kernel` (a fwd_splitkv kernel in its launch form):
 // problem.split.num_splits when the caller fixed it (> 0), else the smallest count whose grid
-// fills the device's CTA slots within 85% of the best wave efficiency, with at least
+// fills the device's SMs (one CTA each) within 85% of the best wave efficiency, with at least
 // kMinKeysPerSplit keys per split; 1 when the one-pass grid already fills the device.
 int64_t choose_num_splits(const Problem& problem, const KernelConfig& split_kernel,
                           const DeviceInfo& device);
