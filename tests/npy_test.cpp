@@ -178,5 +178,22 @@ TEST(Npy, ShapeStrings) {
   EXPECT_EQ(shape_string(std::vector<int64_t>{2, 3, 4}), "[2, 3, 4]");
 }
 
+TEST(Npy, ADirectoryIsRefusedAsSuch) {
+  // An ifstream opens a directory, whose "size" would then ask for an absurd buffer.
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "npy_test_dir.npy";
+  std::filesystem::create_directories(dir);
+  try {
+    read_npy(dir);
+    FAIL() << "read a directory as an array";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::io);
+    EXPECT_NE(std::string(e.what()).find("npy_test_dir.npy: is a directory, not a .npy file"),
+              std::string::npos)
+        << e.what();
+  }
+  // A missing file is still "cannot open".
+  EXPECT_THROW(read_npy(dir / "absent.npy"), Error);
+}
+
 }  // namespace
 }  // namespace tilefmha::io

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "common/philox.h"
 
@@ -78,4 +79,19 @@ TEST(Philox, KnownAnswers) {
   EXPECT_EQ(pi.y, 0x94fdccebu);
   EXPECT_EQ(pi.z, 0x5001e420u);
   EXPECT_EQ(pi.w, 0x24126ea1u);
+}
+
+TEST(Numeric, MisalignedElementsLoadAndStoreThroughBytes) {
+  // A view may start at any byte (NumPy offsets); loads and stores must not assume alignment.
+  alignas(8) unsigned char bytes[1 + 8 * sizeof(int64_t)] = {};
+  void* odd = bytes + 1;
+  for (const DType dtype : {DType::fp32, DType::fp16, DType::bf16, DType::int32, DType::int64}) {
+    tilefmha::numeric::store(odd, dtype, 3, -1.5);
+    EXPECT_EQ(tilefmha::numeric::load(odd, dtype, 3),
+              dtype == DType::int32 || dtype == DType::int64 ? -1.0 : -1.5)
+        << tilefmha::to_string(dtype);
+  }
+  const float expected = 0.1f;
+  std::memcpy(bytes + 1 + 2 * sizeof(float), &expected, sizeof(float));
+  EXPECT_EQ(tilefmha::numeric::load(odd, DType::fp32, 2), static_cast<double>(expected));
 }

@@ -42,3 +42,20 @@ TEST(Types, EnumNamesParseBack) {
     EXPECT_NE(std::string(e.what()).find("bf16"), std::string::npos);
   }
 }
+
+TEST(TensorView, SizesOverflowingInt64AreErrorsNotWrapped) {
+  // 2^40 * 2^40 elements: the row-major strides would wrap (undefined behaviour before).
+  EXPECT_THROW(contiguous_view(nullptr, DType::fp32, {int64_t{1} << 40, int64_t{1} << 40}), Error);
+  TensorView view = contiguous_view(nullptr, DType::fp32, {2, 3});
+  view.shape = {int64_t{1} << 40, int64_t{1} << 40, 0, 0, 0};
+  EXPECT_THROW(view.numel(), Error);
+  view.stride = {int64_t{1} << 40, 1, 0, 0, 0};
+  EXPECT_THROW(view.extent(), Error);
+  EXPECT_FALSE(extent_bytes(view).has_value());
+  // Just inside: 2^61 fp32 elements are 2^63 bytes, one past int64; 2^60 elements fit.
+  const TensorView fits = contiguous_view(nullptr, DType::fp32, {int64_t{1} << 60});
+  EXPECT_EQ(extent_bytes(fits), int64_t{1} << 62);
+  const TensorView past = contiguous_view(nullptr, DType::fp32, {int64_t{1} << 61});
+  EXPECT_EQ(past.extent(), int64_t{1} << 61);
+  EXPECT_FALSE(extent_bytes(past).has_value());
+}

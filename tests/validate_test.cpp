@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/numeric.hpp"
 #include "support/host_tensor.hpp"
 #include "tilefmha/error.hpp"
 
@@ -476,6 +477,19 @@ TEST(Validate, NeverReadsTensorMemory) {
   Problem& p = f.problem;
   for (TensorView* view : {&p.q, &p.k, &p.v, &p.lse, &p.bias, &p.bwd.d_o, &p.bwd.d, &p.bwd.dq_acc,
                            &p.bwd.dk, &p.bwd.dv, &p.bwd.dbias}) {
+    view->space = MemorySpace::device;
+    view->data = reinterpret_cast<void*>(uintptr_t{0x10});
+  }
+  EXPECT_NO_THROW(validate(p));
+}
+
+TEST(Validate, DeviceSinkLogitsAreNotRead) {
+  // Host sink logits are checked for finiteness; device ones cannot be read without a copy,
+  // so validation leaves them to the caller (planning must not synchronize).
+  Fixture f = fwd_features();
+  Problem& p = f.problem;
+  for (TensorView* view :
+       {&p.q, &p.k, &p.v, &p.o, &p.bias, &p.sink_logits, &p.dropout.random_values}) {
     view->space = MemorySpace::device;
     view->data = reinterpret_cast<void*>(uintptr_t{0x10});
   }
@@ -976,7 +990,36 @@ const std::vector<InvalidCase>& invalid_cases() {
        [](Fixture& f) {
          f.problem.seqlen_k_per_batch = {3, 13};
        },
-       {"k.shape = [2, 16, 2, 32]", "cache capacity", ">=17"}},
+       {"k.shape[1] = 16 (cache capacity) cannot hold sequence 1",
+        "seqlen_k_per_batch[1] = 13 cached + append.seqlen_knew = 4 new keys"}},
+      {"AppendOverflowBlamesCapacityNotRopeTables",
+       append_rope,
+       [](Fixture& f) {
+         // Tables sized to the capacity fall short too; the capacity is what is wrong.
+         f.problem.seqlen_k_per_batch = {3, 13};
+         f.problem.append.rope_cos = f.tensor(kF32, {16, 8});
+         f.problem.append.rope_sin = f.tensor(kF32, {16, 8});
+       },
+       {"k.shape[1] = 16 (cache capacity)"}},
+      {"SinkLogitInfinite",
+       fwd_features,
+       [](Fixture& f) {
+         numeric::store(f.problem.sink_logits, {2}, std::numeric_limits<double>::infinity());
+       },
+       {"sink_logits[2] = inf must be finite"}},
+      {"SinkLogitNan",
+       fwd_features,
+       [](Fixture& f) {
+         numeric::store(f.problem.sink_logits, {0}, std::numeric_limits<double>::quiet_NaN());
+       },
+       {"sink_logits[0] = nan must be finite"}},
+      {"ViewSpanningPastInt64",
+       fwd_batch,
+       [](Fixture& f) {
+         // A huge stride on a dimension of size 2 (never read): offsets would wrap int64.
+         f.problem.q.stride[0] = int64_t{1} << 62;
+       },
+       {"problem too large: q.shape = [2, 5, 4, 32]", "spans more bytes than int64 holds"}},
       {"AppendOverflowsPages",
        append_paged,
        [](Fixture& f) {
@@ -1068,9 +1111,7 @@ const std::vector<InvalidCase>& invalid_cases() {
        {"bwd.dq is missing", "bwd_convert_dq writes it"}},
       {"GradDoWrongShape",
        bwd_dq_dk_dv_group,
-       [](Fixture& f) {
-         f.problem.bwd.d_o = f.tensor(DType::fp16, {1, 8, 4, 32});
-       },
+       [](Fixture& f) { f.problem.bwd.d_o = f.tensor(DType::fp16, {1, 8, 4, 32}); },
        {"bwd.d_o.shape = [1, 8, 4, 32]", "hdim_v"}},
   };
   return all;

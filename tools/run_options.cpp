@@ -1,7 +1,9 @@
 #include "run_options.hpp"
 
+#include <charconv>
 #include <sstream>
 #include <string_view>
+#include <system_error>
 
 #include "tilefmha/types.hpp"
 
@@ -51,6 +53,27 @@ std::vector<int64_t> parse_list(const std::string& text, const std::string& flag
     throw CLI::ValidationError(
         flag, "'" + text + "' needs exactly " + std::to_string(count) + " comma-separated values");
   return values;
+}
+
+// An unsigned 64-bit flag value. CLI11 would wrap "-1" to 2^64 - 1 and saturate values past
+// 2^64 - 1; seeds and offsets must reproduce exactly what was asked, so both are refused.
+CLI::Option* add_u64(CLI::App& command, const std::string& flag, std::optional<uint64_t>& slot,
+                     const std::string& help) {
+  return command
+      .add_option_function<std::string>(
+          flag,
+          [&slot, flag](const std::string& text) {
+            uint64_t value = 0;
+            const char* end = text.data() + text.size();
+            const auto [ptr, error] = std::from_chars(text.data(), end, value);
+            if (error == std::errc::result_out_of_range)
+              throw CLI::ValidationError(flag, "'" + text + "' exceeds 2^64 - 1");
+            if (error != std::errc() || ptr != end || text.empty())
+              throw CLI::ValidationError(flag, "'" + text + "' is not an integer in [0, 2^64 - 1]");
+            slot = value;
+          },
+          help)
+      ->type_name("UINT64");
 }
 
 CLI::Option* add_list(CLI::App& command, const std::string& flag, std::vector<int64_t>& slot,
@@ -153,8 +176,8 @@ void add_run_options(CLI::App& command, RunOptions& o) {
   command.add_flag("--lse", o.lse, "Also return and save the log-sum-exp");
 
   command.add_option("--dropout", o.dropout, "Dropout probability")->capture_default_str();
-  add_optional(command, "--seed", o.seed, "Dropout seed [default: 0]");
-  add_optional(command, "--offset", o.offset, "Dropout Philox offset [default: 0]");
+  add_u64(command, "--seed", o.seed, "Dropout seed, 0..2^64-1 [default: 0]");
+  add_u64(command, "--offset", o.offset, "Dropout Philox offset, 0..2^64-1 [default: 0]");
 
   add_optional(command, "--splits", o.splits,
                "Split-KV: partials over N key chunks, then the combine (forward only) [default: "

@@ -1,6 +1,8 @@
 #include "run_spec.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -185,6 +187,15 @@ std::optional<PageTableKind> page_table_flag(const RunOptions& o) {
                                  : PageTableKind::sglang_page_list;
 }
 
+// Page tables hold int32 page ids (as vLLM and SGLang keep them); a wider file entry must be
+// refused here, since narrowing it would silently read another page.
+int32_t page_id(int64_t value, const std::string& where) {
+  if (value < std::numeric_limits<int32_t>::min() || value > std::numeric_limits<int32_t>::max())
+    bad_flags(where + " = " + std::to_string(value) +
+              " does not fit the int32 page ids of a page table");
+  return static_cast<int32_t>(value);
+}
+
 // A page table from --load, checked against the problem's batch.
 void load_page_table(InputDir& input, PagedKv& paged, const Problem& problem) {
   if (paged.table == PageTableKind::vllm_block_table) {
@@ -197,16 +208,24 @@ void load_page_table(InputDir& input, PagedKv& paged, const Problem& problem) {
                 " does not match the flags: expected [" + std::to_string(problem.batch) +
                 ", max_pages] = [batch, max_pages]");
     paged.max_pages_per_seq = table.shape[1];
-    for (int64_t page : npy_to_integers(table))
-      paged.block_table.push_back(static_cast<int32_t>(page));
+    const std::vector<int64_t> pages = npy_to_integers(table);
+    for (size_t n = 0; n < pages.size(); ++n) {
+      const auto row = static_cast<int64_t>(n) / std::max<int64_t>(table.shape[1], 1);
+      const auto column = static_cast<int64_t>(n) - row * table.shape[1];
+      paged.block_table.push_back(page_id(pages[n], input.describe("block_table.npy") + " entry [" +
+                                                        std::to_string(row) + ", " +
+                                                        std::to_string(column) + "]"));
+    }
     return;
   }
   paged.page_indptr = input.read_integers("page_indptr.npy");
   if (static_cast<int64_t>(paged.page_indptr.size()) != problem.batch + 1)
     bad_flags(input.describe("page_indptr.npy") + ": " + std::to_string(paged.page_indptr.size()) +
               " entries, expected batch + 1 = " + std::to_string(problem.batch + 1));
-  for (int64_t page : input.read_integers("page_indices.npy"))
-    paged.page_indices.push_back(static_cast<int32_t>(page));
+  const std::vector<int64_t> pages = input.read_integers("page_indices.npy");
+  for (size_t n = 0; n < pages.size(); ++n)
+    paged.page_indices.push_back(page_id(
+        pages[n], input.describe("page_indices.npy") + " entry [" + std::to_string(n) + "]"));
 }
 
 // A page table over a shuffled pool holding exactly the pages the key lengths need, so that
@@ -381,6 +400,8 @@ RunSpec resolve_run_spec(const RunOptions& o, InputDir* input) {
   spec.problem = builder.peek();
   Problem& problem = spec.problem;
   problem.bias_kind = resolve_bias(o, input);
+  if (o.sink_logit && !std::isfinite(*o.sink_logit))
+    bad_flags("--sink-logit " + std::to_string(*o.sink_logit) + " must be finite");
   if (o.sink_logit || (input && input->has("sink_logits.npy")))
     spec.sink_logit = o.sink_logit.value_or(0.0);
   spec.want_lse = o.lse;
@@ -392,6 +413,13 @@ RunSpec resolve_run_spec(const RunOptions& o, InputDir* input) {
     problem.fp8.kind = parse_enum<Fp8ScaleKind>(o.fp8_scale.value_or("per_tensor"));
   } else if (o.fp8_scale) {
     bad_flags("--fp8-scale " + *o.fp8_scale + " needs an fp8 --dtype, not " + o.dtype);
+  } else if (input) {
+    // Descales of a non-fp8 run would be ignored, so the data would not mean what its author
+    // thought; refuse instead.
+    for (const char* name : {"q_descale.npy", "k_descale.npy", "v_descale.npy"})
+      if (input->has(name))
+        bad_flags(input->describe(name) + " is an fp8 descale, but --dtype " + o.dtype +
+                  " is not fp8");
   }
   resolve_paging(o, input, spec);
   return spec;

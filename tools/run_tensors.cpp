@@ -7,6 +7,7 @@
 
 #include "core/numeric.hpp"
 #include "core/tensor_iteration.hpp"
+#include "run_size.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::cli {
@@ -437,6 +438,7 @@ OwnedTensor::OwnedTensor(TensorView layout)
 }
 
 RunTensors prepare_tensors(RunSpec& spec, InputDir* input) {
+  check_run_size(spec);
   RunTensors t;
   Problem& p = spec.problem;
   const TokenRows q_rows = query_rows(p);

@@ -144,7 +144,8 @@ struct Problem {
   BiasKind bias_kind = BiasKind::none;
   TensorView bias;          // [batch, nhead_q, seqlen_q, seqlen_k], 0 strides broadcast
   TensorView alibi_slopes;  // fp32 [nhead_q] or [batch, nhead_q]
-  TensorView sink_logits;   // fp32 [nhead_q]; empty = no sink logit
+  TensorView sink_logits;   // fp32 [nhead_q], finite; empty = no sink logit. Validation
+                            // checks host values; device values are not read on the host.
   bool return_lse = false;
 
   TensorView q, k, v, o;

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 
 #include "tilefmha/types.hpp"
 
@@ -26,8 +27,13 @@ struct TensorView {
   // Offset in elements of a multi-index of exactly `rank` entries.
   int64_t offset(std::initializer_list<int64_t> index) const;
   // The largest element offset reachable plus one: how many elements the memory must hold.
+  // numel() and extent() throw Error(invalid_argument) when the count overflows int64.
   int64_t extent() const;
 };
+
+// extent() in bytes, or nullopt when it overflows int64 (a negative size counts as overflow):
+// the non-throwing form, for checks that name the field themselves.
+std::optional<int64_t> extent_bytes(const TensorView& view);
 
 // A contiguous (row-major) view of `shape`.
 TensorView contiguous_view(void* data, DType dtype, std::initializer_list<int64_t> shape,

@@ -126,9 +126,11 @@ def test_page_table_errors():
 def test_read_only_cache_is_refused_before_writing():
     cache = np.zeros((1, 4, 1, 16), np.float32)
     cache.flags.writeable = False
+    v_cache = np.zeros((1, 4, 1, 16), np.float32)
     new = np.ones((1, 1, 1, 16), np.float32)
     with pytest.raises(ValueError, match=r"k is a read-only array"):
-        tilefmha.append_kv(cache, cache, new, new, [2])
+        tilefmha.append_kv(cache, v_cache, new, new, [2])
+    assert np.all(v_cache == 0)
 
 
 class FakeCudaTensor:
@@ -172,3 +174,62 @@ def test_pytorch_fast_path_errors_name_the_field(args, pattern):
     problem = tilefmha._core.Problem("fwd")
     with pytest.raises(ValueError, match=pattern):
         problem.attach_torch(*args, owner=None)
+
+
+@pytest.mark.parametrize("bad", [None, [[1.0]], 3.0])
+def test_q_that_is_not_an_array_names_q(bad):
+    _, k, v = tensors()
+    with pytest.raises(TypeError, match=r"^q must be a NumPy array or a tensor"):
+        tilefmha.attention(bad, k, v)
+
+
+def test_k_that_is_a_list_names_k():
+    q, k, v = tensors()
+    with pytest.raises(TypeError, match=r"^k must be a NumPy array or a tensor .* got list"):
+        tilefmha.attention(q, k.tolist(), v)
+
+
+def test_bf16_to_float32_refuses_float_data():
+    with pytest.raises(TypeError, match=r"bits\.dtype = float32"):
+        tilefmha.bf16_to_float32(np.float32([1.5]))
+    with pytest.raises(TypeError, match=r"bits\.dtype = int64"):
+        tilefmha.bf16_to_float32([70000])
+    np.testing.assert_array_equal(tilefmha.bf16_to_float32([0x3FC0]), np.float32([1.5]))
+
+
+@pytest.mark.parametrize("value", [np.inf, -np.inf, np.nan])
+def test_non_finite_sink_logits_are_refused(value):
+    q, k, v = tensors()
+    with pytest.raises(ValueError, match=r"^sink_logits\[1\] = (-?inf|nan) must be finite"):
+        tilefmha.attention(q, k, v, sink_logits=np.float32([0.5, value]))
+
+
+def test_append_kv_refuses_one_array_as_both_caches():
+    _, k, v = tensors()
+    cache = np.zeros((1, 8, 2, 16), np.float32)
+    with pytest.raises(ValueError, match=r"^k_cache and v_cache share memory"):
+        tilefmha.append_kv(cache, cache, k[:, :2], v[:, :2], [0])
+    assert np.all(cache == 0)
+    # Halves of one buffer do not overlap and are accepted.
+    both = np.zeros((2, 1, 8, 2, 16), np.float32)
+    tilefmha.append_kv(both[0], both[1], k[:, :2], v[:, :2], [0])
+    np.testing.assert_array_equal(both[1, :, :2], v[:, :2])
+
+
+def test_append_kv_refuses_q_rotated_into_a_cache():
+    _, k, v = tensors()
+    k_cache, v_cache = np.zeros((1, 8, 2, 16), np.float32), np.zeros((1, 8, 2, 16), np.float32)
+    with pytest.raises(ValueError, match=r"^k_cache and q share memory"):
+        tilefmha.append_kv(k_cache, v_cache, k[:, :2], v[:, :2], [0], rope="neox",
+                           q=k_cache[:, :1], rotate_q=True)
+
+
+def test_append_capacity_overflow_blames_the_capacity_not_the_rope_tables():
+    _, k, v = tensors()
+    k_cache, v_cache = np.zeros((1, 8, 2, 16), np.float32), np.zeros((1, 8, 2, 16), np.float32)
+    cos, sin = tilefmha.rope_tables(8, 16)  # tables sized to the capacity
+    with pytest.raises(ValueError, match=r"^k\.shape\[1\] = 8 \(cache capacity\) cannot hold "
+                                         r"sequence 0's seqlen_k_per_batch\[0\] = 6 cached"):
+        tilefmha.append_kv(k_cache, v_cache, k[:, :4], v[:, :4], [6], rope="neox", rope_cos=cos,
+                           rope_sin=sin)
+    assert np.all(k_cache == 0) and np.all(v_cache == 0)

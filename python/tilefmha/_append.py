@@ -16,6 +16,8 @@ _NEW_TOKENS = {
     "q": (4, "[batch, seqlen_q, nhead_q, hdim_q]"),
 }
 _CACHE_DIMS = "[batch, capacity, nhead_k, hdim]"
+# NumPy 2 moved TooHardError into numpy.exceptions.
+_TOO_HARD = getattr(getattr(np, "exceptions", np), "TooHardError")
 _ROPE_KINDS = {None: "none", "none": "none", "interleaved": "interleaved",
                "half_rotated": "half_rotated", "neox": "half_rotated"}
 
@@ -26,6 +28,25 @@ def rope_tables(positions, rotary_dim, base=10000.0):
     frequencies = base ** (-2.0 * np.arange(rotary_dim // 2) / rotary_dim)
     angles = np.arange(positions)[:, None] * frequencies[None, :]
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def _shares_memory(a, b):
+    """Whether two arrays overlap in memory; an overlap too costly to decide counts as one."""
+    try:
+        return np.shares_memory(a, b, max_work=1 << 20)
+    except _TOO_HARD:
+        return np.may_share_memory(a, b)
+
+
+def _refuse_aliasing(written):
+    """Raises ValueError when two of the arrays append_kv writes overlap: the second write would
+    overwrite the first (the same array as k_cache and v_cache would end up holding V)."""
+    named = [(field, x) for field, x in written.items() if x is not None]
+    for n, (first, a) in enumerate(named):
+        for second, b in named[n + 1:]:
+            if _shares_memory(a, b):
+                raise ValueError(f"{first} and {second} share memory, but append_kv writes both "
+                                 "in place; pass separate arrays")
 
 
 def append_kv(k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table=None, page_indptr=None,
@@ -68,6 +89,8 @@ def append_kv(k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table=None, pa
         k, v = be.tensor(k_cache, "k_cache"), be.tensor(v_cache, "v_cache")
         require_rank(k, 4, "k_cache", _CACHE_DIMS)
         require_rank(v, 4, "v_cache", _CACHE_DIMS)
+
+    _refuse_aliasing({"k_cache": k, "v_cache": v, "q": q if rotate_q else None})
 
     batch, seqlen_knew, nhead_k, hdim_q = (int(n) for n in k_new.shape)
     nhead_q, seqlen_q = (int(q.shape[2]), int(q.shape[1])) if q is not None else (nhead_k, 0)

@@ -60,8 +60,13 @@ def select_backend(backend, q):
     return CudaBackend(_cuda_device_index(q))
 
 
-def _memory_order(strides):
-    """Axes from outermost to innermost by stride (ties keep axis order)."""
+def _memory_order(strides, shape):
+    """Axes from outermost to innermost by stride (ties keep axis order). A broadcast axis
+    (zero stride, more than one element) has no place in memory, so an input with one has no
+    order to mirror: row-major then (sorting it innermost would leave the output's last axis
+    strided, and the error would blame the output instead of the input)."""
+    if any(stride == 0 and size > 1 for stride, size in zip(strides, shape)):
+        return list(range(len(strides)))
     return sorted(range(len(strides)), key=lambda axis: (-abs(strides[axis]), axis))
 
 
@@ -104,7 +109,7 @@ class HostBackend:
 
     def empty_like_layout(self, like, shape):
         """An uninitialized array of `shape` and like's dtype, axes in like's memory order."""
-        order = _memory_order(like.strides)
+        order = _memory_order(like.strides, like.shape)
         storage = np.empty([shape[axis] for axis in order], dtype=like.dtype)
         return storage.transpose(_inverse(order))
 
@@ -170,7 +175,7 @@ def torch_empty_like_layout(like, shape):
     if like.is_contiguous():
         # Row-major strides already are the memory order _memory_order would find.
         return like.new_empty(shape)
-    order = _memory_order(like.stride())
+    order = _memory_order(like.stride(), like.shape)
     return like.new_empty([shape[axis] for axis in order]).permute(_inverse(order))
 
 

@@ -21,6 +21,14 @@ _DTYPE_ALIASES = {
 _STORED_AS = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
+def require_tensor(x, field):
+    """Raises TypeError naming `field` unless x is an array or tensor (has a dtype and a shape):
+    a list or None would otherwise fail later with an AttributeError naming nothing."""
+    if not (hasattr(x, "dtype") and hasattr(x, "shape")):
+        raise TypeError(f"{field} must be a NumPy array or a tensor (PyTorch, DLPack), got "
+                        f"{type(x).__name__}")
+
+
 def storage_name(x):
     """'float32', 'float16', 'bfloat16', 'uint16'... for a NumPy array or a PyTorch tensor."""
     return str(x.dtype).removeprefix("torch.")
@@ -41,6 +49,7 @@ def attention_dtype(q, dtype=None, field="q"):
     uint16 arrays are read as bf16 bit patterns only with dtype='bf16', so that integer data is
     never taken for bf16 by accident.
     """
+    require_tensor(q, field)
     stored = storage_name(q)
     requested = None if dtype is None else canonical_dtype(dtype)
     if stored == "uint16":
@@ -69,5 +78,16 @@ def bf16_from_float32(x):
 
 
 def bf16_to_float32(bits):
-    """float32 values of uint16 bf16 bit patterns (exact)."""
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+    """float32 values of uint16 bf16 bit patterns (exact); ml_dtypes bfloat16 arrays convert as
+    they are. Any other dtype raises TypeError: casting float data to uint16 would read values
+    as bit patterns and return garbage."""
+    array = np.asarray(bits)
+    if array.dtype.name == "bfloat16":
+        return array.astype(np.float32)
+    if array.dtype == np.uint16:
+        return (array.astype(np.uint32) << 16).view(np.float32)
+    if array.dtype.kind in "iu" and (array.size == 0 or (array.min() >= 0
+                                                          and array.max() <= 0xFFFF)):
+        return (array.astype(np.uint32) << 16).view(np.float32)
+    raise TypeError(f"bits.dtype = {array.dtype}: bf16_to_float32 takes uint16 bf16 bit "
+                    "patterns (or integers in [0, 65535]); float data is not bit patterns")

@@ -6,7 +6,7 @@ the input's dtype (and LSE in float32) and returns ``o`` or ``(o, lse)``.
 
 from . import _core, _fast
 from ._backends import is_cuda, select_backend
-from ._dtypes import attention_dtype
+from ._dtypes import attention_dtype, require_tensor
 from ._features import Features, scalar_features
 from ._paging import PageTable, page_pools
 from ._shapes import index_list, longest, require_rank
@@ -93,6 +93,7 @@ def inputs(backend, shapes, **tensors):
     """The backend's views of the named tensors, each checked for its rank in `shapes`."""
     views = []
     for field, x in tensors.items():
+        require_tensor(x, field)
         view = backend.tensor(x, field)
         rank, dims = shapes[field]
         require_rank(view, rank, field, dims)

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "fmha/fwd_sm90_shape.h"
@@ -72,6 +73,18 @@ int threads_per_block_sm90(const KernelConfig& config);
 // the persistent grid's CTAs per SM.
 int sm90_ctas_per_sm(const KernelConfig& config);
 
+// The most tiles the sm90 scheduler (kernels/fmha/fwd_sm90_scheduler.h) takes. It numbers tiles
+// in int32 and steps a tile number by the grid size (by twice that when it pairs tiles), and a
+// one-CTA-per-tile grid is as large as the tile count, so the count must stay at or below 2^30
+// for every step to fit.
+inline constexpr int64_t kSm90MaxTiles = int64_t{1} << 30;
+
+// The scheduler's tile count of `config` on `problem` with `num_splits` splits: query blocks
+// (rounded up to whole pairs where a masked fwd kernel may pair them) x tile heads x batch x
+// splits; nullopt when the product overflows int64.
+std::optional<int64_t> sm90_scheduler_tiles(const KernelConfig& config, const Problem& problem,
+                                            int64_t num_splits);
+
 // Block, dynamic shared memory and a 1D grid over the tiles (query blocks x query heads x
 // sequences, x splits for fwd_splitkv) of the default variant: for a persistent config, at most
 // `sm_count` x sm90_ctas_per_sm CTAs (0: unknown, one per tile), else one CTA per tile. A
@@ -82,7 +95,7 @@ jit::LaunchShape launch_shape_sm90(const KernelConfig& config, const Problem& pr
                                    int64_t sm_count);
 // For a persistent variant, at most `max_ctas` CTAs (the SM count: one resident CTA per SM),
 // never more than tiles; with max_ctas 0 or a non-persistent variant, one CTA per tile. Throws
-// Error(not_supported) past 2^31 - 1 tiles. Splits as above.
+// Error(not_supported) past kSm90MaxTiles scheduler tiles. Splits as above.
 jit::LaunchShape launch_shape_sm90(const KernelConfig& config, const Problem& problem,
                                    const Sm90Variant& variant, int64_t max_ctas);
 // With `num_splits` splits per sequence: a fwd_splitkv config takes 1 or more (one CTA per

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -201,6 +202,21 @@ int64_t sm90_problem_splits(const KernelConfig& c, const Problem& problem) {
   return c.family == Family::fwd_splitkv ? problem.split.num_splits : 1;
 }
 
+std::optional<int64_t> sm90_scheduler_tiles(const KernelConfig& c, const Problem& problem,
+                                            int64_t num_splits) {
+  const int64_t group = c.pack_gqa && problem.nhead_k > 0 ? problem.nhead_q / problem.nhead_k : 1;
+  const int64_t rows = std::max<int64_t>(c.block_m / group, 1);
+  int64_t blocks = problem.seqlen_q / rows + (problem.seqlen_q % rows != 0);
+  // bind_sm90_grid pairs the query blocks of masked fwd kernels on a persistent grid, counting
+  // them in whole pairs; count them so whatever the grid, as the larger of the two.
+  if (c.mask != MaskKind::none && c.family != Family::fwd_splitkv) blocks += blocks % 2;
+  int64_t tiles = blocks;
+  for (const int64_t factor : {c.pack_gqa ? problem.nhead_k : problem.nhead_q, problem.batch,
+                               std::max<int64_t>(num_splits, 1)})
+    if (__builtin_mul_overflow(tiles, factor, &tiles)) return std::nullopt;
+  return tiles;
+}
+
 jit::LaunchShape launch_shape_sm90(const KernelConfig& c, const Problem& problem,
                                    int64_t sm_count) {
   return launch_shape_sm90(c, problem, default_sm90_variant(c), sm_count,
@@ -231,21 +247,21 @@ jit::LaunchShape launch_shape_sm90(const KernelConfig& c, const Problem& problem
                     " computes whole rows; split-KV needs a fwd_splitkv kernel",
                 "num_splits");
   }
-  // Packed GQA: tiles of block_m / g query positions over the KV heads.
-  const int64_t group = c.pack_gqa && problem.nhead_k > 0 ? problem.nhead_q / problem.nhead_k : 1;
-  const int64_t rows = c.block_m / group;
-  const int64_t query_blocks = (problem.seqlen_q + rows - 1) / rows;
-  // Split-KV tiles also run over the splits (fwd_sm90_scheduler.h numbers them).
-  const int64_t tiles =
-      query_blocks * (c.pack_gqa ? problem.nhead_k : problem.nhead_q) * problem.batch * num_splits;
-  // The kernel numbers tiles with 32-bit ints.
-  constexpr int64_t kMaxTiles = (int64_t{1} << 31) - 1;
-  if (tiles > kMaxTiles)
+  const std::optional<int64_t> scheduled = sm90_scheduler_tiles(c, problem, num_splits);
+  if (!scheduled || *scheduled > kSm90MaxTiles)
     throw Error(ErrorKind::not_supported,
                 "seqlen_q = " + std::to_string(problem.seqlen_q) + ", nhead_q = " +
                     std::to_string(problem.nhead_q) + ", batch = " + std::to_string(problem.batch) +
                     (num_splits > 1 ? ", num_splits = " + std::to_string(num_splits) : "") + ": " +
-                    std::to_string(tiles) + " tiles exceed the kernel's 2^31 - 1");
+                    (scheduled ? std::to_string(*scheduled) : "more than 2^63") +
+                    " tiles exceed the sm90 scheduler's 2^30");
+  // Packed GQA: tiles of block_m / g query positions over the KV heads; split-KV tiles also run
+  // over the splits (fwd_sm90_scheduler.h numbers them). Within kSm90MaxTiles, so no overflow.
+  const int64_t group = c.pack_gqa && problem.nhead_k > 0 ? problem.nhead_q / problem.nhead_k : 1;
+  const int64_t rows = c.block_m / group;
+  const int64_t query_blocks = (problem.seqlen_q + rows - 1) / rows;
+  const int64_t tiles =
+      query_blocks * (c.pack_gqa ? problem.nhead_k : problem.nhead_q) * problem.batch * num_splits;
   // A persistent grid runs as many CTAs as the SMs hold at once.
   const int64_t resident = max_ctas * sm90_ctas_per_sm(c);
   const int64_t ctas = variant.persistent && resident > 0 && resident < tiles ? resident : tiles;

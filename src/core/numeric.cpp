@@ -70,6 +70,19 @@ constexpr MiniFloat kHalf{5, 10, true, 65504.0};
 constexpr MiniFloat kE4M3{4, 3, false, 448.0};
 constexpr MiniFloat kE5M2{5, 2, true, 57344.0};
 
+// Element `offset` of type T at `bytes`, through memcpy: callers' views need not be aligned to
+// T (a NumPy view may start at any byte), and a cast pointer to misaligned memory is undefined.
+template <class T>
+T read(const unsigned char* bytes, int64_t offset) {
+  T value;
+  std::memcpy(&value, bytes + offset * static_cast<int64_t>(sizeof(T)), sizeof(T));
+  return value;
+}
+template <class T>
+void write(unsigned char* bytes, int64_t offset, T value) {
+  std::memcpy(bytes + offset * static_cast<int64_t>(sizeof(T)), &value, sizeof(T));
+}
+
 }  // namespace
 
 float half_to_float(uint16_t bits) {
@@ -124,29 +137,31 @@ double round_to(DType dtype, double value) {
 }
 
 double load(const void* data, DType dtype, int64_t offset) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
   switch (dtype) {
-    case DType::fp32: return static_cast<const float*>(data)[offset];
-    case DType::fp16: return half_to_float(static_cast<const uint16_t*>(data)[offset]);
-    case DType::bf16: return bf16_to_float(static_cast<const uint16_t*>(data)[offset]);
-    case DType::fp8_e4m3: return fp8_e4m3_to_float(static_cast<const uint8_t*>(data)[offset]);
-    case DType::fp8_e5m2: return fp8_e5m2_to_float(static_cast<const uint8_t*>(data)[offset]);
-    case DType::int32: return static_cast<const int32_t*>(data)[offset];
-    case DType::int64: return static_cast<double>(static_cast<const int64_t*>(data)[offset]);
-    case DType::uint8: return static_cast<const uint8_t*>(data)[offset];
+    case DType::fp32: return read<float>(bytes, offset);
+    case DType::fp16: return half_to_float(read<uint16_t>(bytes, offset));
+    case DType::bf16: return bf16_to_float(read<uint16_t>(bytes, offset));
+    case DType::fp8_e4m3: return fp8_e4m3_to_float(read<uint8_t>(bytes, offset));
+    case DType::fp8_e5m2: return fp8_e5m2_to_float(read<uint8_t>(bytes, offset));
+    case DType::int32: return read<int32_t>(bytes, offset);
+    case DType::int64: return static_cast<double>(read<int64_t>(bytes, offset));
+    case DType::uint8: return read<uint8_t>(bytes, offset);
   }
   return 0;
 }
 
 void store(void* data, DType dtype, int64_t offset, double value) {
+  auto* bytes = static_cast<unsigned char*>(data);
   switch (dtype) {
-    case DType::fp32: static_cast<float*>(data)[offset] = static_cast<float>(value); return;
-    case DType::fp16: static_cast<uint16_t*>(data)[offset] = float_to_half(value); return;
-    case DType::bf16: static_cast<uint16_t*>(data)[offset] = float_to_bf16(value); return;
-    case DType::fp8_e4m3: static_cast<uint8_t*>(data)[offset] = float_to_fp8_e4m3(value); return;
-    case DType::fp8_e5m2: static_cast<uint8_t*>(data)[offset] = float_to_fp8_e5m2(value); return;
-    case DType::int32: static_cast<int32_t*>(data)[offset] = static_cast<int32_t>(value); return;
-    case DType::int64: static_cast<int64_t*>(data)[offset] = static_cast<int64_t>(value); return;
-    case DType::uint8: static_cast<uint8_t*>(data)[offset] = static_cast<uint8_t>(value); return;
+    case DType::fp32: return write(bytes, offset, static_cast<float>(value));
+    case DType::fp16: return write(bytes, offset, float_to_half(value));
+    case DType::bf16: return write(bytes, offset, float_to_bf16(value));
+    case DType::fp8_e4m3: return write(bytes, offset, float_to_fp8_e4m3(value));
+    case DType::fp8_e5m2: return write(bytes, offset, float_to_fp8_e5m2(value));
+    case DType::int32: return write(bytes, offset, static_cast<int32_t>(value));
+    case DType::int64: return write(bytes, offset, static_cast<int64_t>(value));
+    case DType::uint8: return write(bytes, offset, static_cast<uint8_t>(value));
   }
 }
 

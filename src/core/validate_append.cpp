@@ -58,6 +58,22 @@ void check_rope(const Problem& p) {
   }
 }
 
+// The contiguous cache must hold every sequence's cached and new keys. Checked before the RoPE
+// tables: tables sized to the cache capacity also fall short when the append overflows it, and
+// the capacity, not the tables, is what is wrong then.
+void check_cache_capacity(const Problem& p) {
+  if (p.is_paged()) return;  // check_page_table checked the pages' room already
+  if (p.mode == Mode::group) return check_key_capacity(p);
+  for (const auto& [view, field] : {std::pair{&p.k, "k"}, std::pair{&p.v, "v"}}) {
+    if (!present(*view) || view->rank != 4) continue;  // check_main_views names these
+    for (int64_t b = 0; b < p.batch; ++b)
+      if (keys_to_hold(p, b) > view->shape[1])
+        fail(cat(field, ".shape[1] = ", view->shape[1], " (cache capacity) cannot hold sequence ",
+                 b, "'s seqlen_k_per_batch[", b, "] = ", p.key_length(b),
+                 " cached + append.seqlen_knew = ", p.append.seqlen_knew, " new keys"));
+  }
+}
+
 }  // namespace
 
 void check_append(const Problem& p) {
@@ -87,6 +103,7 @@ void check_append(const Problem& p) {
   };
   check_new_tokens(a.k_new, "append.k_new", "hdim_q", p.hdim_q);
   check_new_tokens(a.v_new, "append.v_new", "hdim_v", p.hdim_v);
+  if (appends && !p.seqlen_k_per_batch.empty()) check_cache_capacity(p);
   check_rope(p);
 }
 

@@ -2,6 +2,7 @@
 // the fp8 descale factors.
 #include <cmath>
 
+#include "core/numeric.hpp"
 #include "core/validate_detail.hpp"
 
 namespace tilefmha::validation {
@@ -86,6 +87,18 @@ void check_block_scale(const Problem& p, const TensorView& view, std::string fie
     check_view(view, rule);
 }
 
+// A non-finite sink logit has no meaning (+inf swallows every key, NaN poisons every row), so
+// host values are refused here. Device values are not read on the host: planning a GPU problem
+// must not synchronize, so the caller vouches for them.
+void check_sink_values(const TensorView& sinks) {
+  if (!present(sinks) || sinks.space != MemorySpace::host) return;
+  for (int64_t h = 0; h < sinks.shape[0]; ++h) {
+    const double value = numeric::load(sinks, {h});
+    if (!std::isfinite(value))
+      fail(cat("sink_logits[", h, "] = ", number(value), " must be finite"));
+  }
+}
+
 }  // namespace
 
 void check_logits(const Problem& p) {
@@ -96,6 +109,7 @@ void check_logits(const Problem& p) {
   check_mask(p.mask);
   check_bias(p);
   check_view(p.sink_logits, {"sink_logits", {DType::fp32}, {{"nhead_q", p.nhead_q}}});
+  check_sink_values(p.sink_logits);
 }
 
 void check_dropout(const Problem& p) {

@@ -100,6 +100,10 @@ void check_view(const TensorView& view, const ViewRule& rule) {
       fail(cat(f, ".stride[", d, "] = 0 broadcasts an output of ", view.shape[d],
                " elements onto one address"));
   }
+  // Offsets are int64 element counts; a view reaching past 2^63 bytes would wrap them.
+  if (!extent_bytes(view))
+    fail(cat("problem too large: ", f, ".shape = ", join_shape(view),
+             " with its strides spans more bytes than int64 holds"));
 }
 
 void require_view(const TensorView& view, const ViewRule& rule, const std::string& why) {

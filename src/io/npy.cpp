@@ -297,6 +297,15 @@ std::vector<std::byte> encode_npy(const NpyArray& array) {
 }
 
 NpyArray read_npy(const std::filesystem::path& path) {
+  // An ifstream opens a directory (or a FIFO) without complaint, and its "size" then asks for
+  // an absurd buffer; only regular files hold arrays.
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (status.type() == std::filesystem::file_type::directory)
+    throw Error(ErrorKind::io, path.string() + ": is a directory, not a .npy file");
+  if (!error && status.type() != std::filesystem::file_type::regular &&
+      status.type() != std::filesystem::file_type::not_found)
+    throw Error(ErrorKind::io, path.string() + ": not a regular file, so not a .npy file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorKind::io, path.string() + ": cannot open for reading");
   std::vector<std::byte> bytes;

@@ -48,7 +48,11 @@ double RowAttention::attend(int64_t i, int64_t key_begin, int64_t key_end, bool 
     const double s = logit(problem_, b_, h_, i, j, dot(q, rows_.k.row(j), rows_.k.dim)).value;
     keys_.push_back(j);
     weights_.push_back(s);
-    max_logit = std::max(max_logit, s);
+    max_logit = max_keeping_nan(max_logit, s);
+  }
+  if (std::isnan(max_logit)) {
+    std::fill(out, out + dim_v, std::numeric_limits<double>::quiet_NaN());
+    return max_logit;
   }
   // No key and no sink (or only -inf logits): exp(-inf - -inf) would be NaN.
   if (max_logit == kNegInf) return kNegInf;
@@ -113,6 +117,9 @@ void store_dropout_random_values(const Problem& problem, int64_t b, int64_t h, i
 }
 
 void require_host_view(const TensorView& view, const char* field) {
+  // Validation accepts a null view with no elements (an empty tensor has nothing to point at),
+  // and nothing is read from it or written to it.
+  if (view.empty() && view.rank > 0 && view.numel() == 0) return;
   if (view.empty())
     throw Error(ErrorKind::invalid_problem,
                 std::string("the CPU reference needs ") + field + " but it is not set");

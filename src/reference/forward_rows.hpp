@@ -3,6 +3,7 @@
 // families go through attend(), so a split-KV plan combined is the forward by construction.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -10,6 +11,13 @@
 #include "reference/access.hpp"
 
 namespace tilefmha::reference::detail {
+
+// max(a, b) that keeps a NaN from either side: std::max(-inf, NaN) returns -inf, which would
+// turn a NaN logit (NaN in q, k or a descale) into a row that looks fully masked (O = 0,
+// LSE = -inf) instead of propagating it to the row's O and LSE.
+inline double max_keeping_nan(double a, double b) {
+  return std::isnan(b) ? b : (a < b ? b : a);
+}
 
 // Q rows of sequence b and query head h, K and V rows of its KV head; gathered once per task.
 struct HeadRows {
@@ -26,7 +34,8 @@ class RowAttention {
   // Writes into out (hdim_v values) the output of query i over the visible keys of
   // [key_begin, key_end), softmax-normalized within that range (the sink logit joins the
   // denominator when with_sink and the problem has one) and dropout-weighted; returns the
-  // natural log-sum-exp of the same logits. Nothing contributing: out = 0 and -inf.
+  // natural log-sum-exp of the same logits. Nothing contributing: out = 0 and -inf. A NaN logit
+  // among the visible keys makes out and the result NaN.
   double attend(int64_t i, int64_t key_begin, int64_t key_end, bool with_sink, double* out);
 
  private:
@@ -57,7 +66,7 @@ void store_dropout_random_values(const Problem& problem, int64_t b, int64_t h, i
                                  int64_t row_end);
 
 // Throws invalid_problem naming `field` unless the view is set and in host memory: the
-// reference dereferences every view it is given.
+// reference dereferences every view it is given. A null view with no elements passes.
 void require_host_view(const TensorView& view, const char* field);
 
 }  // namespace tilefmha::reference::detail

@@ -75,7 +75,7 @@ void splitkv_combine(const Problem& problem) {
           double max_lse = sink;
           for (int64_t s = 0; s < num_splits; ++s) {
             split_lse[s] = numeric::load(lse_acc, {s, row.batch, h, row.seq});
-            max_lse = std::max(max_lse, split_lse[s]);
+            max_lse = detail::max_keeping_nan(max_lse, split_lse[s]);
           }
           std::fill(out.begin(), out.end(), 0.0);
           if (max_lse == kNegInf) {

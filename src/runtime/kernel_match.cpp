@@ -124,15 +124,13 @@ std::optional<Rejection> match_rejection(const KernelConfig& config, const Probl
                          std::to_string(problem.hdim_q) + "/" + std::to_string(hdim_v)};
   if (attention) {
     if (!config.pad_seqlen_q && needs_seq_padding(problem, problem.seqlen_q, config.block_m))
-      return Rejection{"pad_seqlen_q", "pad_seqlen_q: seqlen_q " +
-                                           std::to_string(problem.seqlen_q) +
-                                           " is ragged for block_m " +
-                                           std::to_string(config.block_m)};
+      return Rejection{"pad_seqlen_q",
+                       "pad_seqlen_q: seqlen_q " + std::to_string(problem.seqlen_q) +
+                           " is ragged for block_m " + std::to_string(config.block_m)};
     if (!config.pad_seqlen_k && needs_seq_padding(problem, problem.seqlen_k, config.block_n))
-      return Rejection{"pad_seqlen_k", "pad_seqlen_k: seqlen_k " +
-                                           std::to_string(problem.seqlen_k) +
-                                           " is ragged for block_n " +
-                                           std::to_string(config.block_n)};
+      return Rejection{"pad_seqlen_k",
+                       "pad_seqlen_k: seqlen_k " + std::to_string(problem.seqlen_k) +
+                           " is ragged for block_n " + std::to_string(config.block_n)};
   }
   return trait_rejection(config, problem, stage);
 }
@@ -162,7 +160,14 @@ int field_depth(std::string_view field) {
     if (check == field) return depth;
     ++depth;
   }
-  return has_kernel_config_field(field) || field == "codegen" ? depth : -1;
+  if (has_kernel_config_field(field) || field == "codegen") return depth;
+  // Problem limits a template's can_implement refuses (templates/gpu_limits.hpp, the sm90 scale
+  // sign): the kernel matched every trait, so it is the closest candidate of all.
+  static constexpr std::string_view kProblemLimits[] = {
+      "softmax_scale", "seqlen_q", "seqlen_k", "q.shape", "k.shape", "v.shape", "o.shape"};
+  for (std::string_view limit : kProblemLimits)
+    if (limit == field) return depth + 1;
+  return -1;
 }
 
 }  // namespace tilefmha::runtime

@@ -28,7 +28,8 @@ std::optional<std::string> rejection_reason(const KernelConfig& config, const Pr
 
 // How far a candidate got through the checks (higher = closer to fitting): the position of the
 // rejected field, so "no kernel" errors list near misses first. A kernel template's refusal
-// (any config field, or "codegen") ranks after every trait; unknown fields give -1.
+// (any config field, or "codegen") ranks after every trait, and a problem limit it refuses
+// (seqlen_q, softmax_scale...) after those; unknown fields give -1.
 int field_depth(std::string_view field);
 // field_depth of the field a "field: ..." reason starts with.
 int match_depth(const std::string& rejection);

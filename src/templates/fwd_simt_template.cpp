@@ -4,6 +4,7 @@
 #include "runtime/fwd_params.hpp"
 #include "templates/attention_templates.hpp"
 #include "templates/function_template.hpp"
+#include "templates/gpu_limits.hpp"
 
 namespace tilefmha::templates {
 namespace {
@@ -17,6 +18,11 @@ jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem
   return codegen::launch_shape_simt(config, problem);
 }
 
+// Limits only the problem shows: 32-bit sequence lengths.
+std::optional<Rejection> can_implement(const KernelConfig&, const Problem& problem) {
+  return check_sequence_lengths(problem);
+}
+
 void launch(const KernelConfig&, const StageLaunch& launch) {
   fmha::FwdParams params =
       runtime::make_fwd_params(launch.problem, launch.indices, Pipeline::simt_f32);
@@ -27,11 +33,10 @@ void launch(const KernelConfig&, const StageLaunch& launch) {
 }  // namespace
 
 const KernelTemplate& fwd_simt_template() {
-  static const FunctionTemplate instance({Family::fwd, Pipeline::simt_f32,
-                                          codegen::check_supported_simt,
-                                          codegen::generate_simt_source,
-                                          codegen::threads_per_block_simt, shared_bytes,
-                                          launch_shape, launch});
+  static const FunctionTemplate instance(
+      {Family::fwd, Pipeline::simt_f32, codegen::check_supported_simt,
+       codegen::generate_simt_source, codegen::threads_per_block_simt, shared_bytes, launch_shape,
+       launch, can_implement});
   return instance;
 }
 

@@ -5,6 +5,7 @@
 #include "runtime/fwd_params.hpp"
 #include "templates/attention_templates.hpp"
 #include "templates/function_template.hpp"
+#include "templates/gpu_limits.hpp"
 
 namespace tilefmha::templates {
 namespace {
@@ -20,6 +21,11 @@ jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem
   return codegen::launch_shape_sm80(config, problem, splits);
 }
 
+// Limits only the problem shows: 32-bit sequence lengths.
+std::optional<Rejection> can_implement(const KernelConfig&, const Problem& problem) {
+  return check_sequence_lengths(problem);
+}
+
 void launch(const KernelConfig& config, const StageLaunch& launch) {
   const SplitKv* split = config.family == Family::fwd_splitkv ? &launch.split : nullptr;
   fmha::FwdParams params =
@@ -29,9 +35,15 @@ void launch(const KernelConfig& config, const StageLaunch& launch) {
 }
 
 TemplateFunctions functions(Family family) {
-  return {family,       Pipeline::sm80_mma, codegen::check_supported_sm80,
-          codegen::generate_sm80_source, codegen::threads_per_block_sm80,
-          shared_bytes, launch_shape,       launch};
+  return {family,
+          Pipeline::sm80_mma,
+          codegen::check_supported_sm80,
+          codegen::generate_sm80_source,
+          codegen::threads_per_block_sm80,
+          shared_bytes,
+          launch_shape,
+          launch,
+          can_implement};
 }
 
 }  // namespace

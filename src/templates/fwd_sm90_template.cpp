@@ -6,6 +6,7 @@
 #include "runtime/fwd_sm90_params.hpp"
 #include "templates/attention_templates.hpp"
 #include "templates/function_template.hpp"
+#include "templates/gpu_limits.hpp"
 
 namespace tilefmha::templates {
 namespace {
@@ -28,6 +29,8 @@ jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem
 // Limits only the problem shows: the kernel folds a positive scale into exp2 where no logits
 // hook needs the scaled value first.
 std::optional<Rejection> can_implement(const KernelConfig& config, const Problem& problem) {
+  if (auto rejection = check_sequence_lengths(problem)) return rejection;
+  if (auto rejection = check_sm90_limits(config, problem)) return rejection;
   const bool scale_folds = !config.softcap && config.bias == BiasKind::none;
   if (scale_folds && problem.scale() < 0)
     return Rejection{"softmax_scale", "softmax_scale = " + std::to_string(problem.scale()) +
