@@ -15,18 +15,7 @@ import pytest
 
 import tilefmha
 
-try:
-    import torch
-except ImportError:
-    torch = None
-
-
-def gpu_skip_reason():
-    if torch is None:
-        return "PyTorch is not installed"
-    if not torch.cuda.is_available():
-        return "PyTorch sees no CUDA GPU"
-    return tilefmha.gpu_unavailable_reason()
+from gpu_support import gpu_skip_reason, torch
 
 
 if gpu_skip_reason():
