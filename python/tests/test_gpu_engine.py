@@ -144,3 +144,19 @@ def test_a_captured_varlen_run_replays_with_new_lengths():
             q[:total_q].cpu(), k[:host_k[-1]].cpu(), v[:host_k[-1]].cpu(), host_q, host_k,
             causal="bottom_right", return_lse=True)
         assert_close_to_cpu(o[:total_q], lse[:, :total_q], expected_o, expected_lse)
+
+
+@pytest.mark.parametrize("features", [{}, {"causal": "bottom_right"}], ids=["plain", "causal"])
+def test_no_keys_at_all_give_zero_and_minus_infinity(features):
+    generator = torch.Generator(device="cuda").manual_seed(8)
+    q = draw(generator, 2, 5, 4, 64)
+    k = torch.empty(2, 0, 2, 64, dtype=torch.bfloat16, device="cuda")
+    o, lse = tilefmha.attention(q, k, k.clone(), return_lse=True, **features)
+    assert o.shape == q.shape and torch.all(o == 0)
+    assert torch.all(lse == float("-inf"))
+    packed_q = draw(generator, 7, 4, 64)
+    packed_k = torch.empty(0, 2, 64, dtype=torch.bfloat16, device="cuda")
+    o, lse = tilefmha.attention_varlen(packed_q, packed_k, packed_k.clone(), [0, 3, 7],
+                                       [0, 0, 0], return_lse=True, **features)
+    assert o.shape == packed_q.shape and torch.all(o == 0)
+    assert torch.all(lse == float("-inf"))

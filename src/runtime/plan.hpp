@@ -35,6 +35,10 @@ struct WorkspaceLayout {
   int64_t seqlen_k = -1;
   int64_t o_acc = -1;
   int64_t lse_acc = -1;
+  // Stand-in K/V rows for a forward with no keys at all (seqlen_k = 0): the kernels then run no
+  // key block and write O = 0, LSE = -inf, but their K/V tensor maps and pointers still need a
+  // non-empty tensor (TMA takes no zero extent). Never read.
+  int64_t empty_kv = -1;
   int64_t bytes = 0;
   // Shape of the partials: [num_splits, batch_rows, nhead_q, seq_rows, hdim_v].
   int64_t batch_rows = 0;

@@ -1,6 +1,9 @@
 #include "runtime/stage_runner.hpp"
 
+#include <algorithm>
+#include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "templates/kernel_template.hpp"
@@ -14,7 +17,8 @@ namespace {
 constexpr int64_t kRegionAlignment = 256;
 
 int64_t reserve(WorkspaceLayout& layout, int64_t bytes) {
-  const int64_t offset = (layout.bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
+  const int64_t offset =
+      (layout.bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
   layout.bytes = offset + bytes;
   return offset;
 }
@@ -31,6 +35,33 @@ const int64_t* upload(const std::vector<int64_t>& values, int64_t offset,
   return reinterpret_cast<const int64_t*>(destination);
 }
 
+// A forward whose every sequence has no key (batch mode seqlen_k = 0; group mode: the longest
+// key length is 0, so total_k = 0).
+bool has_no_keys(const Problem& problem) {
+  const bool forward = problem.family == Family::fwd || problem.family == Family::fwd_splitkv;
+  return forward && problem.seqlen_k == 0;
+}
+
+// Batch rows of the stand-in K/V: one token per sequence in batch mode, one in group mode.
+int64_t empty_kv_rows(const Problem& problem) {
+  return problem.mode == Mode::group ? 1 : problem.batch;
+}
+
+// K and V of `problem` re-pointed at `layout.empty_kv`: [rows, 1, nhead_k, hdim] views, both
+// over the same never-read bytes.
+void bind_empty_kv(Problem& problem, const WorkspaceLayout& layout, jit::CUdeviceptr workspace) {
+  const int64_t heads = problem.nhead_k, width = std::max(problem.hdim_q, problem.hdim_v);
+  for (auto [view, dim] : {std::pair{&problem.k, problem.hdim_q}, {&problem.v, problem.hdim_v}}) {
+    TensorView& v = *view;
+    v.data = reinterpret_cast<void*>(workspace + static_cast<jit::CUdeviceptr>(layout.empty_kv));
+    v.dtype = problem.dtype;
+    v.space = MemorySpace::device;
+    v.rank = 4;
+    v.shape = {empty_kv_rows(problem), 1, heads, dim};
+    v.stride = {heads * width, heads * width, width, 1};
+  }
+}
+
 }  // namespace
 
 WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits) {
@@ -41,6 +72,10 @@ WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits) {
     layout.seqstart_k = reserve(layout, index_bytes(problem.seqstart_k.size()));
   if (!problem.seqlen_k_per_batch.empty())
     layout.seqlen_k = reserve(layout, index_bytes(problem.seqlen_k_per_batch.size()));
+  if (has_no_keys(problem))
+    layout.empty_kv =
+        reserve(layout, empty_kv_rows(problem) * problem.nhead_k *
+                            std::max(problem.hdim_q, problem.hdim_v) * dtype_size(problem.dtype));
   if (num_splits > 1 && problem.family == Family::fwd) {
     // Group mode packs sequences along one batch row; batch x longest rows bounds the tokens.
     const bool group = problem.mode == Mode::group;
@@ -86,26 +121,32 @@ SplitKv workspace_partials(const WorkspaceLayout& layout, const Problem& problem
 void run_stages(const Plan& plan, const Problem& problem, const Registry& registry,
                 jit::CUstream stream, jit::CUdeviceptr workspace) {
   if (plan.workspace.bytes > 0 && workspace == 0)
-    throw Error(ErrorKind::invalid_argument,
-                "workspace is null but the plan needs " + std::to_string(plan.workspace.bytes) +
-                    " bytes of it");
+    throw Error(ErrorKind::invalid_argument, "workspace is null but the plan needs " +
+                                                 std::to_string(plan.workspace.bytes) +
+                                                 " bytes of it");
   const WorkspaceLayout& layout = plan.workspace;
   const DeviceIndexArrays& device = problem.device_indices;
   templates::DeviceIndices indices;
-  indices.seqstart_q =
-      device.seqstart_q ? device.seqstart_q : upload(problem.seqstart_q, layout.seqstart_q, workspace, stream);
-  indices.seqstart_k =
-      device.seqstart_k ? device.seqstart_k : upload(problem.seqstart_k, layout.seqstart_k, workspace, stream);
+  indices.seqstart_q = device.seqstart_q
+                           ? device.seqstart_q
+                           : upload(problem.seqstart_q, layout.seqstart_q, workspace, stream);
+  indices.seqstart_k = device.seqstart_k
+                           ? device.seqstart_k
+                           : upload(problem.seqstart_k, layout.seqstart_k, workspace, stream);
   indices.seqlen_k_per_batch =
       device.seqlen_k ? device.seqlen_k
                       : upload(problem.seqlen_k_per_batch, layout.seqlen_k, workspace, stream);
   const SplitKv split = plan.num_splits > 1
                             ? workspace_partials(layout, problem, plan.num_splits, workspace)
                             : problem.split;
+  // Only a problem without keys pays for the copy.
+  std::optional<Problem> with_stand_in_kv;
+  if (layout.empty_kv >= 0) bind_empty_kv(with_stand_in_kv.emplace(problem), layout, workspace);
+  const Problem& launched = with_stand_in_kv ? *with_stand_in_kv : problem;
   for (const PlannedStage& stage : plan.stages) {
     const jit::CUfunction function =
         stage.function != nullptr ? stage.function : registry.function(stage.kernel);
-    const templates::StageLaunch launch{problem, indices, split, function, stage.shape, stream};
+    const templates::StageLaunch launch{launched, indices, split, function, stage.shape, stream};
     stage.kernel_template->launch(stage.kernel, launch);
   }
 }
