@@ -12,6 +12,7 @@
 #include "codegen/fwd_sm80.hpp"
 #include "jit/build_pipeline.hpp"
 #include "jit/compiler.hpp"
+#include "support/compile_cases.hpp"
 #include "support/forward_problems.hpp"
 #include "support/gpu_availability.hpp"
 #include "support/kernel_configs.hpp"
@@ -22,6 +23,8 @@
 namespace tilefmha {
 namespace {
 
+using testing::CompileCase;
+using testing::expect_compiles;
 using testing::nvrtc_available;
 using testing::sm80_fwd_config;
 
@@ -223,7 +226,7 @@ TEST(SplitKvSm80Codegen, SupportCheckKnowsTheFamily) {
   c.block_n = 48;  // 128-key chunks would split a block
   testing::expect_names_field(sm80_refusal(c), "block_n");
   c = good;
-  c.family = Family::fwd_pagedkv;
+  c.family = Family::fwd_appendkv;
   testing::expect_names_field(sm80_refusal(c), "family");
 }
 
@@ -253,35 +256,6 @@ TEST(SplitKvSm80Codegen, SourceAndLaunchShape) {
   p.family = Family::fwd_splitkv;
   p.split.num_splits = 7;
   EXPECT_EQ(codegen::launch_shape_sm80(split, p).grid[2], 3u * 7);
-}
-
-struct CompileCase {
-  KernelConfig config;
-  std::string source;
-};
-
-// Compiles every case for `arch` (in parallel); reports registers and spills.
-void expect_compiles(const std::vector<CompileCase>& cases, const std::string& arch) {
-  std::vector<jit::BuildJob> jobs;
-  for (const CompileCase& c : cases) jobs.push_back({c.config.symbol(), c.source});
-  jit::BuildOptions options;
-  options.compile = testing::verbose_ptxas_options(arch);
-  options.compile.keep_ptx = false;
-  options.show_progress = false;
-  const jit::BuildReport report = jit::build_kernels(jobs, options, nullptr);
-  ASSERT_EQ(report.results.size(), cases.size());
-  for (size_t n = 0; n < cases.size(); ++n) {
-    const jit::BuildResult& result = report.results[n];
-    SCOPED_TRACE(cases[n].config.name() + " for " + arch);
-    ASSERT_TRUE(result.ok) << result.error;
-    EXPECT_FALSE(result.cubin.empty());
-    const testing::PtxasReport ptxas = testing::ptxas_report(result.note);
-    if (ptxas.registers >= 0) {
-      EXPECT_EQ(ptxas.spill_bytes, 0) << result.note;
-      std::printf("%-70s %s: %d registers\n", cases[n].config.name().c_str(), arch.c_str(),
-                  ptxas.registers);
-    }
-  }
 }
 
 TEST(CombineCodegen, CompilesForSm80AndSm90a) {

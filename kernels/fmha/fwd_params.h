@@ -70,6 +70,16 @@ struct FwdParams {
   unsigned int dropout_threshold;
   float dropout_keep_scale;
 
+  // Paged K/V (fwd_pagedkv, batch_prefill): k and v point at page pools, and k/v_strides are
+  // their [page, slot, head] strides (the views' batch, seq and head). Key j of sequence b lives
+  // in page pages_b[j / page_size], slot j % page_size, where pages_b is page_table +
+  // page_indptr[b] (SGLang page lists) or page_table + b * page_table_stride (vLLM block
+  // tables, page_indptr null). Null page_table: contiguous K/V.
+  const int* page_table;
+  const long long* page_indptr;
+  long long page_table_stride;
+  long long page_size;
+
   // Split-KV (fwd_splitkv kernels only; num_splits 1 and null partials otherwise): split s of
   // sequence b covers keys [s * chunk, min((s + 1) * chunk, len_k)) with
   // chunk = splitkv_chunk(len_k, num_splits) (fmha/splitkv.h). Each split writes its partial O,

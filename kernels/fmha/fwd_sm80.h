@@ -14,6 +14,9 @@
 // in L2. A CTA visits the mask's key blocks that lie in its split (fmha/splitkv.h) and writes
 // the split's own softmax-normalized O as fp32, with its LSE, into the partials of FwdParams;
 // an empty split writes O = 0 and LSE = -inf. With kSplitKv false none of this is compiled.
+//
+// Paged K/V (Traits::kPaged, families fwd_pagedkv and batch_prefill): K and V blocks come from
+// page pools through the page table (fmha/paged_kv.h); everything else is unchanged.
 #pragma once
 
 #include "fmha/dropout.h"
@@ -21,6 +24,7 @@
 #include "fmha/fwd_traits.h"
 #include "fmha/logits.h"
 #include "fmha/mask.h"
+#include "fmha/paged_kv.h"
 #include "fmha/seq_info.h"
 #include "fmha/smem_tile.h"
 #include "fmha/splitkv.h"
@@ -169,12 +173,24 @@ TILEFMHA_DEVICE void fwd_sm80(const FwdParams& p) {
 
   auto load_kv = [&](int step, int slot) {
     const int key_begin = blocks.block(step) * kBlockN;
-    load_tile_async<KTile, kThreads, Traits::kPadSeqlenK, Traits::kPadHdimQ>(
-        smem_k + slot * KTile::kBytes, k + key_begin * p.k_strides.seq, p.k_strides.seq,
-        seq.len_k - key_begin, int(p.hdim_q), thread);
-    load_tile_async<VTile, kThreads, Traits::kPadSeqlenK, Traits::kPadHdimV>(
-        smem_v + slot * VTile::kBytes, v + key_begin * p.v_strides.seq, p.v_strides.seq,
-        seq.len_k - key_begin, int(p.hdim_v), thread);
+    if constexpr (Traits::kPaged) {
+      // Page pools: the heads' rows start at the pool, pages and slots come from the table.
+      const long long kv_head = h / p.head_group;
+      const PagedKeys keys = PagedKeys::make(p, b);
+      load_paged_tile_async<KTile, kThreads, Traits::kPadHdimQ>(
+          smem_k + slot * KTile::kBytes, static_cast<const T*>(p.k) + kv_head * p.k_strides.head,
+          p.k_strides, keys, key_begin, seq.len_k - key_begin, int(p.hdim_q), thread);
+      load_paged_tile_async<VTile, kThreads, Traits::kPadHdimV>(
+          smem_v + slot * VTile::kBytes, static_cast<const T*>(p.v) + kv_head * p.v_strides.head,
+          p.v_strides, keys, key_begin, seq.len_k - key_begin, int(p.hdim_v), thread);
+    } else {
+      load_tile_async<KTile, kThreads, Traits::kPadSeqlenK, Traits::kPadHdimQ>(
+          smem_k + slot * KTile::kBytes, k + key_begin * p.k_strides.seq, p.k_strides.seq,
+          seq.len_k - key_begin, int(p.hdim_q), thread);
+      load_tile_async<VTile, kThreads, Traits::kPadSeqlenK, Traits::kPadHdimV>(
+          smem_v + slot * VTile::kBytes, v + key_begin * p.v_strides.seq, p.v_strides.seq,
+          seq.len_k - key_begin, int(p.hdim_v), thread);
+    }
   };
 
   // Prologue: Q joins the first group; kStages - 1 key blocks in flight.

@@ -2,7 +2,8 @@
 // element type, head dims, tile, padding, and the feature hooks (mask, logits transform,
 // dropout) that the main loop calls. Features are types here, never flags in the main loop.
 // SplitKv selects the fwd_splitkv form: the grid's z covers (sequence, split) pairs, a CTA visits
-// only its split's keys and writes fp32 partials (fwd_params.h) instead of O and LSE.
+// only its split's keys and writes fp32 partials (fwd_params.h) instead of O and LSE. Paged reads
+// K and V through the page table (fmha/paged_kv.h).
 #pragma once
 
 #include "fmha/fwd_hook_traits.h"
@@ -15,7 +16,7 @@ namespace tilefmha::fmha {
 template <class Element_, int HdimQ, int HdimV, int BlockM, int BlockN, int Warps, int Stages,
           bool GroupMode, bool PadSeqlenQ, bool PadSeqlenK, bool PadHdimQ, bool PadHdimV,
           class Mask_, class Logits_, class Dropout_, bool StoreLse, bool SinkLogit,
-          bool SplitKv = false>
+          bool SplitKv = false, bool Paged = false>
 struct FwdTraits : FwdHookTraits<HdimQ, HdimV, GroupMode, PadSeqlenQ, PadSeqlenK, PadHdimQ,
                                  PadHdimV, Mask_, Logits_, Dropout_, StoreLse, SinkLogit> {
   using Element = Element_;
@@ -27,6 +28,8 @@ struct FwdTraits : FwdHookTraits<HdimQ, HdimV, GroupMode, PadSeqlenQ, PadSeqlenK
   static constexpr int kThreads = Warps * 32;
   static constexpr int kStages = Stages;
   static constexpr bool kSplitKv = SplitKv;
+  // K/V from page pools through FwdParams' page table (families fwd_pagedkv, batch_prefill).
+  static constexpr bool kPaged = Paged;
   // Each warp owns kMTiles consecutive 16-row slices of the query block.
   static constexpr int kMTiles = BlockM / (16 * Warps);
 
@@ -51,6 +54,8 @@ struct FwdTraits : FwdHookTraits<HdimQ, HdimV, GroupMode, PadSeqlenQ, PadSeqlenK
   // the combine writes the LSE.
   static_assert(!SplitKv || (!SinkLogit && !StoreLse && !Dropout_::kEnabled),
                 "split-KV partials take no sink logit, dropout or LSE output");
+  // Paged sequences have their own key counts: every key block is bounds-checked.
+  static_assert(!Paged || PadSeqlenK, "a paged kernel pads seqlen_k");
 };
 
 }  // namespace tilefmha::fmha

@@ -20,9 +20,11 @@ struct SeqInfo {
     SeqInfo info;
     if constexpr (GroupMode) {
       info.q_start = p.seqstart_q[b];
-      info.k_start = p.seqstart_k[b];
       info.len_q = int(p.seqstart_q[b + 1] - info.q_start);
-      info.len_k = int(p.seqstart_k[b + 1] - info.k_start);
+      // A paged cache (batch prefill) has no key prefix sums: its keys start at page slot 0
+      // and seqlen_k_per_batch gives their count.
+      info.k_start = p.seqstart_k != nullptr ? p.seqstart_k[b] : 0;
+      info.len_k = p.seqstart_k != nullptr ? int(p.seqstart_k[b + 1] - info.k_start) : 0;
       info.view_batch = 0;
     } else {
       info.q_start = 0;

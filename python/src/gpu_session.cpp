@@ -54,13 +54,15 @@ GpuSession::GpuSession(int device_ordinal)
       engine_(std::make_unique<Engine>(EngineOptions{.device = device_ordinal})) {}
 
 EnginePlan GpuSession::plan_problem(const Problem& problem, std::optional<int> device) {
-  const bool on_gpu = problem.family == Family::fwd || problem.family == Family::fwd_splitkv ||
-                      problem.family == Family::fwd_splitkv_combine;
+  const Family f = problem.family;
+  const bool on_gpu = f == Family::fwd || f == Family::fwd_splitkv ||
+                      f == Family::fwd_splitkv_combine || f == Family::fwd_pagedkv ||
+                      f == Family::batch_prefill;
   if (!on_gpu)
     throw Error(ErrorKind::not_supported,
-                "the GPU backend runs families fwd, fwd_splitkv and fwd_splitkv_combine so far "
-                "(asked for " +
-                    std::string(to_string(problem.family)) + "); use backend='cpu'");
+                "the GPU backend runs the forward families (fwd, fwd_splitkv, "
+                "fwd_splitkv_combine, fwd_pagedkv, batch_prefill) so far (asked for " +
+                    std::string(to_string(f)) + "); use backend='cpu'");
   if (device != device_ordinal_)
     throw Error(ErrorKind::invalid_argument,
                 "the tensors are not on cuda:" + std::to_string(device_ordinal_) +

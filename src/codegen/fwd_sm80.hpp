@@ -1,7 +1,9 @@
 // Codegen of the portable sm80_mma forward pipeline (kernels/fmha/fwd_sm80.h): support check,
-// translation unit and launch shape of a KernelConfig with pipeline == sm80_mma, family fwd or
-// fwd_splitkv (the same kernel in its split form, FwdTraits' split_kv argument). The generic
-// entry points (generate.hpp) dispatch here for that pipeline.
+// translation unit and launch shape of a KernelConfig with pipeline == sm80_mma, family fwd,
+// fwd_splitkv (the same kernel in its split form, FwdTraits' split_kv argument), fwd_pagedkv or
+// batch_prefill (K/V through a page table, FwdTraits' paged argument; batch prefill is the group
+// mode of the same kernel). The generic entry points (generate.hpp) dispatch here for that
+// pipeline.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,8 @@ namespace tilefmha::codegen {
 
 // Throws Error(not_supported) naming the first field (and its value) the kernel lacks.
 void check_supported_sm80(const KernelConfig& config);
+// Whether the config reads K/V through a page table (families fwd_pagedkv, batch_prefill).
+bool sm80_paged(const KernelConfig& config);
 std::string generate_sm80_source(const KernelConfig& config);
 int threads_per_block_sm80(const KernelConfig& config);
 // One CTA per (query block, query head, sequence, split): grid z = batch * num_splits

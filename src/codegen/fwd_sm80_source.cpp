@@ -12,10 +12,22 @@
 
 namespace tilefmha::codegen {
 
+bool sm80_paged(const KernelConfig& c) {
+  return c.family == Family::fwd_pagedkv || c.family == Family::batch_prefill;
+}
+
 void check_supported_sm80(const KernelConfig& c) {
   const bool split = c.family == Family::fwd_splitkv;
-  if (c.family != Family::fwd && !split)
-    unsupported("family", c.family, "sm80_mma implements fwd and fwd_splitkv only");
+  const bool paged = sm80_paged(c);
+  if (c.family != Family::fwd && !split && !paged)
+    unsupported("family", c.family,
+                "sm80_mma implements fwd, fwd_splitkv, fwd_pagedkv and batch_prefill only");
+  if (paged && c.page_table == PageTableKind::none)
+    unsupported("page_table", c.page_table, "a paged family reads K/V through a page table");
+  // Paged sequences carry their own key counts, so every key block is bounds-checked.
+  if (paged && !(c.pad_seqlen_q && c.pad_seqlen_k))
+    unsupported("pad_seqlen_k", c.pad_seqlen_k,
+                "paged K/V needs pad_seqlen_q and pad_seqlen_k (per-sequence key counts)");
   if (c.pipeline != Pipeline::sm80_mma)
     unsupported("pipeline", c.pipeline, "codegen implements sm80_mma only");
   if (c.dtype != DType::fp16 && c.dtype != DType::bf16)
@@ -35,7 +47,7 @@ void check_supported_sm80(const KernelConfig& c) {
     unsupported("block_n", c.block_n,
                 "split-KV needs a block_n dividing 128, so no key block straddles two splits");
   if (c.stages < 2 || c.stages > 4) unsupported("stages", c.stages, "must be 2..4");
-  check_forward_fields(c, "sm80_mma has no fp8 path");
+  check_forward_fields(c, "sm80_mma has no fp8 path", paged);
   if (c.persistent)
     unsupported("persistent", c.persistent, "sm80_mma runs one CTA per tile; only sm90_ws loops");
   if (c.pack_gqa)
@@ -67,7 +79,11 @@ std::string generate_sm80_source(const KernelConfig& c) {
      << "    /*block_m=*/" << c.block_m << ", /*block_n=*/" << c.block_n << ", /*warps=*/"
      << c.warps << ", /*stages=*/" << c.stages << ",\n"
      << padding_arguments(c) << feature_hook_arguments(c)
-     << (c.family == Family::fwd_splitkv ? ",\n    /*split_kv=*/true" : "") << ">;\n"
+     << (c.family == Family::fwd_splitkv || sm80_paged(c)
+             ? std::string(",\n    /*split_kv=*/") +
+                   (c.family == Family::fwd_splitkv ? "true" : "false")
+             : std::string())
+     << (sm80_paged(c) ? ", /*paged=*/true" : "") << ">;\n"
      << "}  // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << threads_per_block_sm80(c) << ") "
      << c.symbol() << "(const tilefmha::fmha::FwdParams params) {\n"

@@ -122,8 +122,8 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem) {
   plan->key = PlanKey::of(problem);
   std::ostringstream why;
   auto describe = [&](const CandidateVerdict& best, const PlannedStage& stage, size_t others) {
-    why << to_string(stage.kernel.family) << ": " << stage.kernel.name() << " (score "
-        << best.score << ", " << others << " other candidates"
+    why << to_string(stage.kernel.family) << ": " << stage.kernel.name() << " (score " << best.score
+        << ", " << others << " other candidates"
         << (stage.kernel.persistent ? "; persistent grid" : "")
         << (stage.kernel.pack_gqa ? "; GQA groups packed" : "") << "; grid " << stage.shape.grid[0]
         << "x" << stage.shape.grid[1] << "x" << stage.shape.grid[2] << ")\n";
@@ -134,8 +134,7 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem) {
     const auto split_verdicts = verdicts(problem, Family::fwd_splitkv);
     const auto combine_verdicts = verdicts(problem, Family::fwd_splitkv_combine);
     const bool splittable = !split_verdicts.empty() && split_verdicts.front().rejection.empty() &&
-                            !combine_verdicts.empty() &&
-                            combine_verdicts.front().rejection.empty();
+                            !combine_verdicts.empty() && combine_verdicts.front().rejection.empty();
     if (splittable || problem.split.num_splits > 1) {
       const CandidateVerdict& split_best =
           best_or_throw(split_verdicts, problem, Family::fwd_splitkv);

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <sstream>
 
-#include "runtime/candidates.hpp"
-#include "templates/template_table.hpp"
 #include "jit/kernel_cache.hpp"
 #include "jit/module.hpp"
+#include "runtime/candidates.hpp"
 #include "runtime/device_info.hpp"
 #include "runtime/dispatcher.hpp"
 #include "runtime/registry.hpp"
+#include "templates/template_table.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha {
@@ -58,8 +58,8 @@ Engine::Engine(EngineOptions options) : state_(std::make_unique<State>()) {
   runtime::DispatcherOptions dispatch;
   // The profile's kernels of every family some template can build.
   if (!options.only_listed)
-    dispatch.candidates = runtime::default_candidates(device.arch, templates::template_families(),
-                                                      options.profile);
+    dispatch.candidates =
+        runtime::default_candidates(device.arch, templates::template_families(), options.profile);
   dispatch.candidates.insert(dispatch.candidates.end(), options.kernels.begin(),
                              options.kernels.end());
   if (options.pipeline)

@@ -150,13 +150,49 @@ void bind_split_partials(fmha::FwdParams& params, const Problem& p, const SplitK
   params.lse_acc_seq_stride = split.lse_acc.stride[3];
 }
 
+// The page table of a paged problem: vLLM block tables ([batch, max_pages_per_seq] int32) or
+// SGLang page lists (int64 offsets into int32 page ids), on the device.
+void bind_page_table(fmha::FwdParams& params, const Problem& p, const FwdDeviceIndices& indices) {
+  if (!p.has_key_lengths())
+    fail(ErrorKind::invalid_problem,
+         "seqlen_k_per_batch is not set: a paged cache needs each "
+         "sequence's key count");
+  params.page_size = p.paged.page_size;
+  switch (p.paged.table) {
+    case PageTableKind::vllm_block_table:
+      if (indices.block_table == nullptr)
+        fail(ErrorKind::invalid_argument, "paged.block_table has no device copy");
+      params.page_table = indices.block_table;
+      params.page_table_stride = p.paged.max_pages_per_seq;
+      params.page_indptr = nullptr;
+      return;
+    case PageTableKind::sglang_page_list:
+      if (indices.page_indices == nullptr || indices.page_indptr == nullptr)
+        fail(ErrorKind::invalid_argument,
+             "paged.page_indptr / paged.page_indices have no device copy");
+      params.page_table = indices.page_indices;
+      params.page_indptr = reinterpret_cast<const long long*>(indices.page_indptr);
+      params.page_table_stride = 0;
+      return;
+    case PageTableKind::none: break;
+  }
+  fail(ErrorKind::invalid_problem,
+       "paged.table = none on a paged family (" + std::string(to_string(p.family)) + ")");
+}
+
 }  // namespace
 
 fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indices,
                                 Pipeline pipeline, const SplitKv* split) {
-  if (p.family != Family::fwd && p.family != Family::fwd_splitkv)
-    fail(ErrorKind::not_supported, "family = " + std::string(to_string(p.family)) +
-                                       ": FwdParams serve the fwd and fwd_splitkv families");
+  const bool paged = p.family == Family::fwd_pagedkv || p.family == Family::batch_prefill;
+  if (p.family != Family::fwd && p.family != Family::fwd_splitkv && !paged)
+    fail(ErrorKind::not_supported,
+         "family = " + std::string(to_string(p.family)) +
+             ": FwdParams serve the fwd, fwd_splitkv, fwd_pagedkv and batch_prefill families");
+  if (paged && pipeline != Pipeline::sm80_mma)
+    fail(ErrorKind::not_supported, "family = " + std::string(to_string(p.family)) + ": the " +
+                                       std::string(to_string(pipeline)) +
+                                       " kernel reads contiguous K/V; paged K/V runs on sm80_mma");
   // A fwd_splitkv problem carries its own partials; a fwd problem planned in two stages gets
   // them from the plan workspace.
   if (split == nullptr && p.family == Family::fwd_splitkv) split = &p.split;
@@ -219,7 +255,9 @@ fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indice
 
   const bool group = p.mode == Mode::group;
   params.seqstart_q = device_index(indices.seqstart_q, group, "seqstart_q");
-  params.seqstart_k = device_index(indices.seqstart_k, group, "seqstart_k");
+  // A paged cache has no key prefix sums; its key counts are per sequence.
+  params.seqstart_k = device_index(indices.seqstart_k, group && !paged, "seqstart_k");
+  if (paged) bind_page_table(params, p, indices);
   const bool per_batch_keys = p.has_key_lengths();
   params.seqlen_k_per_batch =
       device_index(indices.seqlen_k_per_batch, per_batch_keys, "seqlen_k_per_batch");

@@ -16,13 +16,18 @@ struct FwdDeviceIndices {
   const int64_t* seqstart_q = nullptr;
   const int64_t* seqstart_k = nullptr;
   const int64_t* seqlen_k_per_batch = nullptr;
+  // Page tables (int32 page ids, int64 offsets), as PagedKv holds them.
+  const int32_t* block_table = nullptr;
+  const int64_t* page_indptr = nullptr;
+  const int32_t* page_indices = nullptr;
 };
 
 // For a problem validate() accepted (Dispatcher::plan validates once; a run does not again):
 // checks what the kernel of `pipeline` additionally needs, throwing
 // Error(invalid_problem) or Error(not_supported) naming the field and value:
-//   * family fwd or fwd_splitkv; dtype fp16 or bf16 for the tensor-core pipelines (sm80_mma, sm90_ws), fp32
-//     for simt_f32;
+//   * family fwd, fwd_splitkv, fwd_pagedkv or batch_prefill (the paged ones with the device
+//     page table their table kind needs); dtype fp16 or bf16 for the tensor-core pipelines
+//     (sm80_mma, sm90_ws), fp32 for simt_f32;
 //   * every tensor the kernel reads or writes in device memory;
 //   * Q/K/V/O: dim stride 1; for the tensor-core pipelines also other strides multiples of
 //     8 elements, data 16-byte aligned and head dims multiples of 8 (they move 16-byte chunks),

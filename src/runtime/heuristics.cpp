@@ -96,7 +96,8 @@ int64_t attention_tiles(const KernelConfig& kernel, const Problem& problem) {
 }
 
 int64_t resident_ctas(const KernelConfig& kernel, const DeviceInfo& device) {
-  const int64_t per_sm = kernel.pipeline == Pipeline::sm90_ws ? codegen::sm90_ctas_per_sm(kernel) : 1;
+  const int64_t per_sm =
+      kernel.pipeline == Pipeline::sm90_ws ? codegen::sm90_ctas_per_sm(kernel) : 1;
   return std::max<int64_t>(1, device.sm_count) * per_sm;
 }
 
@@ -115,12 +116,13 @@ int64_t choose_num_splits(const Problem& problem, const KernelConfig& split_kern
   // A one-pass grid that already fills most slots gains nothing from splitting (FA2/FA3 use the
   // same 80% bar).
   if (tiles >= slots * 8 / 10) return 1;
-  const int64_t max_splits = std::min<int64_t>(
-      {kMaxAutoSplits, std::max<int64_t>(1, problem.seqlen_k / kMinKeysPerSplit),
-       ceil_div(slots, std::max<int64_t>(tiles, 1)) * 2});
+  const int64_t max_splits =
+      std::min<int64_t>({kMaxAutoSplits, std::max<int64_t>(1, problem.seqlen_k / kMinKeysPerSplit),
+                         ceil_div(slots, std::max<int64_t>(tiles, 1)) * 2});
   if (max_splits <= 1) return 1;
   double best = 0;
-  for (int64_t s = 1; s <= max_splits; ++s) best = std::max(best, wave_efficiency(tiles * s, slots));
+  for (int64_t s = 1; s <= max_splits; ++s)
+    best = std::max(best, wave_efficiency(tiles * s, slots));
   for (int64_t s = 1; s <= max_splits; ++s)
     if (wave_efficiency(tiles * s, slots) >= 0.85 * best) return s;
   return 1;

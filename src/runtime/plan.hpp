@@ -33,6 +33,9 @@ struct WorkspaceLayout {
   int64_t seqstart_q = -1;
   int64_t seqstart_k = -1;
   int64_t seqlen_k = -1;
+  int64_t block_table = -1;   // paged.block_table (int32)
+  int64_t page_indptr = -1;   // paged.page_indptr (int64)
+  int64_t page_indices = -1;  // paged.page_indices (int32)
   int64_t o_acc = -1;
   int64_t lse_acc = -1;
   // Stand-in K/V rows for a forward with no keys at all (seqlen_k = 0): the kernels then run no

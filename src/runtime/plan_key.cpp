@@ -6,9 +6,9 @@
 namespace tilefmha::runtime {
 
 PlanKey PlanKey::of(const Problem& problem) {
-  return {std::apply(
-      [&](const auto&... field) { return std::make_tuple(field.project(problem)...); },
-      kPlanKeyFields)};
+  return {
+      std::apply([&](const auto&... field) { return std::make_tuple(field.project(problem)...); },
+                 kPlanKeyFields)};
 }
 
 size_t PlanKey::hash() const {
@@ -36,7 +36,8 @@ std::string PlanKey::describe() const {
   // Both tuples are walked in the same order: field i names value i.
   [&]<size_t... I>(std::index_sequence<I...>) {
     (write(std::get<I>(kPlanKeyFields).name, std::get<I>(values)), ...);
-  }(std::make_index_sequence<std::tuple_size_v<PlanKeyValues>>());
+  }
+  (std::make_index_sequence<std::tuple_size_v<PlanKeyValues>>());
   return out.str();
 }
 

@@ -5,6 +5,8 @@
 // but forgotten in the hash, or the reverse.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -24,6 +26,14 @@ struct PlanKeyField {
 template <class Project>
 PlanKeyField(const char*, Project) -> PlanKeyField<Project>;
 
+// Entries the plan workspace holds for a host page table (block table or page list): the
+// table's size rounded up to a power of two, so that calls whose tables grow a little share a
+// plan (0 without a host table).
+inline int64_t page_table_capacity(const PagedKv& paged) {
+  const size_t entries = std::max(paged.block_table.size(), paged.page_indices.size());
+  return entries == 0 ? 0 : static_cast<int64_t>(std::bit_ceil(entries));
+}
+
 inline const auto kPlanKeyFields = std::make_tuple(
     PlanKeyField{"family", [](const Problem& p) { return p.family; }},
     PlanKeyField{"dtype", [](const Problem& p) { return p.dtype; }},
@@ -36,12 +46,10 @@ inline const auto kPlanKeyFields = std::make_tuple(
     PlanKeyField{"seqlen_k", [](const Problem& p) { return p.seqlen_k; }},
     PlanKeyField{"hdim_q", [](const Problem& p) { return p.hdim_q; }},
     PlanKeyField{"hdim_v", [](const Problem& p) { return p.hdim_v; }},
-    PlanKeyField{"per_batch_key_lengths",
-                 [](const Problem& p) { return p.has_key_lengths(); }},
-    PlanKeyField{"host_indices",
-                 [](const Problem& p) {
-                   return !p.seqstart_q.empty() || !p.seqlen_k_per_batch.empty();
-                 }},
+    PlanKeyField{"per_batch_key_lengths", [](const Problem& p) { return p.has_key_lengths(); }},
+    PlanKeyField{
+        "host_indices",
+        [](const Problem& p) { return !p.seqstart_q.empty() || !p.seqlen_k_per_batch.empty(); }},
     PlanKeyField{"scale_positive", [](const Problem& p) { return p.scale() > 0; }},
     PlanKeyField{"mask.kind", [](const Problem& p) { return p.mask.kind; }},
     PlanKeyField{"mask.align", [](const Problem& p) { return p.mask.align; }},
@@ -56,6 +64,9 @@ inline const auto kPlanKeyFields = std::make_tuple(
     PlanKeyField{"paged.table", [](const Problem& p) { return p.paged.table; }},
     PlanKeyField{"paged.layout", [](const Problem& p) { return p.paged.layout; }},
     PlanKeyField{"paged.page_size", [](const Problem& p) { return p.paged.page_size; }},
+    // Host page tables are uploaded into plan workspace sized by this power-of-two class.
+    PlanKeyField{"paged.table_capacity",
+                 [](const Problem& p) { return page_table_capacity(p.paged); }},
     PlanKeyField{"fp8.kind", [](const Problem& p) { return p.fp8.kind; }},
     PlanKeyField{"split.num_splits", [](const Problem& p) { return p.split.num_splits; }},
     PlanKeyField{"append.rope", [](const Problem& p) { return p.append.rope; }},

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/plan_key.hpp"
 #include "templates/kernel_template.hpp"
 #include "tilefmha/error.hpp"
 
@@ -23,16 +24,24 @@ int64_t reserve(WorkspaceLayout& layout, int64_t bytes) {
   return offset;
 }
 
-int64_t index_bytes(size_t entries) {
-  return static_cast<int64_t>(entries * sizeof(int64_t));
+template <class Index>
+int64_t index_bytes(const std::vector<Index>& values) {
+  return static_cast<int64_t>(values.size() * sizeof(Index));
 }
 
-const int64_t* upload(const std::vector<int64_t>& values, int64_t offset,
-                      jit::CUdeviceptr workspace, jit::CUstream stream) {
+// Reserves a region for a host index vector, or none (-1) when it is empty.
+template <class Index>
+int64_t reserve_index(WorkspaceLayout& layout, const std::vector<Index>& values) {
+  return values.empty() ? -1 : reserve(layout, index_bytes(values));
+}
+
+template <class Index>
+const Index* upload(const std::vector<Index>& values, int64_t offset, jit::CUdeviceptr workspace,
+                    jit::CUstream stream) {
   if (values.empty() || offset < 0) return nullptr;
   const jit::CUdeviceptr destination = workspace + static_cast<jit::CUdeviceptr>(offset);
   jit::copy_to_device_async(destination, std::as_bytes(std::span(values)), stream);
-  return reinterpret_cast<const int64_t*>(destination);
+  return reinterpret_cast<const Index*>(destination);
 }
 
 // A forward whose every sequence has no key (batch mode seqlen_k = 0; group mode: the longest
@@ -66,12 +75,18 @@ void bind_empty_kv(Problem& problem, const WorkspaceLayout& layout, jit::CUdevic
 
 WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits) {
   WorkspaceLayout layout;
-  if (!problem.seqstart_q.empty())
-    layout.seqstart_q = reserve(layout, index_bytes(problem.seqstart_q.size()));
-  if (!problem.seqstart_k.empty())
-    layout.seqstart_k = reserve(layout, index_bytes(problem.seqstart_k.size()));
-  if (!problem.seqlen_k_per_batch.empty())
-    layout.seqlen_k = reserve(layout, index_bytes(problem.seqlen_k_per_batch.size()));
+  layout.seqstart_q = reserve_index(layout, problem.seqstart_q);
+  layout.seqstart_k = reserve_index(layout, problem.seqstart_k);
+  layout.seqlen_k = reserve_index(layout, problem.seqlen_k_per_batch);
+  // Page tables vary in length between calls of one plan: their regions hold the capacity
+  // class of the plan key (page_table_capacity), not the planned problem's exact length.
+  const PagedKv& paged = problem.paged;
+  const int64_t capacity = page_table_capacity(paged);
+  if (!paged.block_table.empty())
+    layout.block_table = reserve(layout, capacity * int64_t{sizeof(int32_t)});
+  layout.page_indptr = reserve_index(layout, paged.page_indptr);
+  if (!paged.page_indices.empty())
+    layout.page_indices = reserve(layout, capacity * int64_t{sizeof(int32_t)});
   if (has_no_keys(problem))
     layout.empty_kv =
         reserve(layout, empty_kv_rows(problem) * problem.nhead_k *
@@ -136,6 +151,10 @@ void run_stages(const Plan& plan, const Problem& problem, const Registry& regist
   indices.seqlen_k_per_batch =
       device.seqlen_k ? device.seqlen_k
                       : upload(problem.seqlen_k_per_batch, layout.seqlen_k, workspace, stream);
+  const PagedKv& paged = problem.paged;
+  indices.block_table = upload(paged.block_table, layout.block_table, workspace, stream);
+  indices.page_indptr = upload(paged.page_indptr, layout.page_indptr, workspace, stream);
+  indices.page_indices = upload(paged.page_indices, layout.page_indices, workspace, stream);
   const SplitKv split = plan.num_splits > 1
                             ? workspace_partials(layout, problem, plan.num_splits, workspace)
                             : problem.split;

@@ -1,6 +1,6 @@
-// The attention kernel templates (families fwd and fwd_splitkv on each pipeline, and the split-KV
-// combine), one file per pipeline;
-// the table (template_table.cpp) lists them.
+// The attention kernel templates (families fwd and fwd_splitkv on each pipeline, the paged
+// families on sm80_mma, and the split-KV combine), one file per pipeline; the table
+// (template_table.cpp) lists them.
 #pragma once
 
 #include "templates/kernel_template.hpp"
@@ -12,6 +12,8 @@ const KernelTemplate& fwd_sm80_template();
 const KernelTemplate& fwd_simt_template();
 const KernelTemplate& splitkv_sm90_template();
 const KernelTemplate& splitkv_sm80_template();
+const KernelTemplate& pagedkv_sm80_template();
+const KernelTemplate& batch_prefill_sm80_template();
 const KernelTemplate& combine_template();
 
 }  // namespace tilefmha::templates

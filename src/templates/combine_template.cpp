@@ -22,11 +22,10 @@ void launch(const KernelConfig&, const StageLaunch& launch) {
 }  // namespace
 
 const KernelTemplate& combine_template() {
-  static const FunctionTemplate instance({Family::fwd_splitkv_combine, Pipeline::combine,
-                                          codegen::check_supported_combine,
-                                          codegen::generate_combine_source,
-                                          codegen::threads_per_block_combine,
-                                          codegen::shared_bytes_combine, launch_shape, launch});
+  static const FunctionTemplate instance(
+      {Family::fwd_splitkv_combine, Pipeline::combine, codegen::check_supported_combine,
+       codegen::generate_combine_source, codegen::threads_per_block_combine,
+       codegen::shared_bytes_combine, launch_shape, launch});
   return instance;
 }
 

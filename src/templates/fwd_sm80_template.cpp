@@ -1,5 +1,6 @@
 // The portable tensor-core attention (kernels/fmha/fwd_sm80.h): one CTA per (query block, query
-// head, sequence), and per split for family fwd_splitkv, which writes fp32 partials.
+// head, sequence), and per split for family fwd_splitkv, which writes fp32 partials. The paged
+// families (fwd_pagedkv, batch_prefill) are the same kernel reading K/V through a page table.
 #include "codegen/fwd_sm80.hpp"
 #include "fmha/fwd_shape.h"
 #include "runtime/fwd_params.hpp"
@@ -55,6 +56,16 @@ const KernelTemplate& fwd_sm80_template() {
 
 const KernelTemplate& splitkv_sm80_template() {
   static const FunctionTemplate instance(functions(Family::fwd_splitkv));
+  return instance;
+}
+
+const KernelTemplate& pagedkv_sm80_template() {
+  static const FunctionTemplate instance(functions(Family::fwd_pagedkv));
+  return instance;
+}
+
+const KernelTemplate& batch_prefill_sm80_template() {
+  static const FunctionTemplate instance(functions(Family::batch_prefill));
   return instance;
 }
 

@@ -1,0 +1,80 @@
+"""Paged KV caches on the GPU (sm80_mma's paged kernels): paged_attention and batch_prefill on
+CUDA tensors against the CPU reference on the same inputs, over shuffled page pools with pages
+of 1, 16 and 128 tokens (gathered rows, and whole key blocks per page), both pool layouts, both
+page-table forms, GQA and empty sequences. Skipped (and reported as skipped) without PyTorch, a
+CUDA GPU or a usable driver."""
+
+import numpy as np
+import pytest
+
+import tilefmha
+from gpu_support import gpu_skip_reason, torch
+from paged_cache import PagedCache
+
+pytestmark = pytest.mark.skipif(bool(gpu_skip_reason()), reason=gpu_skip_reason() or "GPU")
+
+BF16 = 1.6e-2
+
+
+def bf16(rng, *shape):
+    return torch.from_numpy(rng.uniform(-1, 1, shape).astype(np.float32)).to(torch.bfloat16)
+
+
+def cache_tensors(cache):
+    """The pools as bf16 CUDA tensors (NaN marks slots no sequence wrote)."""
+    def pool(x):
+        return torch.from_numpy(x).to(torch.bfloat16).cuda()
+
+    return pool(cache.k_pool), pool(cache.v_pool)
+
+
+def assert_close(o, lse, expected_o, expected_lse):
+    torch.testing.assert_close(o.cpu().float(), expected_o.float(), rtol=BF16, atol=BF16)
+    finite = torch.isfinite(expected_lse)
+    assert torch.equal(torch.isfinite(lse.cpu()), finite)
+    torch.testing.assert_close(lse.cpu()[finite], expected_lse[finite], rtol=1e-3, atol=1e-3)
+
+
+def tables(cache, form):
+    if form == "block_table":
+        return {"block_table": cache.block_table}
+    return {"page_indptr": cache.page_indptr, "page_indices": cache.page_indices}
+
+
+@pytest.mark.parametrize("layout", ["nhd", "hnd"])
+@pytest.mark.parametrize("page_size", [1, 16, 128])
+def test_paged_decode_matches_the_cpu_reference(page_size, layout):
+    rng = np.random.default_rng(page_size)
+    lengths = [300, 17, 0, 129]
+    k = rng.uniform(-1, 1, (4, 300, 2, 64)).astype(np.float32)
+    v = rng.uniform(-1, 1, (4, 300, 2, 64)).astype(np.float32)
+    cache = PagedCache(rng, k, v, lengths, page_size, layout)
+    k_pool, v_pool = cache_tensors(cache)
+    q = bf16(rng, 4, 2, 8, 64)
+    features = {"causal": "bottom_right", "softcap": 30.0}
+    o, lse = tilefmha.paged_attention(q.cuda(), k_pool, v_pool, cache.block_table, lengths,
+                                      layout=layout, return_lse=True, **features)
+    assert o.is_cuda and o.shape == q.shape
+    expected = tilefmha.paged_attention(q, k_pool.cpu(), v_pool.cpu(), cache.block_table, lengths,
+                                        layout=layout, return_lse=True, **features)
+    assert_close(o, lse, *expected)
+
+
+@pytest.mark.parametrize("form", ["block_table", "page_list"])
+@pytest.mark.parametrize("page_size", [1, 16, 128])
+def test_batch_prefill_matches_the_cpu_reference(page_size, form):
+    rng = np.random.default_rng(40 + page_size)
+    lengths_q, lengths_k = [70, 0, 1, 33], [200, 5, 64, 33]
+    cu_q = [0] + np.cumsum(lengths_q).tolist()
+    k = rng.uniform(-1, 1, (4, 200, 2, 128)).astype(np.float32)
+    v = rng.uniform(-1, 1, (4, 200, 2, 128)).astype(np.float32)
+    cache = PagedCache(rng, k, v, lengths_k, page_size, "nhd")
+    k_pool, v_pool = cache_tensors(cache)
+    q = bf16(rng, cu_q[-1], 4, 128)
+    features = {"causal": "bottom_right", "alibi_slopes": np.array([0.1, 0.2, 0.3, 0.4],
+                                                                   dtype=np.float32)}
+    o, lse = tilefmha.batch_prefill(q.cuda(), k_pool, v_pool, cu_q, lengths_k,
+                                    **tables(cache, form), return_lse=True, **features)
+    expected = tilefmha.batch_prefill(q, k_pool.cpu(), v_pool.cpu(), cu_q, lengths_k,
+                                      **tables(cache, form), return_lse=True, **features)
+    assert_close(o, lse, *expected)

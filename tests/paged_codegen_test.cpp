@@ -1,0 +1,122 @@
+// The paged families on sm80_mma with no GPU: fwd_pagedkv and batch_prefill configs pass the
+// support checks (and others are refused naming the field), their sources select the paged
+// K/V path, they compile with NVRTC for sm_90a without spills, and the dispatcher picks them
+// for paged problems, with the host page table's workspace region sized by its capacity class.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "codegen/fwd_sm80.hpp"
+#include "runtime/candidates.hpp"
+#include "runtime/dispatcher.hpp"
+#include "runtime/plan_key.hpp"
+#include "runtime/stage_runner.hpp"
+#include "support/compile_cases.hpp"
+#include "support/gpu_availability.hpp"
+#include "support/kernel_configs.hpp"
+#include "support/refusal.hpp"
+
+namespace tilefmha {
+namespace {
+
+KernelConfig paged_config(Family family, PageTableKind table, int hdim) {
+  KernelConfig c = testing::sm80_fwd_config(DType::bf16, hdim, hdim, 64, 64, 4, 2);
+  c.family = family;
+  c.page_table = table;
+  c.pad_seqlen_q = c.pad_seqlen_k = true;
+  if (family == Family::batch_prefill) c.mode = Mode::group;
+  return c;
+}
+
+std::string refusal(const KernelConfig& c) {
+  return testing::not_supported_message([&] { codegen::check_supported_sm80(c); });
+}
+
+TEST(PagedCodegen, SupportChecksNameTheField) {
+  EXPECT_EQ(refusal(paged_config(Family::fwd_pagedkv, PageTableKind::vllm_block_table, 128)), "");
+  EXPECT_EQ(refusal(paged_config(Family::batch_prefill, PageTableKind::sglang_page_list, 64)), "");
+  EXPECT_NE(refusal(paged_config(Family::fwd_pagedkv, PageTableKind::none, 128)).find("page_table"),
+            std::string::npos);
+  KernelConfig unpadded = paged_config(Family::fwd_pagedkv, PageTableKind::vllm_block_table, 128);
+  unpadded.pad_seqlen_k = unpadded.pad_seqlen_q = false;
+  EXPECT_NE(refusal(unpadded).find("pad_seqlen_k"), std::string::npos);
+  // The contiguous forward still refuses a page table.
+  KernelConfig contiguous = testing::sm80_fwd_config(DType::bf16, 128, 128, 64, 64, 4, 2);
+  contiguous.page_table = PageTableKind::vllm_block_table;
+  EXPECT_NE(refusal(contiguous).find("page_table"), std::string::npos);
+}
+
+TEST(PagedCodegen, SourcesSelectThePagedPath) {
+  const std::string paged = codegen::generate_sm80_source(
+      paged_config(Family::fwd_pagedkv, PageTableKind::vllm_block_table, 128));
+  EXPECT_NE(paged.find("/*split_kv=*/false, /*paged=*/true"), std::string::npos) << paged;
+  const std::string contiguous =
+      codegen::generate_sm80_source(testing::sm80_fwd_config(DType::bf16, 128, 128, 64, 64, 4, 2));
+  EXPECT_EQ(contiguous.find("paged"), std::string::npos) << contiguous;
+}
+
+TEST(PagedCodegen, CompilesForSm90a) {
+  if (!testing::nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
+  std::vector<testing::CompileCase> cases;
+  KernelConfig decode = paged_config(Family::fwd_pagedkv, PageTableKind::vllm_block_table, 128);
+  decode.mask = MaskKind::causal;
+  decode.lse = true;
+  KernelConfig prefill = paged_config(Family::batch_prefill, PageTableKind::sglang_page_list, 64);
+  prefill.bias = BiasKind::alibi;
+  prefill.softcap = true;
+  for (const KernelConfig& c : {decode, prefill})
+    cases.push_back({c, codegen::generate_sm80_source(c)});
+  testing::expect_compiles(cases, "sm_90a");
+}
+
+// A decode problem over a vLLM block table: 3 sequences, 8 query heads on 2 KV heads, pages of 16
+// tokens. Planning reads shapes and traits only, so the views point nowhere (device space).
+Problem paged_decode() {
+  const auto fake = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  PagedKv paged;
+  paged.table = PageTableKind::vllm_block_table;
+  paged.page_size = 16;
+  paged.num_pages = 12;
+  paged.max_pages_per_seq = 4;
+  paged.block_table = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  ProblemBuilder builder(Family::fwd_pagedkv);
+  builder.dtype(DType::bf16).shape(3, 8, 2, 1, 64, 128, 128).key_lengths({64, 20, 1});
+  builder.paged(paged);
+  builder.q(bshd(fake, DType::bf16, 3, 1, 8, 128, MemorySpace::device));
+  builder.o(bshd(fake, DType::bf16, 3, 1, 8, 128, MemorySpace::device));
+  const TensorView pool = bshd(fake, DType::bf16, 12, 16, 2, 128, MemorySpace::device);
+  builder.k(pool).v(pool);
+  return builder.build();
+}
+
+TEST(PagedDispatch, ThePortablePagedKernelServesPagedProblems) {
+  runtime::Registry registry;
+  runtime::DispatcherOptions options;
+  options.candidates = runtime::default_candidates(Arch::sm90, {Family::fwd_pagedkv});
+  runtime::Dispatcher dispatcher(registry, {Arch::sm90, 132, "test"}, options);
+  const auto verdicts = dispatcher.explain(paged_decode());
+  ASSERT_FALSE(verdicts.empty());
+  ASSERT_TRUE(verdicts[0].rejection.empty()) << verdicts[0].rejection;
+  const KernelConfig& chosen = verdicts[0].kernel;
+  EXPECT_EQ(chosen.family, Family::fwd_pagedkv);
+  EXPECT_EQ(chosen.pipeline, Pipeline::sm80_mma);
+  EXPECT_EQ(chosen.page_table, PageTableKind::vllm_block_table);
+  EXPECT_TRUE(chosen.page_size == 0 || chosen.page_size == 16);
+}
+
+TEST(PagedDispatch, HostPageTablesGetWorkspaceByCapacityClass) {
+  Problem problem = paged_decode();
+  const runtime::WorkspaceLayout layout = runtime::workspace_layout(problem, 1);
+  ASSERT_GE(layout.block_table, 0);
+  EXPECT_EQ(runtime::page_table_capacity(problem.paged), 16);  // 12 entries round up to 16
+  EXPECT_GE(layout.bytes, layout.block_table + 16 * 4);
+  // A longer table in the same class shares the plan key; one past the class does not.
+  Problem longer = problem;
+  longer.paged.block_table.resize(16, 0);
+  EXPECT_EQ(runtime::PlanKey::of(longer), runtime::PlanKey::of(problem));
+  longer.paged.block_table.resize(17, 0);
+  EXPECT_FALSE(runtime::PlanKey::of(longer) == runtime::PlanKey::of(problem));
+}
+
+}  // namespace
+}  // namespace tilefmha

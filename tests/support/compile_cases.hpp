@@ -1,0 +1,46 @@
+// Test support: compiling generated kernels with NVRTC (no GPU needed) and checking what ptxas
+// reports, for the codegen tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "jit/build_pipeline.hpp"
+#include "support/ptxas_report.hpp"
+#include "tilefmha/kernel_config.hpp"
+
+namespace tilefmha::testing {
+
+struct CompileCase {
+  KernelConfig config;
+  std::string source;
+};
+
+// Compiles every case for `arch` (in parallel); reports registers and spills.
+inline void expect_compiles(const std::vector<CompileCase>& cases, const std::string& arch) {
+  std::vector<jit::BuildJob> jobs;
+  for (const CompileCase& c : cases) jobs.push_back({c.config.symbol(), c.source});
+  jit::BuildOptions options;
+  options.compile = testing::verbose_ptxas_options(arch);
+  options.compile.keep_ptx = false;
+  options.show_progress = false;
+  const jit::BuildReport report = jit::build_kernels(jobs, options, nullptr);
+  ASSERT_EQ(report.results.size(), cases.size());
+  for (size_t n = 0; n < cases.size(); ++n) {
+    const jit::BuildResult& result = report.results[n];
+    SCOPED_TRACE(cases[n].config.name() + " for " + arch);
+    ASSERT_TRUE(result.ok) << result.error;
+    EXPECT_FALSE(result.cubin.empty());
+    const testing::PtxasReport ptxas = testing::ptxas_report(result.note);
+    if (ptxas.registers >= 0) {
+      EXPECT_EQ(ptxas.spill_bytes, 0) << result.note;
+      std::printf("%-70s %s: %d registers\n", cases[n].config.name().c_str(), arch.c_str(),
+                  ptxas.registers);
+    }
+  }
+}
+
+}  // namespace tilefmha::testing
