@@ -14,7 +14,8 @@ namespace {
 constexpr int64_t kRegionAlignment = 256;
 
 int64_t reserve(WorkspaceLayout& layout, int64_t bytes) {
-  const int64_t offset = (layout.bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
+  const int64_t offset =
+      (layout.bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
   layout.bytes = offset + bytes;
   return offset;
 }
@@ -29,6 +30,16 @@ const int64_t* upload(const std::vector<int64_t>& values, int64_t offset,
   const jit::CUdeviceptr destination = workspace + static_cast<jit::CUdeviceptr>(offset);
   jit::copy_to_device_async(destination, std::as_bytes(std::span(values)), stream);
   return reinterpret_cast<const int64_t*>(destination);
+}
+
+// A failure while loading a stage's function, filling its parameters or launching it, with
+// the kernel and the problem named: a driver error alone ("cuLaunchKernel failed:
+// CUDA_ERROR_INVALID_VALUE") does not say which of a plan's stages, or which call, failed.
+Error stage_error(const Error& error, const PlannedStage& stage, const Problem& problem) {
+  return Error(
+      error.kind(),
+      "kernel " + stage.kernel.name() + " on problem " + problem.describe() + ": " + error.what(),
+      error.field());
 }
 
 }  // namespace
@@ -86,16 +97,18 @@ SplitKv workspace_partials(const WorkspaceLayout& layout, const Problem& problem
 void run_stages(const Plan& plan, const Problem& problem, const Registry& registry,
                 jit::CUstream stream, jit::CUdeviceptr workspace) {
   if (plan.workspace.bytes > 0 && workspace == 0)
-    throw Error(ErrorKind::invalid_argument,
-                "workspace is null but the plan needs " + std::to_string(plan.workspace.bytes) +
-                    " bytes of it");
+    throw Error(ErrorKind::invalid_argument, "workspace is null but the plan needs " +
+                                                 std::to_string(plan.workspace.bytes) +
+                                                 " bytes of it");
   const WorkspaceLayout& layout = plan.workspace;
   const DeviceIndexArrays& device = problem.device_indices;
   templates::DeviceIndices indices;
-  indices.seqstart_q =
-      device.seqstart_q ? device.seqstart_q : upload(problem.seqstart_q, layout.seqstart_q, workspace, stream);
-  indices.seqstart_k =
-      device.seqstart_k ? device.seqstart_k : upload(problem.seqstart_k, layout.seqstart_k, workspace, stream);
+  indices.seqstart_q = device.seqstart_q
+                           ? device.seqstart_q
+                           : upload(problem.seqstart_q, layout.seqstart_q, workspace, stream);
+  indices.seqstart_k = device.seqstart_k
+                           ? device.seqstart_k
+                           : upload(problem.seqstart_k, layout.seqstart_k, workspace, stream);
   indices.seqlen_k_per_batch =
       device.seqlen_k ? device.seqlen_k
                       : upload(problem.seqlen_k_per_batch, layout.seqlen_k, workspace, stream);
@@ -103,10 +116,14 @@ void run_stages(const Plan& plan, const Problem& problem, const Registry& regist
                             ? workspace_partials(layout, problem, plan.num_splits, workspace)
                             : problem.split;
   for (const PlannedStage& stage : plan.stages) {
-    const jit::CUfunction function =
-        stage.function != nullptr ? stage.function : registry.function(stage.kernel);
-    const templates::StageLaunch launch{problem, indices, split, function, stage.shape, stream};
-    stage.kernel_template->launch(stage.kernel, launch);
+    try {
+      const jit::CUfunction function =
+          stage.function != nullptr ? stage.function : registry.function(stage.kernel);
+      const templates::StageLaunch launch{problem, indices, split, function, stage.shape, stream};
+      stage.kernel_template->launch(stage.kernel, launch);
+    } catch (const Error& error) {
+      throw stage_error(error, stage, problem);
+    }
   }
 }
 
