@@ -4,7 +4,6 @@
 #include <cstddef>
 #include <unordered_map>
 
-#include "bench_kernels.hpp"
 #include "codegen/generate.hpp"
 #include "jit/build_pipeline.hpp"
 #include "jit/cuda_driver.hpp"
@@ -14,6 +13,7 @@
 #include "runtime/device_info.hpp"
 #include "runtime/device_mirror.hpp"
 #include "runtime/heuristics.hpp"
+#include "runtime/kernel_selection.hpp"
 #include "tilefmha/engine.hpp"
 #include "tilefmha/error.hpp"
 #include "uniform_fill.hpp"
@@ -96,13 +96,13 @@ BenchSession::BenchSession(const BenchOptions& options) : state_(std::make_uniqu
   s.device.sm_clock_mhz = attribute_mhz(&jit::GpuContext::clock_rate_khz, *s.context);
   s.device.memory_clock_mhz = attribute_mhz(&jit::GpuContext::memory_clock_rate_khz, *s.context);
 
-  KernelSelection selection;
+  runtime::KernelSelection selection;
   selection.config = "fwd";
   selection.arch = info.arch;
   selection.profile = options.profile;
   selection.filters = options.filters;
   selection.filter_files = options.filter_files;
-  const SelectedKernels kernels = select_kernels(selection);
+  const runtime::SelectedKernels kernels = runtime::select_kernels(selection);
   s.counts.enumerated = kernels.enumerated;
   s.counts.implemented = static_cast<int64_t>(kernels.supported.size());
 

@@ -5,8 +5,6 @@
 #include <string>
 #include <unordered_map>
 
-#include "bench_kernels.hpp"
-#include "codegen/generate.hpp"
 #include "commands.hpp"
 #include "jit/build_pipeline.hpp"
 #include "jit/cuda_driver.hpp"
@@ -14,6 +12,8 @@
 #include "jit/module.hpp"
 #include "jit/target_arch.hpp"
 #include "runtime/device_info.hpp"
+#include "runtime/kernel_selection.hpp"
+#include "runtime/precompile.hpp"
 #include "runtime/registry.hpp"
 #include "tilefmha/error.hpp"
 
@@ -21,7 +21,7 @@ namespace tilefmha::cli {
 namespace {
 
 struct BuildCommandOptions {
-  KernelSelection selection;
+  runtime::KernelSelection selection;
   std::string arch_name = "sm90";
   bool compile_only = false;
   int workers = 0;
@@ -83,9 +83,9 @@ void run_build(const BuildCommandOptions& options, std::ostream& out) {
   if (options.workers < 0)
     throw Error(ErrorKind::invalid_argument,
                 "--workers " + std::to_string(options.workers) + " is negative; 0 = every core");
-  KernelSelection selection = options.selection;
+  runtime::KernelSelection selection = options.selection;
   selection.arch = parse_enum<Arch>(options.arch_name);
-  const SelectedKernels kernels = select_kernels(selection);
+  const runtime::SelectedKernels kernels = runtime::select_kernels(selection);
   const jit::KernelCache cache(options.cache_dir.empty()
                                    ? jit::KernelCache::default_directory()
                                    : std::filesystem::path(options.cache_dir));
@@ -101,7 +101,7 @@ void run_build(const BuildCommandOptions& options, std::ostream& out) {
   out << "build: " << kernels.description << ", NVRTC target " << build.compile.arch << '\n';
   print_count(out, "enumerated", kernels.enumerated);
   if (!options.supported_only) {
-    for (const NotImplemented& missing : kernels.not_implemented)
+    for (const runtime::NotImplemented& missing : kernels.not_implemented)
       out << "  not implemented: " << missing.config.name() << ": " << missing.reason << '\n';
     print_count(out, "not implemented", static_cast<int64_t>(kernels.not_implemented.size()));
   }
@@ -109,15 +109,10 @@ void run_build(const BuildCommandOptions& options, std::ostream& out) {
   print_value(out, "cache directory", cache.directory().string());
   out.flush();
 
-  // Job names are the kernel symbols, as the dispatcher compiles them, so both share cache
-  // entries.
-  std::vector<jit::BuildJob> jobs;
+  // Named and generated as the dispatcher compiles them, so both share cache entries.
+  const std::vector<jit::BuildJob> jobs = runtime::build_jobs(kernels.supported);
   std::unordered_map<std::string, const KernelConfig*> by_symbol;
-  jobs.reserve(kernels.supported.size());
-  for (const KernelConfig& config : kernels.supported) {
-    jobs.push_back({config.symbol(), codegen::generate_source(config)});
-    by_symbol.emplace(config.symbol(), &config);
-  }
+  for (const KernelConfig& config : kernels.supported) by_symbol.emplace(config.symbol(), &config);
   runtime::Registry registry;
   jit::LoadStage load;
   if (gpu) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "jit/cuda_driver.hpp"
 #include "run_execute.hpp"
 #include "run_gpu.hpp"
 #include "run_options.hpp"
@@ -20,7 +21,16 @@
 namespace tilefmha::cli {
 namespace {
 
-void run(const RunOptions& options) {
+// --backend auto: the GPU where a driver and GPU are usable and the family runs there (fwd),
+// else the CPU reference, so one command line (scripts/quickstart.sh) suits either machine.
+std::string chosen_backend(const RunOptions& options) {
+  if (options.backend != "auto") return options.backend;
+  return options.family == "fwd" && jit::gpu_unavailable_reason().empty() ? "gpu" : "cpu";
+}
+
+void run(const RunOptions& given) {
+  RunOptions options = given;
+  options.backend = chosen_backend(given);
   // parallel_for reads the worker count from the environment.
   if (options.threads) setenv("TILEFMHA_THREADS", std::to_string(*options.threads).c_str(), 1);
   std::optional<InputDir> input;

@@ -203,8 +203,11 @@ void add_run_options(CLI::App& command, RunOptions& o) {
                "fwd_appendkv: rotated leading dims [default: hdim-q]");
   command.add_flag("--rotate-q", o.rotate_q, "fwd_appendkv: also rotate Q (in place)");
 
-  command.add_option("--backend", o.backend, "cpu (the reference) or gpu")
-      ->check(CLI::IsMember({"cpu", "gpu"}))
+  command
+      .add_option("--backend", o.backend,
+                  "cpu (the reference), gpu, or auto (gpu where one is usable and the family is "
+                  "fwd, else cpu)")
+      ->check(CLI::IsMember({"cpu", "gpu", "auto"}))
       ->capture_default_str();
   command.add_flag("--validate", o.validate,
                    "gpu: compare every output element with the CPU reference; exit 1 when an "

@@ -10,7 +10,6 @@
 #include <unordered_map>
 
 #include "bench/matrix.hpp"
-#include "bench_kernels.hpp"
 #include "bench_output.hpp"
 #include "codegen/generate.hpp"
 #include "commands.hpp"
@@ -18,6 +17,7 @@
 #include "jit/cuda_driver.hpp"
 #include "jit/kernel_cache.hpp"
 #include "jit/target_arch.hpp"
+#include "runtime/kernel_selection.hpp"
 #include "sweep_match.hpp"
 #include "sweep_timing.hpp"
 #include "tilefmha/error.hpp"
@@ -81,7 +81,7 @@ void run_sweep(const SweepOptions& options, std::ostream& out) {
   if (!options.compile_only)
     timer = std::make_unique<SweepTimer>(options.timing, options.cache_dir);
 
-  KernelSelection selection;
+  runtime::KernelSelection selection;
   selection.config = options.variant;
   selection.arch = parse_enum<Arch>(options.arch_name);
   selection.profile = options.profile;
@@ -91,7 +91,7 @@ void run_sweep(const SweepOptions& options, std::ostream& out) {
                                                  timer->device().card + ") is " +
                                                  std::string(to_string(timer->device().arch)) +
                                                  "; time with that arch or pass --compile-only");
-  const SelectedKernels kernels = select_kernels(selection);
+  const runtime::SelectedKernels kernels = runtime::select_kernels(selection);
   std::vector<KernelConfig> to_build = kernels.supported;
   if (options.max_kernels > 0 && static_cast<int64_t>(to_build.size()) > options.max_kernels)
     to_build.resize(static_cast<size_t>(options.max_kernels));

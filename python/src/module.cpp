@@ -5,11 +5,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "environment.hpp"
 #include "errors.hpp"
 #include "gpu_session.hpp"
 #include "jit/cuda_driver.hpp"
 #include "problem_handle.hpp"
 #include "torch_views.hpp"
+#include "warmup.hpp"
 
 namespace py = pybind11;
 using tilefmha::python::GpuSession;
@@ -65,4 +67,21 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("gpu_unavailable_reason", &tilefmha::jit::gpu_unavailable_reason,
         "Empty when a CUDA driver and a GPU are usable, else why not.");
+
+  // The environment report of `python -m tilefmha` (tilefmha/_environment.py).
+  m.def("gpu_devices", &tilefmha::python::gpu_devices,
+        "One dict per GPU: ordinal, name, compute_capability, sm_count, arch, nvrtc_target.");
+  m.def("driver_info", &tilefmha::python::driver_info,
+        "The CUDA driver's version and library; RuntimeError when none loads.");
+  m.def("nvrtc_info", &tilefmha::python::nvrtc_info,
+        "NVRTC's version and library; RuntimeError when it does not load.");
+  m.def("default_cache_directory", &tilefmha::python::default_cache_directory,
+        "The kernel cache directory the engine uses when given none.");
+
+  m.def("gpu_families", &tilefmha::python::gpu_families,
+        "The families the engine runs on the GPU, which warmup compiles by default.");
+  m.def("warmup", &tilefmha::python::warmup, py::arg("config"), py::arg("arch"), py::arg("profile"),
+        py::arg("filters"), py::arg("cache_dir"), py::arg("workers"), py::arg("progress"),
+        py::arg("launch_forms"),
+        "Compiles a kernel set into the disk cache (tilefmha.warmup); returns its counts.");
 }

@@ -9,10 +9,12 @@ dispatcher, on the tensor's current stream, without copies. See docs/python.md.
     o = tilefmha.paged_attention(q, k_cache, v_cache, block_table, seqlens_k)
     o, lse = tilefmha.merge_states(o_states, lse_states)      # [n, batch, seq, head, dim]
     dq, dk, dv = tilefmha.attention_backward(q, k, v, o, lse, do, causal=True)
+    tilefmha.warmup("pytorch", hdims=[128], dtypes=["bf16"])   # JIT ahead of the first call
 
 Engine errors become ValueError (invalid problem or argument, naming the field),
 NotImplementedError (not supported yet) or RuntimeError (no kernel, compilation, driver).
 The PyTorch autograd wrapper lives in ``tilefmha.torch`` (imports torch on use).
+``python3 -m tilefmha`` prints the environment (GPU, driver, NVRTC, kernel cache).
 """
 
 from ._append import append_kv, rope_tables
@@ -22,6 +24,7 @@ from ._core import gpu_unavailable_reason
 from ._dtypes import bf16_from_float32, bf16_to_float32
 from ._forward import attention, attention_varlen, batch_prefill, explain, paged_attention
 from ._merge import merge_states
+from ._warmup import WarmupReport, warmup
 
 __all__ = [
     "append_kv",
@@ -37,6 +40,8 @@ __all__ = [
     "merge_states",
     "paged_attention",
     "rope_tables",
+    "warmup",
+    "WarmupReport",
 ]
 
 __version__ = "0.1.0"

@@ -71,6 +71,16 @@ void bind_empty_kv(Problem& problem, const WorkspaceLayout& layout, jit::CUdevic
   }
 }
 
+// A failure while loading a stage's function, filling its parameters or launching it, with
+// the kernel and the problem named: a driver error alone ("cuLaunchKernel failed:
+// CUDA_ERROR_INVALID_VALUE") does not say which of a plan's stages, or which call, failed.
+Error stage_error(const Error& error, const PlannedStage& stage, const Problem& problem) {
+  return Error(
+      error.kind(),
+      "kernel " + stage.kernel.name() + " on problem " + problem.describe() + ": " + error.what(),
+      error.field());
+}
+
 }  // namespace
 
 WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits) {
@@ -163,10 +173,14 @@ void run_stages(const Plan& plan, const Problem& problem, const Registry& regist
   if (layout.empty_kv >= 0) bind_empty_kv(with_stand_in_kv.emplace(problem), layout, workspace);
   const Problem& launched = with_stand_in_kv ? *with_stand_in_kv : problem;
   for (const PlannedStage& stage : plan.stages) {
-    const jit::CUfunction function =
-        stage.function != nullptr ? stage.function : registry.function(stage.kernel);
-    const templates::StageLaunch launch{launched, indices, split, function, stage.shape, stream};
-    stage.kernel_template->launch(stage.kernel, launch);
+    try {
+      const jit::CUfunction function =
+          stage.function != nullptr ? stage.function : registry.function(stage.kernel);
+      const templates::StageLaunch launch{launched, indices, split, function, stage.shape, stream};
+      stage.kernel_template->launch(stage.kernel, launch);
+    } catch (const Error& error) {
+      throw stage_error(error, stage, problem);
+    }
   }
 }
 

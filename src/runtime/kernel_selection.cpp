@@ -1,9 +1,9 @@
-#include "bench_kernels.hpp"
+#include "runtime/kernel_selection.hpp"
 
 #include "codegen/generate.hpp"
 #include "tilefmha/error.hpp"
 
-namespace tilefmha::cli {
+namespace tilefmha::runtime {
 
 void split_by_support(const std::vector<KernelConfig>& configs, SelectedKernels& out) {
   for (const KernelConfig& config : configs) {
@@ -36,4 +36,4 @@ SelectedKernels select_kernels(const KernelSelection& selection) {
   return out;
 }
 
-}  // namespace tilefmha::cli
+}  // namespace tilefmha::runtime

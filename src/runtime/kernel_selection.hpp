@@ -1,5 +1,6 @@
-// The kernels `tilefmha build` compiles and `tilefmha bench` offers the engine: a sweep
-// config enumerated under a profile and filters, split by whether codegen implements each one.
+// A kernel set named the way users name one: a sweep config enumerated under a profile and
+// filters, split by whether codegen implements each kernel. `tilefmha build` and `bench` compile
+// it; the Python package's warmup() compiles it ahead of first use (precompile.hpp).
 #pragma once
 
 #include <string>
@@ -8,7 +9,7 @@
 #include "enumerate/enumerator.hpp"
 #include "tilefmha/kernel_config.hpp"
 
-namespace tilefmha::cli {
+namespace tilefmha::runtime {
 
 struct KernelSelection {
   std::string config;  // sweep config name or path
@@ -37,4 +38,4 @@ SelectedKernels select_kernels(const KernelSelection& selection);
 // Splits already-enumerated configs the same way.
 void split_by_support(const std::vector<KernelConfig>& configs, SelectedKernels& out);
 
-}  // namespace tilefmha::cli
+}  // namespace tilefmha::runtime

@@ -1,0 +1,42 @@
+#include "runtime/precompile.hpp"
+
+#include "codegen/generate.hpp"
+#include "tilefmha/error.hpp"
+
+namespace tilefmha::runtime {
+
+std::vector<jit::BuildJob> build_jobs(std::span<const KernelConfig> configs) {
+  std::vector<jit::BuildJob> jobs;
+  jobs.reserve(configs.size());
+  // The symbol and source Dispatcher::prepare_stage compiles: the cache key hashes both.
+  for (const KernelConfig& config : configs)
+    jobs.push_back({config.symbol(), codegen::generate_source(config)});
+  return jobs;
+}
+
+std::vector<KernelConfig> with_launch_forms(std::span<const KernelConfig> configs) {
+  std::vector<KernelConfig> out(configs.begin(), configs.end());
+  for (const KernelConfig& config : configs) {
+    if (config.pipeline != Pipeline::sm90_ws || config.pack_gqa || config.persistent) continue;
+    std::vector<KernelConfig> forms;
+    KernelConfig packed = config;
+    packed.pack_gqa = true;
+    forms.push_back(packed);
+    if (config.family == Family::fwd) {
+      KernelConfig persistent = config;
+      persistent.persistent = true;
+      forms.push_back(persistent);
+    }
+    for (const KernelConfig& form : forms) {
+      try {
+        codegen::check_supported(form);
+        out.push_back(form);
+      } catch (const Error& error) {
+        if (error.kind() != ErrorKind::not_supported) throw;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace tilefmha::runtime
