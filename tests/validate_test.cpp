@@ -519,6 +519,48 @@ TEST(Validate, PagedPaddingEntriesAreNotChecked) {
   EXPECT_NE(message.find("paged.block_table[1] = 1000"), std::string::npos) << message;
 }
 
+// Device page tables: their entries are not read, only their form and their room for the
+// longest sequence are checked, and a table given both ways is refused.
+TEST(Validate, DevicePageTablesAreCheckedForFormAndRoomOnly) {
+  const auto table = reinterpret_cast<const int32_t*>(uintptr_t{1} << 20);
+  const auto offsets = reinterpret_cast<const int64_t*>(uintptr_t{2} << 20);
+  Fixture f = paged_vllm();
+  f.problem.paged.block_table.clear();
+  f.problem.device_indices.block_table = table;
+  EXPECT_NO_THROW(validate(f.problem));
+  std::string message;
+  f.problem.paged.max_pages_per_seq = 1;  // sequence 1 (20 keys) needs 2 pages of 16
+  ASSERT_TRUE(rejects(f.problem, &message));
+  EXPECT_NE(message.find("paged.max_pages_per_seq = 1"), std::string::npos) << message;
+  f.problem.paged.max_pages_per_seq = 2;
+  f.problem.paged.block_table = {3, -1, 0, 5};  // the host table too
+  ASSERT_TRUE(rejects(f.problem, &message));
+  EXPECT_NE(message.find("give the table one way"), std::string::npos) << message;
+
+  Fixture g = prefill_sglang();
+  g.problem.paged.page_indptr.clear();
+  g.problem.paged.page_indices.clear();
+  g.problem.device_indices.page_indices = table;
+  ASSERT_TRUE(rejects(g.problem, &message));  // the offsets are missing
+  EXPECT_NE(message.find("page_indptr and page_indices"), std::string::npos) << message;
+  g.problem.device_indices.page_indptr = offsets;
+  EXPECT_NO_THROW(validate(g.problem));
+  g.problem.device_indices.block_table = table;
+  ASSERT_TRUE(rejects(g.problem, &message));
+  EXPECT_NE(message.find("device_indices.block_table is set"), std::string::npos) << message;
+}
+
+TEST(Validate, DeviceKeyLengthsServePagedGroupMode) {
+  Fixture f = prefill_sglang();
+  f.problem.seqlen_k_per_batch.clear();
+  std::string message;
+  ASSERT_TRUE(rejects(f.problem, &message));
+  EXPECT_NE(message.find("seqlen_k_per_batch is empty"), std::string::npos) << message;
+  f.problem.device_indices.seqlen_k = reinterpret_cast<const int64_t*>(uintptr_t{1} << 20);
+  f.problem.seqlen_k = 33;  // the longest, as the caller gives it
+  EXPECT_NO_THROW(validate(f.problem));
+}
+
 TEST(Validate, SoftcapAndScaleBoundaries) {
   Fixture f = fwd_batch();
   f.problem.softcap = 0.0;         // off

@@ -100,7 +100,15 @@ struct DeviceIndexArrays {
   const int64_t* seqstart_q = nullptr;  // batch + 1 prefix sums (group mode)
   const int64_t* seqstart_k = nullptr;  // batch + 1 prefix sums (group mode)
   const int64_t* seqlen_k = nullptr;    // batch key counts (either mode)
-  bool any() const { return seqstart_q || seqstart_k || seqlen_k; }
+  // Page tables (PagedKv's, on the device): a vLLM block table [batch, max_pages_per_seq], or an
+  // SGLang page list (batch + 1 offsets into the page ids).
+  const int32_t* block_table = nullptr;
+  const int64_t* page_indptr = nullptr;
+  const int32_t* page_indices = nullptr;
+  bool any() const {
+    return seqstart_q || seqstart_k || seqlen_k || block_table || page_indptr || page_indices;
+  }
+  bool page_table() const { return block_table || page_indptr || page_indices; }
 };
 
 struct Backward {
@@ -208,6 +216,12 @@ class ProblemBuilder {
                                   int64_t batch, int64_t max_seqlen_q, int64_t max_seqlen_k);
   // Per-sequence key counts in device memory (int64, batch entries); seqlen_k must be the longest.
   ProblemBuilder& key_lengths_on_device(const int64_t* seqlen_k_per_batch);
+  // A paged cache's table in device memory (int32 page ids; paged.table says which form, and
+  // PagedKv's host vectors stay empty): a vLLM block table with paged.max_pages_per_seq
+  // columns, or an SGLang page list. Nothing on the host reads them, so validation checks only
+  // that the table can hold the longest sequence; the kernels trust the entries.
+  ProblemBuilder& block_table_on_device(const int32_t* block_table);
+  ProblemBuilder& page_list_on_device(const int64_t* page_indptr, const int32_t* page_indices);
 
   ProblemBuilder& scale(double softmax_scale);
   ProblemBuilder& softcap(double cap);

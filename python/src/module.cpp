@@ -31,6 +31,14 @@ PYBIND11_MODULE(_core, m) {
       .def("set_group_on_device", &ProblemHandle::set_group_on_device, py::arg("seqstart_q"),
            py::arg("seqstart_k"), py::arg("batch"), py::arg("max_seqlen_q"),
            py::arg("max_seqlen_k"))
+      .def("set_block_table_on_device", &ProblemHandle::set_block_table_on_device,
+           py::arg("layout"), py::arg("page_size"), py::arg("num_pages"), py::arg("block_table"),
+           py::arg("max_pages_per_seq"))
+      .def("set_page_list_on_device", &ProblemHandle::set_page_list_on_device, py::arg("layout"),
+           py::arg("page_size"), py::arg("num_pages"), py::arg("page_indptr"),
+           py::arg("page_indices"))
+      .def("set_key_lengths_on_device", &ProblemHandle::set_key_lengths_on_device,
+           py::arg("seqlen_k_per_batch"), py::arg("max_seqlen_k"))
       .def("set_key_lengths", &ProblemHandle::set_key_lengths, py::arg("seqlen_k_per_batch"))
       .def("set_features", &ProblemHandle::set_features, py::arg("features"))
       .def("set_block_table", &ProblemHandle::set_block_table, py::arg("layout"),

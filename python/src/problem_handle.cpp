@@ -150,6 +150,28 @@ void ProblemHandle::set_block_table(const std::string& layout, int64_t page_size
   builder_.paged(std::move(paged));
 }
 
+void ProblemHandle::set_block_table_on_device(const std::string& layout, int64_t page_size,
+                                              int64_t num_pages, uintptr_t block_table,
+                                              int64_t max_pages_per_seq) {
+  set_block_table(layout, page_size, num_pages, {}, max_pages_per_seq);
+  builder_.block_table_on_device(reinterpret_cast<const int32_t*>(block_table));
+}
+
+void ProblemHandle::set_page_list_on_device(const std::string& layout, int64_t page_size,
+                                            int64_t num_pages, uintptr_t page_indptr,
+                                            uintptr_t page_indices) {
+  set_page_list(layout, page_size, num_pages, {}, {});
+  builder_.page_list_on_device(reinterpret_cast<const int64_t*>(page_indptr),
+                               reinterpret_cast<const int32_t*>(page_indices));
+}
+
+void ProblemHandle::set_key_lengths_on_device(uintptr_t seqlen_k_per_batch, int64_t max_seqlen_k) {
+  builder_.key_lengths_on_device(reinterpret_cast<const int64_t*>(seqlen_k_per_batch));
+  const Problem& current = builder_.peek();
+  builder_.shape(current.batch, current.nhead_q, current.nhead_k, current.seqlen_q, max_seqlen_k,
+                 current.hdim_q, current.hdim_v);
+}
+
 void ProblemHandle::set_page_list(const std::string& layout, int64_t page_size, int64_t num_pages,
                                   std::vector<int64_t> page_indptr,
                                   std::vector<int32_t> page_indices) {

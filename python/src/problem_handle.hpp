@@ -37,6 +37,14 @@ class ProblemHandle {
                        std::vector<int32_t> block_table, int64_t max_pages_per_seq);
   void set_page_list(const std::string& layout, int64_t page_size, int64_t num_pages,
                      std::vector<int64_t> page_indptr, std::vector<int32_t> page_indices);
+  // Page tables and key lengths already on the device (data pointers of int32 page ids, int64
+  // offsets and int64 key counts): read by the kernels only, so a run neither copies nor
+  // synchronizes; max_seqlen_k is the longest key count, which the host cannot read.
+  void set_block_table_on_device(const std::string& layout, int64_t page_size, int64_t num_pages,
+                                 uintptr_t block_table, int64_t max_pages_per_seq);
+  void set_page_list_on_device(const std::string& layout, int64_t page_size, int64_t num_pages,
+                               uintptr_t page_indptr, uintptr_t page_indices);
+  void set_key_lengths_on_device(uintptr_t seqlen_k_per_batch, int64_t max_seqlen_k);
   void set_append(int64_t seqlen_knew, const std::string& rope, int64_t rotary_dim, bool rotate_q);
   void set_deterministic(bool deterministic);
 

@@ -78,3 +78,59 @@ def test_batch_prefill_matches_the_cpu_reference(page_size, form):
     expected = tilefmha.batch_prefill(q, k_pool.cpu(), v_pool.cpu(), cu_q, lengths_k,
                                       **tables(cache, form), return_lse=True, **features)
     assert_close(o, lse, *expected)
+
+
+def test_device_tables_and_lengths_replay_in_a_cuda_graph_with_new_lengths():
+    rng = np.random.default_rng(77)
+    capacity, page_size = 256, 16
+    k = rng.uniform(-1, 1, (3, capacity, 2, 64)).astype(np.float32)
+    v = rng.uniform(-1, 1, (3, capacity, 2, 64)).astype(np.float32)
+    cache = PagedCache(rng, k, v, [capacity] * 3, page_size, "nhd", spare_pages=0)
+    k_pool, v_pool = cache_tensors(cache)
+    q = bf16(rng, 3, 1, 4, 64).cuda()
+    table = torch.from_numpy(cache.block_table).cuda()
+    lengths = torch.zeros(3, dtype=torch.int32, device="cuda")
+
+    def call():
+        return tilefmha.paged_attention(q, k_pool, v_pool, table, lengths, max_seqlen_k=capacity,
+                                        causal="bottom_right", return_lse=True)
+
+    lengths.copy_(torch.tensor([200, 3, 256]))
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        call()  # plans and compiles outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o, lse = call()
+    for new_lengths in ([200, 3, 256], [1, 130, 17]):
+        lengths.copy_(torch.tensor(new_lengths))
+        o.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        expected = tilefmha.paged_attention(q.cpu(), k_pool.cpu(), v_pool.cpu(), cache.block_table,
+                                            new_lengths, causal="bottom_right", return_lse=True)
+        assert_close(o, lse, *expected)
+
+
+def test_batch_prefill_over_device_page_lists():
+    rng = np.random.default_rng(78)
+    lengths_q, lengths_k = [5, 40, 0], [70, 40, 9]
+    cu_q = [0] + np.cumsum(lengths_q).tolist()
+    k = rng.uniform(-1, 1, (3, 70, 1, 64)).astype(np.float32)
+    v = rng.uniform(-1, 1, (3, 70, 1, 64)).astype(np.float32)
+    cache = PagedCache(rng, k, v, lengths_k, 16, "hnd")
+    k_pool, v_pool = cache_tensors(cache)
+    q = bf16(rng, cu_q[-1], 2, 64)
+    o, lse = tilefmha.batch_prefill(
+        q.cuda(), k_pool, v_pool, torch.tensor(cu_q, device="cuda"),
+        torch.tensor(lengths_k, device="cuda"), layout="hnd",
+        page_indptr=torch.from_numpy(cache.page_indptr).cuda(),
+        page_indices=torch.from_numpy(cache.page_indices).cuda(), max_seqlen_q=40,
+        max_seqlen_k=70, causal="bottom_right", return_lse=True)
+    expected = tilefmha.batch_prefill(q, k_pool.cpu(), v_pool.cpu(), cu_q, lengths_k, layout="hnd",
+                                      page_indptr=cache.page_indptr,
+                                      page_indices=cache.page_indices, causal="bottom_right",
+                                      return_lse=True)
+    assert_close(o, lse, *expected)

@@ -8,7 +8,7 @@ from . import _core, _fast
 from ._backends import is_cuda, select_backend
 from ._dtypes import attention_dtype, require_tensor
 from ._features import Features, scalar_features
-from ._paging import PageTable, page_pools
+from ._paging import DeviceKeyLengths, PageTable, key_lengths, page_pools
 from ._shapes import index_list, longest, require_rank
 
 # Rank and dimension names of the caller's tensors, for messages about a wrong rank.
@@ -58,7 +58,10 @@ def build_forward(family, backend, dtype, q, k, v, features, return_lse, *, seqs
         problem.set_group(*seqstarts)
         batch = len(seqstarts[0]) - 1
         seqlen_q, seqlen_k = longest(seqstarts[0]), longest(seqstarts[1])
-    if key_lengths is not None:
+    if isinstance(key_lengths, DeviceKeyLengths):
+        key_lengths.configure(problem)
+        seqlen_k = key_lengths.max_seqlen_k
+    elif key_lengths is not None:
         problem.set_key_lengths(key_lengths)
         seqlen_k = max([seqlen_k] + key_lengths)
     if pages is not None:
@@ -148,10 +151,14 @@ def attention(q, k, v, *, causal=False, window=None, window_align="top_left", si
 
 class DeviceSeqstarts:
     """Prefix sums that stay on the GPU: int64 copies of the caller's CUDA cu_seqlens (kept
-    alive until the launch is enqueued) and the longest lengths the caller vouches for."""
+    alive until the launch is enqueued) and the longest lengths the caller vouches for. A paged
+    cache has no key prefix sums (cu_seqlens_k None): its key counts come per sequence."""
 
     def __init__(self, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+        paged = cu_seqlens_k is None
         for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+            if value is None and paged and name == "max_seqlen_k":
+                continue
             if value is None:
                 raise ValueError(f"{name} is required with cu_seqlens on the GPU: reading the "
                                  "longest sequence from device memory would synchronize")
@@ -159,23 +166,28 @@ class DeviceSeqstarts:
                 raise ValueError(f"{name} = {value!r} must be a non-negative int")
         starts = []
         for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+            if cu is None:
+                continue
             if not is_cuda(cu):
                 raise ValueError(f"{name} must be on the GPU like the other cu_seqlens")
             if cu.ndim != 1 or cu.dtype.is_floating_point or cu.dtype.is_complex:
                 raise ValueError(f"{name} must be a 1-D integer tensor, got {cu.dtype} of shape "
                                  f"{list(cu.shape)}")
             starts.append(cu.long().contiguous())
-        if starts[0].shape != starts[1].shape or starts[0].shape[0] < 1:
+        if starts[0].shape[0] < 1 or (not paged and starts[0].shape != starts[1].shape):
             raise ValueError(f"cu_seqlens_q and cu_seqlens_k must both hold batch + 1 >= 1 "
-                             f"entries, got {starts[0].shape[0]} and {starts[1].shape[0]}")
+                             f"entries, got {[int(x.shape[0]) for x in starts]}")
         self.starts = starts
         self.batch = int(starts[0].shape[0]) - 1
-        self.max_seqlen_q, self.max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
+        self.max_seqlen_q = int(max_seqlen_q)
+        self.max_seqlen_k = 0 if max_seqlen_k is None else int(max_seqlen_k)
 
     def engine_tuple(self):
-        """(pointer q, pointer k, batch, max_seqlen_q, max_seqlen_k) as the extension reads it."""
-        return (self.starts[0].data_ptr(), self.starts[1].data_ptr(), self.batch,
-                self.max_seqlen_q, self.max_seqlen_k)
+        """(pointer q, pointer k or 0, batch, max_seqlen_q, max_seqlen_k) as the extension reads
+        it."""
+        pointer_k = self.starts[1].data_ptr() if len(self.starts) > 1 else 0
+        return (self.starts[0].data_ptr(), pointer_k, self.batch, self.max_seqlen_q,
+                self.max_seqlen_k)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
@@ -219,7 +231,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
 
 
 def paged_attention(q, k_cache, v_cache, block_table, seqlens_k, page_size=None, layout="nhd", *,
-                    return_lse=False, dtype=None, backend="auto", **features):
+                    max_seqlen_k=None, return_lse=False, dtype=None, backend="auto", **features):
     """Attention of [batch, seqlen_q, nhead_q, hdim] queries (decode: seqlen_q = 1) over a paged
     KV cache (family fwd_pagedkv).
 
@@ -229,36 +241,52 @@ def paged_attention(q, k_cache, v_cache, block_table, seqlens_k, page_size=None,
     key count of each sequence. page_size defaults to the pools' (and must match it when given).
     Feature keywords as in attention() (a bottom_right causal mask aligns the queries with the
     newest keys). Returns o (and lse) as attention() does.
+
+    On the GPU, a CUDA block_table and CUDA seqlens_k stay on the device (give max_seqlen_k, the
+    longest key count): the call neither copies nor synchronizes, so it can be captured in a
+    CUDA graph and replayed after new lengths and pages are written into the same tensors. Their
+    entries are trusted, not checked.
     """
     be = select_backend(backend, q)
+    on_device = be.name == "gpu"
     engine_dtype = attention_dtype(q, dtype)
     (q,) = inputs(be, BSHD, q=q)
     k, v, held = page_pools(be, k_cache, v_cache, layout, page_size)
-    pages = PageTable.from_arguments(layout, held, int(k.shape[0]), block_table=block_table)
+    pages = PageTable.from_arguments(layout, held, int(k.shape[0]), block_table=block_table,
+                                     on_device=on_device)
     o, lse = run_forward("fwd_pagedkv", be, engine_dtype, q, k, v, Features(**features),
-                         return_lse, key_lengths=index_list(seqlens_k, "seqlens_k"),
+                         return_lse, key_lengths=key_lengths(seqlens_k, max_seqlen_k, on_device),
                          pages=pages)
     return _results(be, o, lse, return_lse)
 
 
 def batch_prefill(q, k_cache, v_cache, cu_seqlens_q, seqlens_k, *, block_table=None,
                   page_indptr=None, page_indices=None, page_size=None, layout="nhd",
-                  return_lse=False, dtype=None, backend="auto", **features):
+                  max_seqlen_q=None, max_seqlen_k=None, return_lse=False, dtype=None,
+                  backend="auto", **features):
     """Packed variable-length queries against a paged KV cache (family batch_prefill).
 
     q: [total_q, nhead_q, hdim] with cu_seqlens_q as in attention_varlen; k_cache, v_cache and
     seqlens_k as in paged_attention. Pages come from a vLLM block_table [batch, max_pages] or an
     SGLang page list: sequence b's pages are page_indices[page_indptr[b]:page_indptr[b+1]].
     Returns o [total_q, nhead_q, hdim_v] and with return_lse lse [nhead_q, total_q].
+
+    On the GPU, CUDA cu_seqlens_q, seqlens_k and page tables stay on the device (give
+    max_seqlen_q and max_seqlen_k): no copy, no synchronize, graph-capturable, as in
+    paged_attention.
     """
     be = select_backend(backend, q)
+    on_device = be.name == "gpu"
     engine_dtype = attention_dtype(q, dtype)
     (q,) = inputs(be, THD, q=q)
     k, v, held = page_pools(be, k_cache, v_cache, layout, page_size)
     pages = PageTable.from_arguments(layout, held, int(k.shape[0]), block_table, page_indptr,
-                                     page_indices)
-    seqstarts = (index_list(cu_seqlens_q, "cu_seqlens_q"), [])
+                                     page_indices, on_device=on_device)
+    if on_device and is_cuda(cu_seqlens_q):
+        seqstarts = DeviceSeqstarts(cu_seqlens_q, None, max_seqlen_q, max_seqlen_k)
+    else:
+        seqstarts = (index_list(cu_seqlens_q, "cu_seqlens_q"), [])
     o, lse = run_forward("batch_prefill", be, engine_dtype, q[None], k, v, Features(**features),
                          return_lse, seqstarts=seqstarts,
-                         key_lengths=index_list(seqlens_k, "seqlens_k"), pages=pages)
+                         key_lengths=key_lengths(seqlens_k, max_seqlen_k, on_device), pages=pages)
     return _results(be, o[0], None if lse is None else lse[0], return_lse)

@@ -5,7 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._shapes import index_array, require_rank
+from ._backends import is_cuda
+from ._shapes import index_array, index_list, require_rank
 
 LAYOUTS = ("nhd", "hnd")
 _POOL_DIMS = ("[num_pages, page_size, nhead_k, hdim] (layout 'nhd') or "
@@ -42,7 +43,12 @@ class PageTable:
 
     @staticmethod
     def from_arguments(layout, page_size, num_pages, block_table=None, page_indptr=None,
-                       page_indices=None):
+                       page_indices=None, on_device=False):
+        """The call's table: a DevicePageTable when `on_device` (a GPU call) and the table is a
+        CUDA tensor, else host arrays (CUDA tables are then copied to the host)."""
+        tables = (block_table, page_indptr, page_indices)
+        if on_device and any(x is not None and is_cuda(x) for x in tables):
+            return DevicePageTable.from_arguments(layout, page_size, num_pages, *tables)
         if block_table is not None:
             if page_indptr is not None or page_indices is not None:
                 raise ValueError("pass either block_table or page_indptr + page_indices, not "
@@ -65,6 +71,80 @@ class PageTable:
             problem.set_page_list(self.layout, self.page_size, self.num_pages,
                                   self.page_indptr.tolist(),
                                   _int32_list(self.page_indices, "page_indices"))
+
+
+def _device_index(x, field, ndim, long):
+    """A CUDA integer tensor as a contiguous int32 (or int64 with `long`) device copy."""
+    if not is_cuda(x):
+        raise ValueError(f"{field} must be on the GPU like the rest of the page table")
+    if x.ndim != ndim or x.dtype.is_floating_point or x.dtype.is_complex:
+        raise ValueError(f"{field} must be a {ndim}-D integer tensor, got {x.dtype} of shape "
+                         f"{list(x.shape)}")
+    return (x.long() if long else x.int()).contiguous()
+
+
+@dataclass(frozen=True)
+class DevicePageTable:
+    """A page table that stays on the GPU (int32 page ids, int64 offsets): the kernels read it,
+    nothing copies it to the host, so the call neither copies nor synchronizes. Its entries are
+    trusted (validation cannot read them)."""
+
+    layout: str
+    page_size: int
+    num_pages: int
+    block_table: object = None  # int32 [batch, max_pages], contiguous
+    page_indptr: object = None  # int64 [batch + 1]
+    page_indices: object = None  # int32 [pages]
+
+    @staticmethod
+    def from_arguments(layout, page_size, num_pages, block_table, page_indptr, page_indices):
+        if block_table is not None:
+            if page_indptr is not None or page_indices is not None:
+                raise ValueError("pass either block_table or page_indptr + page_indices, not "
+                                 "both")
+            return DevicePageTable(layout, page_size, num_pages,
+                                   block_table=_device_index(block_table, "block_table", 2,
+                                                             False))
+        if page_indptr is None or page_indices is None:
+            raise ValueError("a paged cache needs block_table [batch, max_pages] or "
+                             "page_indptr [batch + 1] with page_indices")
+        return DevicePageTable(layout, page_size, num_pages,
+                               page_indptr=_device_index(page_indptr, "page_indptr", 1, True),
+                               page_indices=_device_index(page_indices, "page_indices", 1, False))
+
+    def configure(self, problem):
+        if self.block_table is not None:
+            problem.set_block_table_on_device(self.layout, self.page_size, self.num_pages,
+                                              self.block_table.data_ptr(),
+                                              int(self.block_table.shape[1]))
+        else:
+            problem.set_page_list_on_device(self.layout, self.page_size, self.num_pages,
+                                            self.page_indptr.data_ptr(),
+                                            self.page_indices.data_ptr())
+
+
+class DeviceKeyLengths:
+    """Per-sequence key counts that stay on the GPU (an int64 copy of the caller's CUDA tensor)
+    and the longest count, which the caller gives since the host cannot read it."""
+
+    def __init__(self, seqlens_k, max_seqlen_k):
+        if max_seqlen_k is None:
+            raise ValueError("max_seqlen_k is required with seqlens_k on the GPU: reading the "
+                             "longest sequence from device memory would synchronize")
+        if isinstance(max_seqlen_k, bool) or int(max_seqlen_k) != max_seqlen_k or max_seqlen_k < 0:
+            raise ValueError(f"max_seqlen_k = {max_seqlen_k!r} must be a non-negative int")
+        self.lengths = _device_index(seqlens_k, "seqlens_k", 1, True)
+        self.max_seqlen_k = int(max_seqlen_k)
+
+    def configure(self, problem):
+        problem.set_key_lengths_on_device(self.lengths.data_ptr(), self.max_seqlen_k)
+
+
+def key_lengths(seqlens_k, max_seqlen_k, on_device):
+    """DeviceKeyLengths for a GPU call with CUDA seqlens_k, else the lengths as a host list."""
+    if on_device and is_cuda(seqlens_k):
+        return DeviceKeyLengths(seqlens_k, max_seqlen_k)
+    return index_list(seqlens_k, "seqlens_k")
 
 
 def _int32_list(values, field):

@@ -150,6 +150,18 @@ ProblemBuilder& ProblemBuilder::key_lengths_on_device(const int64_t* seqlen_k_pe
   return *this;
 }
 
+ProblemBuilder& ProblemBuilder::block_table_on_device(const int32_t* block_table) {
+  problem_.device_indices.block_table = block_table;
+  return *this;
+}
+
+ProblemBuilder& ProblemBuilder::page_list_on_device(const int64_t* page_indptr,
+                                                    const int32_t* page_indices) {
+  problem_.device_indices.page_indptr = page_indptr;
+  problem_.device_indices.page_indices = page_indices;
+  return *this;
+}
+
 ProblemBuilder& ProblemBuilder::scale(double softmax_scale) {
   problem_.softmax_scale = softmax_scale;
   return *this;

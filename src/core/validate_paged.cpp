@@ -11,6 +11,11 @@ bool is_power_of_two(int64_t value) {
   return value > 0 && (value & (value - 1)) == 0;
 }
 
+// Whether each sequence's key count is known on the host (else key_length(b) is the longest).
+bool lengths_on_host(const Problem& p) {
+  return p.device_indices.seqlen_k == nullptr;
+}
+
 int64_t pages_for(int64_t keys, int64_t page_size) {
   return (keys + page_size - 1) / page_size;
 }
@@ -49,7 +54,9 @@ void check_vllm_table(const Problem& p) {
     if (needed > t.max_pages_per_seq)
       fail(cat("paged.max_pages_per_seq = ", t.max_pages_per_seq, " but sequence ", b, " needs ",
                needed, " pages for ", keys_text(p, b), " (page_size ", t.page_size, ")"));
-    // Entries past a sequence's last page are padding and may hold anything.
+    // Entries past a sequence's last page are padding and may hold anything; with the key
+    // lengths on the device, which entries are padding is unknown here.
+    if (!lengths_on_host(p)) continue;
     for (int64_t j = 0; j < needed; ++j) {
       const auto index = static_cast<size_t>(b * t.max_pages_per_seq + j);
       check_page_entry(t.block_table[index], "block_table", index, t.num_pages);
@@ -77,6 +84,8 @@ void check_sglang_list(const Problem& p) {
              " points past paged.page_indices (", indices, " entries)"));
   for (size_t i = 0; i < t.page_indices.size(); ++i)
     check_page_entry(t.page_indices[i], "page_indices", i, t.num_pages);
+  // Key lengths on the device: each sequence's need is unknown here (the kernels trust them).
+  if (!lengths_on_host(p)) return;
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t pages = indptr[b + 1] - indptr[b];
     const int64_t needed = pages_for(keys_to_hold(p, b), t.page_size);
@@ -84,6 +93,37 @@ void check_sglang_list(const Problem& p) {
       fail(cat("paged.page_indptr gives sequence ", b, " ", pages, " pages (page_indptr[", b + 1,
                "] - page_indptr[", b, "]) but it needs ", needed, " for ", keys_text(p, b),
                " (page_size ", t.page_size, ")"));
+  }
+}
+
+// A table in device memory: only its form and its room for the longest sequence are checked.
+void check_device_table(const Problem& p) {
+  const PagedKv& t = p.paged;
+  const DeviceIndexArrays& d = p.device_indices;
+  if (!t.block_table.empty() || !t.page_indptr.empty() || !t.page_indices.empty())
+    fail(
+        "paged.block_table / page_indptr / page_indices have host entries and a device page "
+        "table is set: give the table one way");
+  if (t.table == PageTableKind::sglang_page_list) {
+    if (d.block_table != nullptr)
+      fail("device_indices.block_table is set but paged.table = sglang_page_list");
+    if (d.page_indptr == nullptr || d.page_indices == nullptr)
+      fail(
+          "device_indices.page_indptr and page_indices must both be set for an SGLang page "
+          "list on the device");
+    return;
+  }
+  if (d.page_indptr != nullptr || d.page_indices != nullptr)
+    fail("device_indices.page_indptr / page_indices are set but paged.table = vllm_block_table");
+  if (d.block_table == nullptr)
+    fail("device_indices.block_table is null but a device page table was given");
+  if (t.max_pages_per_seq < 0)
+    fail(cat("paged.max_pages_per_seq = ", t.max_pages_per_seq, " is negative"));
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t needed = pages_for(keys_to_hold(p, b), t.page_size);
+    if (needed > t.max_pages_per_seq)
+      fail(cat("paged.max_pages_per_seq = ", t.max_pages_per_seq, " but sequence ", b, " needs ",
+               needed, " pages for ", keys_text(p, b), " (page_size ", t.page_size, ")"));
   }
 }
 
@@ -117,6 +157,8 @@ void check_family_paging(const Problem& p) {
 void check_page_table(const Problem& p) {
   const PagedKv& t = p.paged;
   if (!p.is_paged()) {
+    if (p.device_indices.page_table())
+      fail("device_indices holds a page table but paged.table = none");
     if (!t.block_table.empty())
       fail(cat("paged.block_table has ", t.block_table.size(), " entries but paged.table = none"));
     if (!t.page_indptr.empty() || !t.page_indices.empty())
@@ -129,11 +171,14 @@ void check_page_table(const Problem& p) {
              "]"));
   if (t.num_pages < 1) fail(cat("paged.num_pages = ", t.num_pages, " must be at least 1"));
   // Group mode has no single seqlen_k, so the key lengths must come per sequence.
-  if (p.mode == Mode::group && p.seqlen_k_per_batch.empty() && p.seqstart_k.empty())
+  if (p.mode == Mode::group && p.seqlen_k_per_batch.empty() && p.seqstart_k.empty() &&
+      p.device_indices.seqlen_k == nullptr)
     fail(
         "seqlen_k_per_batch is empty (and so is seqstart_k) but a paged group-mode problem "
         "needs the key length of every sequence");
-  if (t.table == PageTableKind::vllm_block_table)
+  if (p.device_indices.page_table())
+    check_device_table(p);
+  else if (t.table == PageTableKind::vllm_block_table)
     check_vllm_table(p);
   else
     check_sglang_list(p);

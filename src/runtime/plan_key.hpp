@@ -47,9 +47,11 @@ inline const auto kPlanKeyFields = std::make_tuple(
     PlanKeyField{"hdim_q", [](const Problem& p) { return p.hdim_q; }},
     PlanKeyField{"hdim_v", [](const Problem& p) { return p.hdim_v; }},
     PlanKeyField{"per_batch_key_lengths", [](const Problem& p) { return p.has_key_lengths(); }},
-    PlanKeyField{
-        "host_indices",
-        [](const Problem& p) { return !p.seqstart_q.empty() || !p.seqlen_k_per_batch.empty(); }},
+    PlanKeyField{"host_indices",
+                 [](const Problem& p) {
+                   return !p.seqstart_q.empty() || !p.seqlen_k_per_batch.empty() ||
+                          !p.paged.page_indptr.empty();
+                 }},
     PlanKeyField{"scale_positive", [](const Problem& p) { return p.scale() > 0; }},
     PlanKeyField{"mask.kind", [](const Problem& p) { return p.mask.kind; }},
     PlanKeyField{"mask.align", [](const Problem& p) { return p.mask.align; }},

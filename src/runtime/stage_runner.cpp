@@ -162,9 +162,15 @@ void run_stages(const Plan& plan, const Problem& problem, const Registry& regist
       device.seqlen_k ? device.seqlen_k
                       : upload(problem.seqlen_k_per_batch, layout.seqlen_k, workspace, stream);
   const PagedKv& paged = problem.paged;
-  indices.block_table = upload(paged.block_table, layout.block_table, workspace, stream);
-  indices.page_indptr = upload(paged.page_indptr, layout.page_indptr, workspace, stream);
-  indices.page_indices = upload(paged.page_indices, layout.page_indices, workspace, stream);
+  indices.block_table = device.block_table
+                            ? device.block_table
+                            : upload(paged.block_table, layout.block_table, workspace, stream);
+  indices.page_indptr = device.page_indptr
+                            ? device.page_indptr
+                            : upload(paged.page_indptr, layout.page_indptr, workspace, stream);
+  indices.page_indices = device.page_indices
+                             ? device.page_indices
+                             : upload(paged.page_indices, layout.page_indices, workspace, stream);
   const SplitKv split = plan.num_splits > 1
                             ? workspace_partials(layout, problem, plan.num_splits, workspace)
                             : problem.split;
