@@ -450,4 +450,34 @@ TEST(ReferenceBackward, Fp8InputsAreNotSupported) {
   }
 }
 
+// All three stages are validated before the first runs: a problem the last stage refuses (no
+// dq) leaves D, dk and dv as they were (they used to be written before the error).
+TEST(ReferenceBackward, AProblemALaterStageRefusesWritesNothing) {
+  Attention a(Case{});
+  reference::forward(a.forward_problem());
+  Problem p = a.backward_problem();
+  p.bwd.dq = {};
+  auto values = [](const HostTensor& t) {
+    std::vector<double> out;
+    for (int64_t e = 0; e < t.elements(); ++e)
+      out.push_back(numeric::load(t.view().data, t.view().dtype, e));
+    return out;
+  };
+  const auto d = values(a.d), dk = values(a.dk), dv = values(a.dv);
+  try {
+    reference::backward(p);
+    FAIL() << "a backward without dq ran";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("bwd.dq is missing"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(values(a.d), d);
+  EXPECT_EQ(values(a.dk), dk);
+  EXPECT_EQ(values(a.dv), dv);
+  // The same problem with dq runs and writes dk (the check above is not vacuous).
+  p.bwd.dq = a.dq.view();
+  reference::backward(p);
+  EXPECT_NE(values(a.dk), dk);
+}
+
 }  // namespace

@@ -57,7 +57,8 @@ std::vector<int64_t> parse_list(const std::string& text, const std::string& flag
 
 // An unsigned 64-bit flag value. CLI11 would wrap "-1" to 2^64 - 1 and saturate values past
 // 2^64 - 1; seeds and offsets must reproduce exactly what was asked, so both are refused.
-CLI::Option* add_u64(CLI::App& command, const std::string& flag, std::optional<uint64_t>& slot,
+template <class Slot>
+CLI::Option* add_u64(CLI::App& command, const std::string& flag, Slot& slot,
                      const std::string& help) {
   return command
       .add_option_function<std::string>(
@@ -74,6 +75,22 @@ CLI::Option* add_u64(CLI::App& command, const std::string& flag, std::optional<u
           },
           help)
       ->type_name("UINT64");
+}
+
+// CLI11 converts integers with strtoll, which saturates a value past int64 at 2^63 - 1 (or
+// -2^63): --batch 2^70 became a batch of 2^63 - 1, which with --seqlen-q 0 ran for ever. Such
+// values are refused before CLI11 converts them; everything else is CLI11's to convert.
+const CLI::Validator& int64_range() {
+  static const CLI::Validator validator(
+      [](std::string& text) -> std::string {
+        int64_t value = 0;
+        const auto [ptr, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (error == std::errc::result_out_of_range)
+          return "'" + text + "' is outside the int64 range";
+        return {};
+      },
+      "");
+  return validator;
 }
 
 CLI::Option* add_list(CLI::App& command, const std::string& flag, std::vector<int64_t>& slot,
@@ -139,14 +156,22 @@ void add_run_options(CLI::App& command, RunOptions& o) {
   add_optional(command, "--out-dtype", o.out_dtype,
                "O (and dQ/dK/dV) element type [default: --dtype; bf16 for fp8]")
       ->check(CLI::IsMember(attention_dtype_names()));
-  add_optional(command, "-b,--batch", o.batch, "Batch size [default: 1]");
-  command.add_option("--nhead-q", o.nhead_q, "Query heads")->capture_default_str();
-  add_optional(command, "--nhead-k", o.nhead_k, "Key/value heads (GQA/MQA) [default: nhead-q]");
+  add_optional(command, "-b,--batch", o.batch, "Batch size [default: 1]")->check(int64_range());
+  command.add_option("--nhead-q", o.nhead_q, "Query heads")
+      ->check(int64_range())
+      ->capture_default_str();
+  add_optional(command, "--nhead-k", o.nhead_k, "Key/value heads (GQA/MQA) [default: nhead-q]")
+      ->check(int64_range());
   add_optional(command, "--seqlen-q", o.seqlen_q,
-               "Query length (batch mode) [default: " + std::to_string(kDefaultSeqlen) + "]");
-  add_optional(command, "--seqlen-k", o.seqlen_k, "Key length (batch mode) [default: seqlen-q]");
-  command.add_option("--hdim-q", o.hdim_q, "Head dim of Q and K")->capture_default_str();
-  add_optional(command, "--hdim-v", o.hdim_v, "Head dim of V and O [default: hdim-q]");
+               "Query length (batch mode) [default: " + std::to_string(kDefaultSeqlen) + "]")
+      ->check(int64_range());
+  add_optional(command, "--seqlen-k", o.seqlen_k, "Key length (batch mode) [default: seqlen-q]")
+      ->check(int64_range());
+  command.add_option("--hdim-q", o.hdim_q, "Head dim of Q and K")
+      ->check(int64_range())
+      ->capture_default_str();
+  add_optional(command, "--hdim-v", o.hdim_v, "Head dim of V and O [default: hdim-q]")
+      ->check(int64_range());
   command.add_option("--layout", o.layout, "Memory order of Q/K/V/O")
       ->check(CLI::IsMember({"bshd", "bhsd"}))
       ->capture_default_str();
@@ -166,6 +191,7 @@ void add_run_options(CLI::App& command, RunOptions& o) {
                "Alignment of --window [default: top_left]")
       ->check(CLI::IsMember(names_of<MaskAlign>()));
   command.add_option("--sink-tokens", o.sink_tokens, "Keys kept visible under a window")
+      ->check(int64_range())
       ->capture_default_str();
   add_optional(command, "--scale", o.scale, "Softmax scale [default: 1/sqrt(hdim-q)]");
   command.add_option("--softcap", o.softcap, "Logit soft cap (0 = off)")->capture_default_str();
@@ -182,13 +208,15 @@ void add_run_options(CLI::App& command, RunOptions& o) {
   add_optional(command, "--splits", o.splits,
                "Split-KV: partials over N key chunks, then the combine (forward only) [default: "
                "1]. For fwd on the GPU, the engine's request: 0 = it chooses, 1 = one pass, "
-               "N = N splits [default: 0]");
+               "N = N splits [default: 0]")
+      ->check(int64_range());
   add_optional(command, "--page-table", o.page_table,
                "Paged KV form: vllm (block table) or sglang (page list) [default: vllm for "
                "fwd_pagedkv and batch_prefill]")
       ->check(CLI::IsMember({"vllm", "sglang"}));
   add_optional(command, "--page-size", o.page_size,
-               "Tokens per KV page [default: " + std::to_string(kDefaultPageSize) + "]");
+               "Tokens per KV page [default: " + std::to_string(kDefaultPageSize) + "]")
+      ->check(int64_range());
   add_optional(command, "--kv-layout", o.kv_layout, "Paged cache memory order [default: nhd]")
       ->check(CLI::IsMember(names_of<KvLayout>()));
   add_optional(command, "--fp8-scale", o.fp8_scale,
@@ -196,11 +224,13 @@ void add_run_options(CLI::App& command, RunOptions& o) {
       ->check(CLI::IsMember({"per_tensor", "per_block"}));
 
   add_optional(command, "--seqlen-knew", o.seqlen_knew,
-               "fwd_appendkv: new K/V tokens per sequence [default: seqlen-q]");
+               "fwd_appendkv: new K/V tokens per sequence [default: seqlen-q]")
+      ->check(int64_range());
   add_optional(command, "--rope", o.rope, "fwd_appendkv: RoPE on new K [default: none]")
       ->check(CLI::IsMember(names_of<RopeKind>()));
   add_optional(command, "--rotary-dim", o.rotary_dim,
-               "fwd_appendkv: rotated leading dims [default: hdim-q]");
+               "fwd_appendkv: rotated leading dims [default: hdim-q]")
+      ->check(int64_range());
   command.add_flag("--rotate-q", o.rotate_q, "fwd_appendkv: also rotate Q (in place)");
 
   command
@@ -218,8 +248,8 @@ void add_run_options(CLI::App& command, RunOptions& o) {
                "gpu: consider only kernels of this pipeline (sm80_mma, sm90_ws, simt_f32) "
                "[default: the dispatcher's best fit]")
       ->check(CLI::IsMember(names_of<Pipeline>()));
-  command.add_option("--input-seed", o.input_seed, "Seed of the random inputs")
-      ->capture_default_str();
+  add_u64(command, "--input-seed", o.input_seed,
+          "Seed of the random inputs, 0..2^64-1 [default: 0]");
   add_optional(command, "--load", o.load_dir, "Read inputs from DIR (see Files below)")
       ->type_name("DIR");
   add_optional(command, "--save", o.save_dir, "Write inputs and outputs to DIR")->type_name("DIR");

@@ -290,10 +290,13 @@ void resolve_paging(const RunOptions& o, InputDir* input, RunSpec& spec) {
           "batch_prefill, or --page-table)");
     return;
   }
+  // The family as the user named it: a backward run's problem is bwd_dq_dk_dv whichever of
+  // the three stages --family gave.
   if (!pages_allowed(problem.family))
     bad_flags(std::string(from_flag ? "--page-table" : "the page table of --load") +
-              " needs --family fwd_pagedkv, batch_prefill or fwd_splitkv, not " +
-              std::string(to_string(problem.family)));
+              " needs a paged family (fwd_pagedkv, batch_prefill, fwd_splitkv, "
+              "fwd_splitkv_combine or fwd_appendkv), not " +
+              o.family);
 
   PagedKv& paged = problem.paged;
   paged.table = *table;

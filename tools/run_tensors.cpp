@@ -381,18 +381,32 @@ void prepare_append(RunSpec& spec, RunTensors& t, InputDir* input) {
              spec.input_seed, RandomStream::v_new);
   a.k_new = t.k_new.view();
   a.v_new = t.v_new.view();
-  if (a.rope == RopeKind::none) return;
   const bool from_files = input && (input->has("rope_cos.npy") || input->has("rope_sin.npy"));
+  if (a.rope == RopeKind::none) {
+    // Tables of a run without RoPE would be ignored, so the new keys would not be rotated as
+    // their author meant; refuse them, as fp8 descales of a non-fp8 run are.
+    if (from_files)
+      throw Error(ErrorKind::invalid_argument,
+                  input->describe(input->has("rope_cos.npy") ? "rope_cos.npy" : "rope_sin.npy") +
+                      " is a RoPE table, but --rope is none");
+    return;
+  }
   // Loaded tables may cover more positions than this run rotates; validation checks they
-  // cover enough.
+  // cover enough. Both files are checked against the expected shape before the tables are
+  // allocated: a table that is not 2-D is refused naming its shape (it used to escape as an
+  // internal error), and a matching one holds as many elements as the allocation.
+  const std::vector<int64_t>* file_shape =
+      from_files ? &input->read("rope_cos.npy").shape : nullptr;
   const int64_t positions =
-      from_files ? input->read("rope_cos.npy").shape.at(0) : rope_positions(p);
+      file_shape && file_shape->size() == 2 ? file_shape->front() : rope_positions(p);
   const FileShape table = rope_file(positions, a.rotary_dim);
+  const io::NpyArray* cos_file = from_files ? &input->read_data("rope_cos.npy", table) : nullptr;
+  const io::NpyArray* sin_file = from_files ? &input->read_data("rope_sin.npy", table) : nullptr;
   t.rope_cos = OwnedTensor(contiguous_view(nullptr, DType::fp32, {positions, a.rotary_dim / 2}));
   t.rope_sin = OwnedTensor(contiguous_view(nullptr, DType::fp32, {positions, a.rotary_dim / 2}));
   if (from_files) {
-    npy_to_view(input->read_data("rope_cos.npy", table), t.rope_cos.view());
-    npy_to_view(input->read_data("rope_sin.npy", table), t.rope_sin.view());
+    npy_to_view(*cos_file, t.rope_cos.view());
+    npy_to_view(*sin_file, t.rope_sin.view());
   } else {
     fill_rope_tables(t.rope_cos.view(), t.rope_sin.view(), a.rotary_dim);
   }

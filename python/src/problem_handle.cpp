@@ -239,6 +239,11 @@ void ProblemHandle::run_reference() {
   Problem problem = builder_.peek();
   std::vector<float> d, dq_acc;
   if (problem.is_backward()) {
+    // D is sized like LSE: without LSE the first stage would blame the missing D, which the
+    // caller never attaches, instead of the LSE the caller forgot.
+    if (problem.lse.empty() && problem.lse.rank == 0)
+      throw Error(ErrorKind::invalid_problem,
+                  "lse is missing (null data) but the backward reads it (the forward's LSE)");
     // D has LSE's shape and the dQ accumulator Q's; both are internal to the three stages.
     problem.bwd.d = scratch_like(problem.lse, d);
     problem.bwd.dq_acc = scratch_like(problem.q, dq_acc);

@@ -72,6 +72,10 @@ def append_kv(k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table=None, pa
     if rope not in _ROPE_KINDS:
         raise ValueError(f"rope = {rope!r}: expected None, 'interleaved' or 'half_rotated'")
     rope_kind = _ROPE_KINDS[rope]
+    if rotate_q and q is None:
+        # Without q there is nothing to rotate; ignoring the request would leave the caller's
+        # queries unrotated against rotated keys.
+        raise ValueError("rotate_q=True needs q, the queries to rotate")
     engine_dtype = attention_dtype(k_new, dtype, field="k_new")
     named = {"k_new": k_new, "v_new": v_new}
     if q is not None:
@@ -106,6 +110,12 @@ def append_kv(k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table=None, pa
     problem.set_append(seqlen_knew, rope_kind, int(rotary_dim or 0), bool(rotate_q))
 
     if rope_kind != "none":
+        if (rope_cos is None) != (rope_sin is None):
+            # One table alone used to reach the engine as a None turned into an array, blamed
+            # on its shape.
+            missing = "rope_sin" if rope_sin is None else "rope_cos"
+            raise ValueError(f"{missing} is None but its partner table is given: pass rope_cos "
+                             "and rope_sin together, or neither (rope_tables() defaults)")
         if rope_cos is None and rope_sin is None:
             rotated = max(seqlen_knew, seqlen_q if rotate_q else 0)
             rope_cos, rope_sin = rope_tables(max(lengths, default=0) + rotated, int(rotary_dim))

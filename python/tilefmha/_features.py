@@ -57,6 +57,16 @@ def split_count(num_splits):
     return count
 
 
+def _uint64(value, name):
+    """A dropout seed or offset: an int in [0, 2**64 - 1]. Anything else used to reach the
+    extension and fail there as a RuntimeError naming nothing."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} = {value!r} must be an int in [0, 2**64 - 1]")
+    if not 0 <= int(value) < 2**64:
+        raise ValueError(f"{name} = {value} is outside [0, 2**64 - 1]")
+    return int(value)
+
+
 def scalar_features(causal=False, window=None, window_align="top_left", sink_tokens=0,
                     softcap=0.0, scale=None, dropout_p=0.0, seed=0, offset=0, num_splits=0):
     """The scalar features as the tuple the extension reads (python/src/features.hpp): mask
@@ -65,7 +75,7 @@ def scalar_features(causal=False, window=None, window_align="top_left", sink_tok
     and the PyTorch fast path hand this tuple over, so they cannot disagree."""
     kind, align, left, right = mask_spec(causal, window, window_align)
     if dropout_p:
-        dropout = (float(dropout_p), int(seed), int(offset))
+        dropout = (float(dropout_p), _uint64(seed, "seed"), _uint64(offset, "offset"))
     else:
         dropout = (0.0, 0, 0)  # without dropout, seed and offset are not read
     return (kind, align, left, right, int(sink_tokens), None if scale is None else float(scale),

@@ -26,7 +26,7 @@ def merge_states(o_states, lse_states, *, sink_logits=None, return_lse=True, bac
     float32 lse [batch, nhead, seq] (-inf where every state is -inf; O is 0 there).
     """
     be = select_backend(backend, o_states)
-    dtype = attention_dtype(o_states, None)
+    dtype = attention_dtype(o_states, None, field="o_states")
     o_states = be.tensor(o_states, "o_states")
     lse_states = be.tensor(lse_states, "lse_states")
     require_rank(o_states, 5, "o_states", "[n, batch, seq, nhead, hdim]")

@@ -46,8 +46,15 @@ void backward_convert_dq(const Problem& problem) {
 }
 
 void backward(const Problem& problem) {
-  // Each stage validates the problem as its own family, as a three-stage plan would.
+  // Each stage validates the problem as its own family, as a three-stage plan would, and all
+  // three are validated before the first runs: a problem the last stage refuses (no dq, say)
+  // used to have D, dk and dv written before the error.
   Problem stage = problem;
+  for (const Family family : {Family::bwd_dot_do_o, Family::bwd_dq_dk_dv, Family::bwd_convert_dq}) {
+    stage.family = family;
+    validate(stage);
+    detail::require_backward_supported(stage, family);
+  }
   stage.family = Family::bwd_dot_do_o;
   backward_dot_do_o(stage);
   stage.family = Family::bwd_dq_dk_dv;
