@@ -95,3 +95,19 @@ TEST(CliGpu, SplitsAreTheEnginesRequest) {
       "--pipeline sm80_mma --splits 2 --seqlen-q 300 --seqlen-k 900 --causal "
       "bottom_right");
 }
+
+// The paged families on sm80_mma's paged kernels: both table forms and layouts, pages smaller
+// than a key block (gathered rows) and holding whole blocks, ragged key lengths with GQA.
+TEST(CliGpu, PagedDecodeAndBatchPrefill) {
+  expect_validates(
+      "--family fwd_pagedkv --page-table vllm --page-size 16 -b 3 --seqlen-q 1 "
+      "--seqlen-k 300 --seqlens-k 300,17,129 --nhead-q 8 --nhead-k 2 --hdim-q 64 --causal "
+      "bottom_right --lse");
+  expect_validates(
+      "--family fwd_pagedkv --page-table sglang --page-size 128 --kv-layout hnd -b 2 "
+      "--seqlen-q 4 --seqlen-k 500 --seqlens-k 500,64 --hdim-q 128 --lse");
+  expect_validates(
+      "--family batch_prefill --page-table sglang --page-size 1 --mode group "
+      "--seqlens-q 5,0,40 --seqlens-k 60,3,40 --nhead-q 4 --nhead-k 1 --causal "
+      "bottom_right --lse");
+}

@@ -28,11 +28,14 @@ std::string agreement_line(const char* name, const runtime::Agreement& a, runtim
 }  // namespace
 
 GpuRun run_on_gpu(const std::vector<Problem>& stages, std::optional<Pipeline> pipeline) {
-  for (const Problem& stage : stages)
-    if (stage.family != Family::fwd)
+  for (const Problem& stage : stages) {
+    const Family f = stage.family;
+    if (f != Family::fwd && f != Family::fwd_pagedkv && f != Family::batch_prefill)
       throw Error(ErrorKind::not_supported,
-                  "--backend gpu runs family fwd only so far (asked for " +
-                      std::string(to_string(stage.family)) + "); use --backend cpu");
+                  "--backend gpu runs families fwd, fwd_pagedkv and batch_prefill so far (asked "
+                  "for " +
+                      std::string(to_string(f)) + "); use --backend cpu");
+  }
   if (const std::string why = jit::gpu_unavailable_reason(); !why.empty())
     throw Error(ErrorKind::invalid_argument, "--backend gpu: " + why);
 
