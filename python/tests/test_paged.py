@@ -38,6 +38,24 @@ def test_paged_attention_matches_contiguous(layout, page_size, seqlen_q):
     np.testing.assert_allclose(lse[finite], expected_lse[finite], rtol=1e-5, atol=1e-5)
 
 
+def test_paged_attention_over_a_page_list_matches_the_block_table():
+    rng = np.random.default_rng(35)
+    lengths = [9, 0, 30]
+    k = rng.uniform(-1, 1, (3, 30, 2, 16)).astype(np.float32)
+    v = rng.uniform(-1, 1, (3, 30, 2, 16)).astype(np.float32)
+    q = rng.uniform(-1, 1, (3, 2, 4, 16)).astype(np.float32)
+    cache = PagedCache(rng, k, v, lengths, 4, "nhd")
+    by_table = tilefmha.paged_attention(q, cache.k_pool, cache.v_pool, cache.block_table, lengths,
+                                        causal="bottom_right")
+    by_list = tilefmha.paged_attention(q, cache.k_pool, cache.v_pool, None, lengths,
+                                       page_indptr=cache.page_indptr,
+                                       page_indices=cache.page_indices, causal="bottom_right")
+    np.testing.assert_array_equal(by_list, by_table)
+    with pytest.raises(ValueError, match=r"either block_table or page_indptr"):
+        tilefmha.paged_attention(q, cache.k_pool, cache.v_pool, cache.block_table, lengths,
+                                 page_indptr=cache.page_indptr, page_indices=cache.page_indices)
+
+
 @pytest.mark.parametrize("table", ["block_table", "page_list"])
 def test_batch_prefill_matches_varlen(table):
     rng = np.random.default_rng(32)

@@ -231,13 +231,16 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
 
 
 def paged_attention(q, k_cache, v_cache, block_table, seqlens_k, page_size=None, layout="nhd", *,
-                    max_seqlen_k=None, return_lse=False, dtype=None, backend="auto", **features):
+                    page_indptr=None, page_indices=None, max_seqlen_k=None, return_lse=False,
+                    dtype=None, backend="auto", **features):
     """Attention of [batch, seqlen_q, nhead_q, hdim] queries (decode: seqlen_q = 1) over a paged
     KV cache (family fwd_pagedkv).
 
     k_cache, v_cache: page pools [num_pages, page_size, nhead_k, hdim] (layout 'nhd') or
     [num_pages, nhead_k, page_size, hdim] ('hnd'). block_table: int [batch, max_pages]; key j of
-    sequence b lives in page block_table[b, j // page_size], slot j % page_size. seqlens_k: the
+    sequence b lives in page block_table[b, j // page_size], slot j % page_size. Or an SGLang page
+    list: block_table=None with page_indptr [batch + 1] and page_indices, sequence b's pages
+    being page_indices[page_indptr[b]:page_indptr[b+1]]. seqlens_k: the
     key count of each sequence. page_size defaults to the pools' (and must match it when given).
     Feature keywords as in attention() (a bottom_right causal mask aligns the queries with the
     newest keys). Returns o (and lse) as attention() does.
@@ -252,8 +255,8 @@ def paged_attention(q, k_cache, v_cache, block_table, seqlens_k, page_size=None,
     engine_dtype = attention_dtype(q, dtype)
     (q,) = inputs(be, BSHD, q=q)
     k, v, held = page_pools(be, k_cache, v_cache, layout, page_size)
-    pages = PageTable.from_arguments(layout, held, int(k.shape[0]), block_table=block_table,
-                                     on_device=on_device)
+    pages = PageTable.from_arguments(layout, held, int(k.shape[0]), block_table, page_indptr,
+                                     page_indices, on_device=on_device)
     o, lse = run_forward("fwd_pagedkv", be, engine_dtype, q, k, v, Features(**features),
                          return_lse, key_lengths=key_lengths(seqlens_k, max_seqlen_k, on_device),
                          pages=pages)
