@@ -41,9 +41,10 @@ def tables(cache, form):
     return {"page_indptr": cache.page_indptr, "page_indices": cache.page_indices}
 
 
+@pytest.mark.parametrize("form", ["block_table", "page_list"])
 @pytest.mark.parametrize("layout", ["nhd", "hnd"])
 @pytest.mark.parametrize("page_size", [1, 16, 128])
-def test_paged_decode_matches_the_cpu_reference(page_size, layout):
+def test_paged_decode_matches_the_cpu_reference(page_size, layout, form):
     rng = np.random.default_rng(page_size)
     lengths = [300, 17, 0, 129]
     k = rng.uniform(-1, 1, (4, 300, 2, 64)).astype(np.float32)
@@ -52,11 +53,13 @@ def test_paged_decode_matches_the_cpu_reference(page_size, layout):
     k_pool, v_pool = cache_tensors(cache)
     q = bf16(rng, 4, 2, 8, 64)
     features = {"causal": "bottom_right", "softcap": 30.0}
-    o, lse = tilefmha.paged_attention(q.cuda(), k_pool, v_pool, cache.block_table, lengths,
-                                      layout=layout, return_lse=True, **features)
+    pages = tables(cache, form)
+    block_table = pages.pop("block_table", None)
+    o, lse = tilefmha.paged_attention(q.cuda(), k_pool, v_pool, block_table, lengths,
+                                      layout=layout, return_lse=True, **pages, **features)
     assert o.is_cuda and o.shape == q.shape
-    expected = tilefmha.paged_attention(q, k_pool.cpu(), v_pool.cpu(), cache.block_table, lengths,
-                                        layout=layout, return_lse=True, **features)
+    expected = tilefmha.paged_attention(q, k_pool.cpu(), v_pool.cpu(), block_table, lengths,
+                                        layout=layout, return_lse=True, **pages, **features)
     assert_close(o, lse, *expected)
 
 
