@@ -148,3 +148,13 @@ def test_append_kv_rotates_new_keys_and_queries(kind):
         np.testing.assert_allclose(q[b], rotate(q_before[b], positions, 8, kind), rtol=1e-6,
                                    atol=1e-6)
         np.testing.assert_array_equal(v_cache[b, start:start + 2], v_new[b])  # V is not rotated
+
+
+def test_a_page_id_outside_int32_is_named_by_its_entry():
+    q = np.zeros((2, 1, 2, 16), dtype=np.float32)
+    pool = np.zeros((6, 4, 2, 16), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"block_table .* entry 3 \(flattened\) = 4294967296"):
+        tilefmha.paged_attention(q, pool, pool, [[0, 1], [2, 2**32]], [5, 3])
+    with pytest.raises(ValueError, match=r"page_indices .* entry 1 \(flattened\) = -2147483649"):
+        tilefmha.batch_prefill(q[:, 0], pool, pool, [0, 1, 2], [5, 3], page_indptr=[0, 2, 4],
+                               page_indices=[0, -2**31 - 1, 2, 3])

@@ -151,5 +151,8 @@ def _int32_list(values, field):
     # Page numbers are int32 in the engine; larger ones would wrap silently.
     if values.size and (values.min() < np.iinfo(np.int32).min or
                         values.max() > np.iinfo(np.int32).max):
-        raise ValueError(f"{field} holds page numbers outside int32")
+        info = np.iinfo(np.int32)
+        index = int(np.argmax((values < info.min) | (values > info.max)))
+        raise ValueError(f"{field} holds page numbers outside int32: entry {index} (flattened) "
+                         f"= {int(values[index])}")
     return values.tolist()
