@@ -15,3 +15,17 @@ def gpu_skip_reason():
     if not torch.cuda.is_available():
         return "PyTorch sees no CUDA GPU"
     return tilefmha.gpu_unavailable_reason()
+
+
+def captured(call):
+    """(graph, outputs): `call` run once on a side stream (so planning and JIT compiling stay
+    outside the capture), then captured in a CUDA graph whose replays rewrite `outputs`."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        call()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = call()
+    return graph, outputs

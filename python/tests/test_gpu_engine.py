@@ -7,7 +7,7 @@ import pytest
 import tilefmha
 from tilefmha import _fast
 
-from gpu_support import gpu_skip_reason, torch
+from gpu_support import captured, gpu_skip_reason, torch
 
 
 pytestmark = pytest.mark.skipif(bool(gpu_skip_reason()), reason=gpu_skip_reason() or "GPU")
@@ -124,14 +124,7 @@ def test_a_captured_varlen_run_replays_with_new_lengths():
                                          return_lse=True)
 
     set_lengths([96, 10, 50], [160, 0, 77])
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        call()  # plans and compiles outside the capture
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        o, lse = call()
+    graph, (o, lse) = captured(call)
     for lengths_q, lengths_k in (([96, 10, 50], [160, 0, 77]), ([1, 96, 33], [5, 160, 120])):
         set_lengths(lengths_q, lengths_k)
         o.fill_(float("nan"))

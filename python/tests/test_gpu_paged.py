@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tilefmha
-from gpu_support import gpu_skip_reason, torch
+from gpu_support import captured, gpu_skip_reason, torch
 from paged_cache import PagedCache
 
 pytestmark = pytest.mark.skipif(bool(gpu_skip_reason()), reason=gpu_skip_reason() or "GPU")
@@ -99,14 +99,7 @@ def test_device_tables_and_lengths_replay_in_a_cuda_graph_with_new_lengths():
                                         causal="bottom_right", return_lse=True)
 
     lengths.copy_(torch.tensor([200, 3, 256]))
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        call()  # plans and compiles outside the capture
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        o, lse = call()
+    graph, (o, lse) = captured(call)
     for new_lengths in ([200, 3, 256], [1, 130, 17]):
         lengths.copy_(torch.tensor(new_lengths))
         o.fill_(float("nan"))

@@ -152,25 +152,17 @@ void run_stages(const Plan& plan, const Problem& problem, const Registry& regist
   const WorkspaceLayout& layout = plan.workspace;
   const DeviceIndexArrays& device = problem.device_indices;
   templates::DeviceIndices indices;
-  indices.seqstart_q = device.seqstart_q
-                           ? device.seqstart_q
-                           : upload(problem.seqstart_q, layout.seqstart_q, workspace, stream);
-  indices.seqstart_k = device.seqstart_k
-                           ? device.seqstart_k
-                           : upload(problem.seqstart_k, layout.seqstart_k, workspace, stream);
-  indices.seqlen_k_per_batch =
-      device.seqlen_k ? device.seqlen_k
-                      : upload(problem.seqlen_k_per_batch, layout.seqlen_k, workspace, stream);
+  // Each index array: the caller's device copy, else an asynchronous upload of the host vector.
+  auto bind = [&](const auto* on_device, const auto& host, int64_t offset) {
+    return on_device != nullptr ? on_device : upload(host, offset, workspace, stream);
+  };
   const PagedKv& paged = problem.paged;
-  indices.block_table = device.block_table
-                            ? device.block_table
-                            : upload(paged.block_table, layout.block_table, workspace, stream);
-  indices.page_indptr = device.page_indptr
-                            ? device.page_indptr
-                            : upload(paged.page_indptr, layout.page_indptr, workspace, stream);
-  indices.page_indices = device.page_indices
-                             ? device.page_indices
-                             : upload(paged.page_indices, layout.page_indices, workspace, stream);
+  indices.seqstart_q = bind(device.seqstart_q, problem.seqstart_q, layout.seqstart_q);
+  indices.seqstart_k = bind(device.seqstart_k, problem.seqstart_k, layout.seqstart_k);
+  indices.seqlen_k_per_batch = bind(device.seqlen_k, problem.seqlen_k_per_batch, layout.seqlen_k);
+  indices.block_table = bind(device.block_table, paged.block_table, layout.block_table);
+  indices.page_indptr = bind(device.page_indptr, paged.page_indptr, layout.page_indptr);
+  indices.page_indices = bind(device.page_indices, paged.page_indices, layout.page_indices);
   const SplitKv split = plan.num_splits > 1
                             ? workspace_partials(layout, problem, plan.num_splits, workspace)
                             : problem.split;
