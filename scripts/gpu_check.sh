@@ -17,6 +17,8 @@
 #   sweep    tilefmha sweep --category smoke --variant fwd, timed: the 168 fp16/bf16 sm90_ws kernels
 #            without dropout, softcap, bias or sink (every match of 114 smoke shapes)
 #   sass     cuobjdump of the hdim-128 sm90_ws kernels: HGMMA count, registers, spills
+#   env      the quick start's main job (`run --backend auto`, as scripts/quickstart.sh runs it
+#            after building) and `python3 -m tilefmha` (the environment report)
 # JIT cache: BUILD/jit_cache.tgz, where present, seeds the cache (carry one that an earlier call
 # returned); TILEFMHA_RETURN_CACHE=1 returns the cache as ${OUT}/jit_cache.tgz for the next call.
 set -uo pipefail
@@ -180,6 +182,15 @@ run_sass() {
   note "sass: $(grep -c Function "$logs/sass.txt" 2>/dev/null) kernels, $(grep 'HGMMA instructions' "$logs/sass.txt" | tr '\n' ' ')"
 }
 
+# The quick start's main job on this GPU host, and the Python environment report.
+run_env() {
+  "$build_dir/tools/tilefmha" run --backend auto >"$logs/quickstart.log" 2>&1 || status=1
+  note "quickstart (run --backend auto): $(tail -2 "$logs/quickstart.log" | tr '\n' ' ')"
+  PYTHONPATH=$python_dir python3 -m tilefmha >"$logs/python_environment.txt" 2>&1 || status=1
+  note "python -m tilefmha:"
+  tee -a "$summary" <"$logs/python_environment.txt"
+}
+
 for stage in "${stages[@]}"; do
   case $stage in
     tests) run_tests ;;
@@ -189,8 +200,9 @@ for stage in "${stages[@]}"; do
     sweep) run_sweep ;;
     decode) run_decode ;;
     sass) run_sass ;;
+    env) run_env ;;
     *)
-      note "unknown stage '$stage' (tests, bench, python, compare, decode, sweep, sass)"
+      note "unknown stage '$stage' (tests, bench, python, compare, decode, sweep, sass, env)"
       status=2
       ;;
   esac

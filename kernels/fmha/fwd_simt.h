@@ -199,7 +199,9 @@ TILEFMHA_DEVICE void fwd_simt(const FwdParams& p) {
       total = total * weight + exp2f(sink2 - joint);
       max2 = joint;
     }
-    const bool any = total > 0.0f;
+    // A NaN total (a NaN among the logits this row read) counts as "any", so that it
+    // reaches O and LSE; only a row that saw no key (total 0) writes O = 0 and LSE = -inf.
+    const bool any = !(total <= 0.0f);
     const float factor = any ? dropout.keep_scale() * weight / total : 0.0f;
     const int row = row_of(r);
     if (m_begin + row >= seq.len_q) continue;

@@ -408,7 +408,9 @@ TILEFMHA_DEVICE void fwd_sm80(const FwdParams& p) {
         total = total * weight + tile::exp2_approx(sink2 - joint);
         max2 = joint;
       }
-      const bool any = total > 0.0f;
+      // A NaN total (a NaN among the logits this row read) counts as "any", so that it
+      // reaches O and LSE; only a row that saw no key (total 0) writes O = 0 and LSE = -inf.
+      const bool any = !(total <= 0.0f);
       const float factor = any ? dropout.keep_scale() * weight / total : 0.0f;
       lse[mt][r] = any ? (max2 + tile::log2_approx(total)) * kLn2 : negative_infinity();
 #pragma unroll

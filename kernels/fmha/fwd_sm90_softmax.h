@@ -75,7 +75,9 @@ struct Sm90OnlineSoftmax {
         total = total * weight + tile::exp2_approx(sink2 - joint);
         max2 = joint;
       }
-      const bool any = total > 0.0f;
+      // A NaN total (a NaN among the logits this row read) counts as "any", so that it
+      // reaches O and LSE; only a row that saw no key (total 0) writes O = 0 and LSE = -inf.
+      const bool any = !(total <= 0.0f);
       // The approximate reciprocal (1 ulp) spares the IEEE division's slow-path branches.
       normalizer[r] = any ? keep_scale * weight * tile::reciprocal_approx(total) : 0.0f;
       lse[r] = any ? (max2 + tile::log2_approx(total)) * kLn2 : sm90_negative_infinity();

@@ -331,7 +331,8 @@ TILEFMHA_DEVICE void combine_rows(const CombineParams& p,
   }
 
   if (!active) return;
-  const bool any = sum > 0.0f;
+  // A NaN sum (a split whose LSE or partial was NaN) must reach O and LSE, as in the forward.
+  const bool any = !(sum <= 0.0f);
   const float factor = any ? 1.0f / sum : 0.0f;
   const float lse = any ? max_lse + tile::log2_approx(sum) * kLn2 : negative_infinity();
   Output* out = static_cast<Output*>(p.o) + b * p.o_strides.batch + i * p.o_strides.seq +

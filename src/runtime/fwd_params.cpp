@@ -153,10 +153,6 @@ void bind_split_partials(fmha::FwdParams& params, const Problem& p, const SplitK
 // The page table of a paged problem: vLLM block tables ([batch, max_pages_per_seq] int32) or
 // SGLang page lists (int64 offsets into int32 page ids), on the device.
 void bind_page_table(fmha::FwdParams& params, const Problem& p, const FwdDeviceIndices& indices) {
-  if (!p.has_key_lengths())
-    fail(ErrorKind::invalid_problem,
-         "seqlen_k_per_batch is not set: a paged cache needs each "
-         "sequence's key count");
   params.page_size = p.paged.page_size;
   switch (p.paged.table) {
     case PageTableKind::vllm_block_table:
@@ -255,8 +251,10 @@ fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indice
 
   const bool group = p.mode == Mode::group;
   params.seqstart_q = device_index(indices.seqstart_q, group, "seqstart_q");
-  // A paged cache has no key prefix sums; its key counts are per sequence.
-  params.seqstart_k = device_index(indices.seqstart_k, group && !paged, "seqstart_k");
+  // A paged cache's keys start at page slot 0 of each sequence; its key counts come per
+  // sequence, or (group mode) as the differences of seqstart_k, whose offsets it ignores.
+  const bool keys_from_seqstarts = group && (!paged || !p.has_key_lengths());
+  params.seqstart_k = device_index(indices.seqstart_k, keys_from_seqstarts, "seqstart_k");
   if (paged) bind_page_table(params, p, indices);
   const bool per_batch_keys = p.has_key_lengths();
   params.seqlen_k_per_batch =
