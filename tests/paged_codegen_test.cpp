@@ -4,11 +4,13 @@
 // for paged problems, with the host page table's workspace region sized by its capacity class.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "codegen/fwd_sm80.hpp"
 #include "runtime/candidates.hpp"
 #include "runtime/dispatcher.hpp"
+#include "runtime/heuristics.hpp"
 #include "runtime/plan_key.hpp"
 #include "runtime/stage_runner.hpp"
 #include "support/compile_cases.hpp"
@@ -50,6 +52,10 @@ TEST(PagedCodegen, SourcesSelectThePagedPath) {
   const std::string paged = codegen::generate_sm80_source(
       paged_config(Family::fwd_pagedkv, PageTableKind::vllm_block_table, 128));
   EXPECT_NE(paged.find("/*split_kv=*/false, /*paged=*/true"), std::string::npos) << paged;
+  // Split-KV partials over pages: paged decode's long contexts.
+  const std::string split = codegen::generate_sm80_source(
+      paged_config(Family::fwd_splitkv, PageTableKind::vllm_block_table, 128));
+  EXPECT_NE(split.find("/*split_kv=*/true, /*paged=*/true"), std::string::npos) << split;
   const std::string contiguous =
       codegen::generate_sm80_source(testing::sm80_fwd_config(DType::bf16, 128, 128, 64, 64, 4, 2));
   EXPECT_EQ(contiguous.find("paged"), std::string::npos) << contiguous;
@@ -64,27 +70,31 @@ TEST(PagedCodegen, CompilesForSm90a) {
   KernelConfig prefill = paged_config(Family::batch_prefill, PageTableKind::sglang_page_list, 64);
   prefill.bias = BiasKind::alibi;
   prefill.softcap = true;
-  for (const KernelConfig& c : {decode, prefill})
+  KernelConfig split = paged_config(Family::fwd_splitkv, PageTableKind::sglang_page_list, 128);
+  split.page_size = 1;
+  for (const KernelConfig& c : {decode, prefill, split})
     cases.push_back({c, codegen::generate_sm80_source(c)});
   testing::expect_compiles(cases, "sm_90a");
 }
 
 // A decode problem over a vLLM block table: 3 sequences, 8 query heads on 2 KV heads, pages of 16
-// tokens. Planning reads shapes and traits only, so the views point nowhere (device space).
-Problem paged_decode() {
+// tokens, `pages_per_seq` pages each (the last sequences shorter). Planning reads shapes and
+// traits only, so the views point nowhere (device space).
+Problem paged_decode(int64_t pages_per_seq = 4) {
   const auto fake = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  const int64_t num_pages = 3 * pages_per_seq, longest = 16 * pages_per_seq;
   PagedKv paged;
   paged.table = PageTableKind::vllm_block_table;
   paged.page_size = 16;
-  paged.num_pages = 12;
-  paged.max_pages_per_seq = 4;
-  paged.block_table = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  paged.num_pages = num_pages;
+  paged.max_pages_per_seq = pages_per_seq;
+  for (int32_t page = 0; page < num_pages; ++page) paged.block_table.push_back(page);
   ProblemBuilder builder(Family::fwd_pagedkv);
-  builder.dtype(DType::bf16).shape(3, 8, 2, 1, 64, 128, 128).key_lengths({64, 20, 1});
+  builder.dtype(DType::bf16).shape(3, 8, 2, 1, longest, 128, 128).key_lengths({longest, 20, 1});
   builder.paged(paged);
   builder.q(bshd(fake, DType::bf16, 3, 1, 8, 128, MemorySpace::device));
   builder.o(bshd(fake, DType::bf16, 3, 1, 8, 128, MemorySpace::device));
-  const TensorView pool = bshd(fake, DType::bf16, 12, 16, 2, 128, MemorySpace::device);
+  const TensorView pool = bshd(fake, DType::bf16, num_pages, 16, 2, 128, MemorySpace::device);
   builder.k(pool).v(pool);
   return builder.build();
 }
@@ -102,6 +112,35 @@ TEST(PagedDispatch, ThePortablePagedKernelServesPagedProblems) {
   EXPECT_EQ(chosen.pipeline, Pipeline::sm80_mma);
   EXPECT_EQ(chosen.page_table, PageTableKind::vllm_block_table);
   EXPECT_TRUE(chosen.page_size == 0 || chosen.page_size == 16);
+}
+
+// 24 query-head rows over 8k keys leave most of 132 SMs idle in one pass: the decode splits its
+// keys with paged fwd_splitkv kernels, and the plan's workspace holds their partials.
+TEST(PagedDispatch, LongPagedDecodeSplitsItsKeys) {
+  runtime::Registry registry;
+  runtime::DispatcherOptions options;
+  options.candidates = runtime::default_candidates(
+      Arch::sm90, {Family::fwd_pagedkv, Family::fwd_splitkv, Family::fwd_splitkv_combine});
+  const runtime::DeviceInfo device{Arch::sm90, 132, "test"};
+  runtime::Dispatcher dispatcher(registry, device, options);
+  const Problem problem = paged_decode(512);
+  ASSERT_TRUE(runtime::split_kv_allowed(problem));
+  const auto verdicts = dispatcher.explain(problem);
+  const auto split = std::find_if(verdicts.begin(), verdicts.end(), [](const auto& v) {
+    return v.kernel.family == Family::fwd_splitkv && v.rejection.empty();
+  });
+  ASSERT_NE(split, verdicts.end()) << "no paged split kernel fits";
+  EXPECT_EQ(split->kernel.page_table, PageTableKind::vllm_block_table);
+  const int64_t splits =
+      runtime::choose_num_splits(problem, runtime::launch_form(split->kernel, problem), device);
+  EXPECT_GT(splits, 1);
+  const runtime::WorkspaceLayout layout = runtime::workspace_layout(problem, splits);
+  EXPECT_GE(layout.o_acc, 0);
+  EXPECT_GE(layout.lse_acc, 0);
+  // A short cache fills no fewer SMs by splitting: it runs in one pass.
+  EXPECT_EQ(runtime::choose_num_splits(paged_decode(),
+                                       runtime::launch_form(split->kernel, paged_decode()), device),
+            1);
 }
 
 TEST(PagedDispatch, HostPageTablesGetWorkspaceByCapacityClass) {

@@ -130,3 +130,28 @@ def test_batch_prefill_over_device_page_lists():
                                       page_indices=cache.page_indices, causal="bottom_right",
                                       return_lse=True)
     assert_close(o, lse, *expected)
+
+
+@pytest.mark.parametrize("num_splits", [0, 5])
+@pytest.mark.parametrize("page_size,form", [(16, "block_table"), (1, "page_list"),
+                                            (128, "page_list")])
+def test_long_paged_decode_splits_its_keys(page_size, form, num_splits):
+    # 2 sequences x 8 query heads leave most SMs idle in one pass: the engine splits the keys
+    # over paged fwd_splitkv kernels and combines (num_splits=0 chooses the count, 5 forces it).
+    rng = np.random.default_rng(90 + page_size)
+    lengths = [6000, 2500]
+    k = rng.uniform(-1, 1, (2, 6000, 2, 128)).astype(np.float32)
+    v = rng.uniform(-1, 1, (2, 6000, 2, 128)).astype(np.float32)
+    cache = PagedCache(rng, k, v, lengths, page_size, "nhd")
+    k_pool, v_pool = cache_tensors(cache)
+    q = bf16(rng, 2, 1, 8, 128)
+    pages = tables(cache, form)
+    block_table = pages.pop("block_table", None)
+    features = {"causal": "bottom_right", "sink_logits": np.linspace(-1, 1, 8,
+                                                                     dtype=np.float32)}
+    o, lse = tilefmha.paged_attention(q.cuda(), k_pool, v_pool, block_table, lengths,
+                                      num_splits=num_splits, return_lse=True, **pages,
+                                      **features)
+    expected = tilefmha.paged_attention(q, k_pool.cpu(), v_pool.cpu(), block_table, lengths,
+                                        return_lse=True, **pages, **features)
+    assert_close(o, lse, *expected)

@@ -12,8 +12,10 @@
 
 namespace tilefmha::codegen {
 
+// The paged families, and split-KV partials over a paged cache (paged decode's long contexts).
 bool sm80_paged(const KernelConfig& c) {
-  return c.family == Family::fwd_pagedkv || c.family == Family::batch_prefill;
+  return c.family == Family::fwd_pagedkv || c.family == Family::batch_prefill ||
+         (c.family == Family::fwd_splitkv && c.page_table != PageTableKind::none);
 }
 
 void check_supported_sm80(const KernelConfig& c) {
@@ -22,7 +24,7 @@ void check_supported_sm80(const KernelConfig& c) {
   if (c.family != Family::fwd && !split && !paged)
     unsupported("family", c.family,
                 "sm80_mma implements fwd, fwd_splitkv, fwd_pagedkv and batch_prefill only");
-  if (paged && c.page_table == PageTableKind::none)
+  if (paged && c.family != Family::fwd_splitkv && c.page_table == PageTableKind::none)
     unsupported("page_table", c.page_table, "a paged family reads K/V through a page table");
   // Paged sequences carry their own key counts, so every key block is bounds-checked.
   if (paged && !(c.pad_seqlen_q && c.pad_seqlen_k))

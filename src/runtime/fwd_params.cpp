@@ -180,14 +180,17 @@ void bind_page_table(fmha::FwdParams& params, const Problem& p, const FwdDeviceI
 
 fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indices,
                                 Pipeline pipeline, const SplitKv* split) {
-  const bool paged = p.family == Family::fwd_pagedkv || p.family == Family::batch_prefill;
-  if (p.family != Family::fwd && p.family != Family::fwd_splitkv && !paged)
+  // Paged K/V: the paged families, and split-KV partials of a paged cache (a fwd_pagedkv decode
+  // planned as fwd_splitkv + combine, or a fwd_splitkv problem over pages).
+  const bool paged = p.is_paged();
+  if (p.family != Family::fwd && p.family != Family::fwd_splitkv &&
+      p.family != Family::fwd_pagedkv && p.family != Family::batch_prefill)
     fail(ErrorKind::not_supported,
          "family = " + std::string(to_string(p.family)) +
              ": FwdParams serve the fwd, fwd_splitkv, fwd_pagedkv and batch_prefill families");
   if (paged && pipeline != Pipeline::sm80_mma)
-    fail(ErrorKind::not_supported, "family = " + std::string(to_string(p.family)) + ": the " +
-                                       std::string(to_string(pipeline)) +
+    fail(ErrorKind::not_supported, "paged.table = " + std::string(to_string(p.paged.table)) +
+                                       ": the " + std::string(to_string(pipeline)) +
                                        " kernel reads contiguous K/V; paged K/V runs on sm80_mma");
   // A fwd_splitkv problem carries its own partials; a fwd problem planned in two stages gets
   // them from the plan workspace.

@@ -102,7 +102,11 @@ int64_t resident_ctas(const KernelConfig& kernel, const DeviceInfo& device) {
 }
 
 bool split_kv_allowed(const Problem& problem) {
-  return problem.family == Family::fwd && !problem.has_dropout() && problem.split.num_splits != 1;
+  // Paged decode splits its long contexts like the contiguous forward (fwd_splitkv kernels read
+  // pages too); batch prefill has query rows enough to fill the device.
+  const bool splittable_family =
+      problem.family == Family::fwd || problem.family == Family::fwd_pagedkv;
+  return splittable_family && !problem.has_dropout() && problem.split.num_splits != 1;
 }
 
 int64_t choose_num_splits(const Problem& problem, const KernelConfig& split_kernel,

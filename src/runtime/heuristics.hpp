@@ -27,8 +27,8 @@ KernelConfig launch_form(KernelConfig kernel, const Problem& problem);
 int64_t attention_tiles(const KernelConfig& kernel, const Problem& problem);
 int64_t resident_ctas(const KernelConfig& kernel, const DeviceInfo& device);
 
-// Whether a fwd problem may run as split-KV + combine at all: no dropout (partials do not carry
-// it) and family fwd.
+// Whether a problem may run as split-KV + combine at all: family fwd or fwd_pagedkv, and no
+// dropout (partials do not carry it).
 bool split_kv_allowed(const Problem& problem);
 
 // Split count for `problem` on `split_kernel` (a fwd_splitkv kernel in its launch form):

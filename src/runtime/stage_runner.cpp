@@ -101,7 +101,7 @@ WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits) {
     layout.empty_kv =
         reserve(layout, empty_kv_rows(problem) * problem.nhead_k *
                             std::max(problem.hdim_q, problem.hdim_v) * dtype_size(problem.dtype));
-  if (num_splits > 1 && problem.family == Family::fwd) {
+  if (num_splits > 1 && (problem.family == Family::fwd || problem.family == Family::fwd_pagedkv)) {
     // Group mode packs sequences along one batch row; batch x longest rows bounds the tokens.
     const bool group = problem.mode == Mode::group;
     layout.batch_rows = group ? 1 : problem.batch;
