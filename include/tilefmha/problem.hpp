@@ -105,6 +105,11 @@ struct DeviceIndexArrays {
   const int32_t* block_table = nullptr;
   const int64_t* page_indptr = nullptr;
   const int32_t* page_indices = nullptr;
+  // Opt-in checked mode: before launching, the run synchronizes the stream, copies these arrays
+  // to the host and validates them as host arrays, so a bad entry (a page id outside the pool,
+  // a table shorter than its sequence, a length past the longest) is reported by name instead
+  // of read out of bounds. It costs a synchronize and copies, so it cannot be graph-captured.
+  bool checked = false;
   bool any() const {
     return seqstart_q || seqstart_k || seqlen_k || block_table || page_indptr || page_indices;
   }
@@ -222,6 +227,8 @@ class ProblemBuilder {
   // that the table can hold the longest sequence; the kernels trust the entries.
   ProblemBuilder& block_table_on_device(const int32_t* block_table);
   ProblemBuilder& page_list_on_device(const int64_t* page_indptr, const int32_t* page_indices);
+  // DeviceIndexArrays::checked: validate the device arrays on the host before each run.
+  ProblemBuilder& checked_device_indices(bool checked);
 
   ProblemBuilder& scale(double softmax_scale);
   ProblemBuilder& softcap(double cap);

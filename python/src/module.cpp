@@ -37,6 +37,7 @@ PYBIND11_MODULE(_core, m) {
       .def("set_page_list_on_device", &ProblemHandle::set_page_list_on_device, py::arg("layout"),
            py::arg("page_size"), py::arg("num_pages"), py::arg("page_indptr"),
            py::arg("page_indices"))
+      .def("set_checked_indices", &ProblemHandle::set_checked_indices, py::arg("checked"))
       .def("set_key_lengths_on_device", &ProblemHandle::set_key_lengths_on_device,
            py::arg("seqlen_k_per_batch"), py::arg("max_seqlen_k"))
       .def("set_key_lengths", &ProblemHandle::set_key_lengths, py::arg("seqlen_k_per_batch"))

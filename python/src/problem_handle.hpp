@@ -45,6 +45,7 @@ class ProblemHandle {
   void set_page_list_on_device(const std::string& layout, int64_t page_size, int64_t num_pages,
                                uintptr_t page_indptr, uintptr_t page_indices);
   void set_key_lengths_on_device(uintptr_t seqlen_k_per_batch, int64_t max_seqlen_k);
+  void set_checked_indices(bool checked) { builder_.checked_device_indices(checked); }
   void set_append(int64_t seqlen_knew, const std::string& rope, int64_t rotary_dim, bool rotate_q);
   void set_deterministic(bool deterministic);
 

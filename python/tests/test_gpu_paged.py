@@ -1,6 +1,6 @@
 """Paged KV caches on the GPU (sm80_mma's paged kernels): paged_attention and batch_prefill on
 CUDA tensors against the CPU reference on the same inputs, over shuffled page pools with pages
-of 1, 16 and 128 tokens (gathered rows, and whole key blocks per page), both pool layouts, both
+of 1, 16, 128 and 1024 tokens (gathered rows, and whole key blocks per page), both pool layouts, both
 page-table forms, GQA and empty sequences. Skipped (and reported as skipped) without PyTorch, a
 CUDA GPU or a usable driver."""
 
@@ -43,7 +43,7 @@ def tables(cache, form):
 
 @pytest.mark.parametrize("form", ["block_table", "page_list"])
 @pytest.mark.parametrize("layout", ["nhd", "hnd"])
-@pytest.mark.parametrize("page_size", [1, 16, 128])
+@pytest.mark.parametrize("page_size", [1, 16, 128, 1024])
 def test_paged_decode_matches_the_cpu_reference(page_size, layout, form):
     rng = np.random.default_rng(page_size)
     lengths = [300, 17, 0, 129]
@@ -64,7 +64,7 @@ def test_paged_decode_matches_the_cpu_reference(page_size, layout, form):
 
 
 @pytest.mark.parametrize("form", ["block_table", "page_list"])
-@pytest.mark.parametrize("page_size", [1, 16, 128])
+@pytest.mark.parametrize("page_size", [1, 16, 128, 1024])
 def test_batch_prefill_matches_the_cpu_reference(page_size, form):
     rng = np.random.default_rng(40 + page_size)
     lengths_q, lengths_k = [70, 0, 1, 33], [200, 5, 64, 33]
@@ -155,3 +155,53 @@ def test_long_paged_decode_splits_its_keys(page_size, form, num_splits):
     expected = tilefmha.paged_attention(q, k_pool.cpu(), v_pool.cpu(), block_table, lengths,
                                         return_lse=True, **pages, **features)
     assert_close(o, lse, *expected)
+
+
+def test_a_paged_batch_without_any_key_gives_zero_rows():
+    rng = np.random.default_rng(95)
+    k = rng.uniform(-1, 1, (2, 1, 2, 64)).astype(np.float32)
+    cache = PagedCache(rng, k, k, [0, 0], 16, "nhd")
+    k_pool, v_pool = cache_tensors(cache)
+    q = bf16(rng, 2, 3, 4, 64).cuda()
+    o, lse = tilefmha.paged_attention(q, k_pool, v_pool, cache.block_table, [0, 0],
+                                      return_lse=True)
+    assert torch.equal(o.cpu().float(), torch.zeros(2, 3, 4, 64))
+    assert torch.equal(lse.cpu(), torch.full((2, 4, 3), float("-inf")))
+
+
+def device_decode(check_tables, table, lengths, max_seqlen_k=64):
+    rng = np.random.default_rng(96)
+    k_pool = bf16(rng, 8, 16, 2, 64).cuda()
+    v_pool = bf16(rng, 8, 16, 2, 64).cuda()
+    q = bf16(rng, 2, 1, 4, 64).cuda()
+    return tilefmha.paged_attention(q, k_pool, v_pool, torch.tensor(table, device="cuda"),
+                                    torch.tensor(lengths, device="cuda"),
+                                    max_seqlen_k=max_seqlen_k, check_tables=check_tables)
+
+
+def test_checked_device_tables_give_the_trusted_result():
+    table, lengths = [[3, 1, 4, 0], [7, 6, 5, 2]], [64, 33]
+    torch.testing.assert_close(device_decode(True, table, lengths),
+                               device_decode(False, table, lengths), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("table,lengths,message", [
+    ([[3, 1, 4, 0], [7, 6, 99, 2]], [64, 33], r"block_table.*99"),
+    ([[3, 1, 4, 0], [7, -1, 5, 2]], [64, 33], r"block_table.*-1"),
+    ([[3, 1, 4, 0], [7, 6, 5, 2]], [64, 65], r"seqlen_k"),
+    ([[3, 1, 4, 0], [7, 6, 5, 2]], [-4, 3], r"seqlen_k_per_batch\[0\] = -4"),
+])
+def test_checked_device_tables_name_the_bad_entry(table, lengths, message):
+    with pytest.raises(ValueError, match=r"checked device index arrays: .*" + message):
+        device_decode(True, table, lengths)
+
+
+def test_checked_device_page_lists_name_a_backward_offset():
+    rng = np.random.default_rng(97)
+    k_pool = bf16(rng, 8, 16, 1, 64).cuda()
+    q = bf16(rng, 2, 1, 1, 64).cuda()
+    with pytest.raises(ValueError, match=r"page_indptr\[2\] = 1 after 3"):
+        tilefmha.paged_attention(q, k_pool, k_pool, None, torch.tensor([20, 5], device="cuda"),
+                                 page_indptr=torch.tensor([0, 3, 1], device="cuda"),
+                                 page_indices=torch.tensor([0, 1, 2], device="cuda"),
+                                 max_seqlen_k=20, check_tables=True)

@@ -158,3 +158,15 @@ def test_a_page_id_outside_int32_is_named_by_its_entry():
     with pytest.raises(ValueError, match=r"page_indices .* entry 1 \(flattened\) = -2147483649"):
         tilefmha.batch_prefill(q[:, 0], pool, pool, [0, 1, 2], [5, 3], page_indptr=[0, 2, 4],
                                page_indices=[0, -2**31 - 1, 2, 3])
+
+
+def test_check_tables_must_be_a_bool_and_changes_nothing_on_the_cpu():
+    rng = np.random.default_rng(12)
+    q = rng.uniform(-1, 1, (2, 1, 2, 16)).astype(np.float32)
+    pool = rng.uniform(-1, 1, (4, 8, 2, 16)).astype(np.float32)
+    table = [[0, 1], [2, 3]]
+    plain = tilefmha.paged_attention(q, pool, pool, table, [9, 16])
+    checked = tilefmha.paged_attention(q, pool, pool, table, [9, 16], check_tables=True)
+    assert np.array_equal(plain, checked)
+    with pytest.raises(TypeError, match=r"check_tables = 'yes' must be a bool"):
+        tilefmha.paged_attention(q, pool, pool, table, [9, 16], check_tables="yes")

@@ -232,7 +232,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
 
 def paged_attention(q, k_cache, v_cache, block_table, seqlens_k, page_size=None, layout="nhd", *,
                     page_indptr=None, page_indices=None, max_seqlen_k=None, return_lse=False,
-                    dtype=None, backend="auto", **features):
+                    check_tables=False, dtype=None, backend="auto", **features):
     """Attention of [batch, seqlen_q, nhead_q, hdim] queries (decode: seqlen_q = 1) over a paged
     KV cache (family fwd_pagedkv).
 
@@ -248,7 +248,9 @@ def paged_attention(q, k_cache, v_cache, block_table, seqlens_k, page_size=None,
     On the GPU, a CUDA block_table and CUDA seqlens_k stay on the device (give max_seqlen_k, the
     longest key count): the call neither copies nor synchronizes, so it can be captured in a
     CUDA graph and replayed after new lengths and pages are written into the same tensors. Their
-    entries are trusted, not checked.
+    entries are trusted, not checked: check_tables=True synchronizes, copies them to the host and
+    validates them first, raising a ValueError that names the first bad entry instead of reading
+    out of bounds (a debugging mode; it cannot be graph-captured).
     """
     be = select_backend(backend, q)
     on_device = be.name == "gpu"
@@ -256,7 +258,7 @@ def paged_attention(q, k_cache, v_cache, block_table, seqlens_k, page_size=None,
     (q,) = inputs(be, BSHD, q=q)
     k, v, held = page_pools(be, k_cache, v_cache, layout, page_size)
     pages = PageTable.from_arguments(layout, held, int(k.shape[0]), block_table, page_indptr,
-                                     page_indices, on_device=on_device)
+                                     page_indices, on_device=on_device, checked=check_tables)
     o, lse = run_forward("fwd_pagedkv", be, engine_dtype, q, k, v, Features(**features),
                          return_lse, key_lengths=key_lengths(seqlens_k, max_seqlen_k, on_device),
                          pages=pages)
@@ -265,8 +267,8 @@ def paged_attention(q, k_cache, v_cache, block_table, seqlens_k, page_size=None,
 
 def batch_prefill(q, k_cache, v_cache, cu_seqlens_q, seqlens_k, *, block_table=None,
                   page_indptr=None, page_indices=None, page_size=None, layout="nhd",
-                  max_seqlen_q=None, max_seqlen_k=None, return_lse=False, dtype=None,
-                  backend="auto", **features):
+                  max_seqlen_q=None, max_seqlen_k=None, return_lse=False, check_tables=False,
+                  dtype=None, backend="auto", **features):
     """Packed variable-length queries against a paged KV cache (family batch_prefill).
 
     q: [total_q, nhead_q, hdim] with cu_seqlens_q as in attention_varlen; k_cache, v_cache and
@@ -276,7 +278,7 @@ def batch_prefill(q, k_cache, v_cache, cu_seqlens_q, seqlens_k, *, block_table=N
 
     On the GPU, CUDA cu_seqlens_q, seqlens_k and page tables stay on the device (give
     max_seqlen_q and max_seqlen_k): no copy, no synchronize, graph-capturable, as in
-    paged_attention.
+    paged_attention; check_tables=True validates them first, as there.
     """
     be = select_backend(backend, q)
     on_device = be.name == "gpu"
@@ -284,7 +286,7 @@ def batch_prefill(q, k_cache, v_cache, cu_seqlens_q, seqlens_k, *, block_table=N
     (q,) = inputs(be, THD, q=q)
     k, v, held = page_pools(be, k_cache, v_cache, layout, page_size)
     pages = PageTable.from_arguments(layout, held, int(k.shape[0]), block_table, page_indptr,
-                                     page_indices, on_device=on_device)
+                                     page_indices, on_device=on_device, checked=check_tables)
     if on_device and is_cuda(cu_seqlens_q):
         seqstarts = DeviceSeqstarts(cu_seqlens_q, None, max_seqlen_q, max_seqlen_k)
     else:

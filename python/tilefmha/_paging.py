@@ -40,29 +40,36 @@ class PageTable:
     block_table: object = None  # int64 [batch, max_pages]
     page_indptr: object = None  # int64 [batch + 1]
     page_indices: object = None  # int64 [pages]
+    checked: bool = False  # validate the call's device index arrays before the kernels run
 
     @staticmethod
     def from_arguments(layout, page_size, num_pages, block_table=None, page_indptr=None,
-                       page_indices=None, on_device=False):
+                       page_indices=None, on_device=False, checked=False):
         """The call's table: a DevicePageTable when `on_device` (a GPU call) and the table is a
-        CUDA tensor, else host arrays (CUDA tables are then copied to the host)."""
+        CUDA tensor, else host arrays (CUDA tables are then copied to the host). `checked`
+        turns on the engine's checked mode for the call's device arrays (tables, lengths)."""
+        if not isinstance(checked, bool):
+            raise TypeError(f"check_tables = {checked!r} must be a bool")
         tables = (block_table, page_indptr, page_indices)
         if on_device and any(x is not None and is_cuda(x) for x in tables):
-            return DevicePageTable.from_arguments(layout, page_size, num_pages, *tables)
+            return DevicePageTable.from_arguments(layout, page_size, num_pages, *tables,
+                                                  checked=checked)
         if block_table is not None:
             if page_indptr is not None or page_indices is not None:
                 raise ValueError("pass either block_table or page_indptr + page_indices, not "
                                  "both")
             table = index_array(block_table, "block_table", 2)
-            return PageTable(layout, page_size, num_pages, block_table=table)
+            return PageTable(layout, page_size, num_pages, block_table=table, checked=checked)
         if page_indptr is None or page_indices is None:
             raise ValueError("a paged cache needs block_table [batch, max_pages] or "
                              "page_indptr [batch + 1] with page_indices")
         return PageTable(layout, page_size, num_pages,
                          page_indptr=index_array(page_indptr, "page_indptr", 1),
-                         page_indices=index_array(page_indices, "page_indices", 1))
+                         page_indices=index_array(page_indices, "page_indices", 1),
+                         checked=checked)
 
     def configure(self, problem):
+        problem.set_checked_indices(self.checked)
         if self.block_table is not None:
             problem.set_block_table(self.layout, self.page_size, self.num_pages,
                                     _int32_list(self.block_table.reshape(-1), "block_table"),
@@ -95,24 +102,28 @@ class DevicePageTable:
     block_table: object = None  # int32 [batch, max_pages], contiguous
     page_indptr: object = None  # int64 [batch + 1]
     page_indices: object = None  # int32 [pages]
+    checked: bool = False
 
     @staticmethod
-    def from_arguments(layout, page_size, num_pages, block_table, page_indptr, page_indices):
+    def from_arguments(layout, page_size, num_pages, block_table, page_indptr, page_indices,
+                       checked=False):
         if block_table is not None:
             if page_indptr is not None or page_indices is not None:
                 raise ValueError("pass either block_table or page_indptr + page_indices, not "
                                  "both")
             return DevicePageTable(layout, page_size, num_pages,
                                    block_table=_device_index(block_table, "block_table", 2,
-                                                             False))
+                                                             False), checked=checked)
         if page_indptr is None or page_indices is None:
             raise ValueError("a paged cache needs block_table [batch, max_pages] or "
                              "page_indptr [batch + 1] with page_indices")
         return DevicePageTable(layout, page_size, num_pages,
                                page_indptr=_device_index(page_indptr, "page_indptr", 1, True),
-                               page_indices=_device_index(page_indices, "page_indices", 1, False))
+                               page_indices=_device_index(page_indices, "page_indices", 1, False),
+                               checked=checked)
 
     def configure(self, problem):
+        problem.set_checked_indices(self.checked)
         if self.block_table is not None:
             problem.set_block_table_on_device(self.layout, self.page_size, self.num_pages,
                                               self.block_table.data_ptr(),

@@ -162,6 +162,11 @@ ProblemBuilder& ProblemBuilder::page_list_on_device(const int64_t* page_indptr,
   return *this;
 }
 
+ProblemBuilder& ProblemBuilder::checked_device_indices(bool checked) {
+  problem_.device_indices.checked = checked;
+  return *this;
+}
+
 ProblemBuilder& ProblemBuilder::scale(double softmax_scale) {
   problem_.softmax_scale = softmax_scale;
   return *this;

@@ -7,6 +7,7 @@
 
 #include "jit/cached_compiler.hpp"
 #include "jit/target_arch.hpp"
+#include "runtime/checked_indices.hpp"
 #include "runtime/heuristics.hpp"
 #include "runtime/kernel_match.hpp"
 #include "runtime/stage_runner.hpp"
@@ -188,6 +189,8 @@ std::shared_ptr<const Plan> Dispatcher::plan(const Problem& problem) {
 
 void Dispatcher::run(const Plan& plan, const Problem& problem, jit::CUstream stream,
                      jit::CUdeviceptr workspace) const {
+  if (problem.device_indices.checked && problem.device_indices.any())
+    check_device_indices(problem, stream);
   if (plan.workspace.bytes == 0 || workspace != 0) {
     run_stages(plan, problem, registry_, stream, workspace);
     return;
