@@ -17,6 +17,8 @@
 #   sweep    tilefmha sweep --category smoke --variant fwd, timed: the 168 fp16/bf16 sm90_ws kernels
 #            without dropout, softcap, bias or sink (every match of 114 smoke shapes)
 #   sass     cuobjdump of the hdim-128 sm90_ws kernels: HGMMA count, registers, spills
+#   serving  bench/serving_bench.py: paged decode beside contiguous decode and SDPA cuDNN, batch
+#            prefill beside the varlen forward (TILEFMHA_SERVING_ARGS, e.g. "--only decode")
 #   env      the quick start's main job (`run --backend auto`, as scripts/quickstart.sh runs it
 #            after building) and `python3 -m tilefmha` (the environment report)
 # JIT cache: BUILD/jit_cache.tgz, where present, seeds the cache (carry one that an earlier call
@@ -182,6 +184,19 @@ run_sass() {
   note "sass: $(grep -c Function "$logs/sass.txt" 2>/dev/null) kernels, $(grep 'HGMMA instructions' "$logs/sass.txt" | tr '\n' ' ')"
 }
 
+run_serving() {
+  if ! PYTHONPATH=$python_dir python3 -c "import tilefmha" >/dev/null 2>&1; then
+    note "serving: skipped, tilefmha from $python_dir does not import"
+    return
+  fi
+  local start=$SECONDS
+  # shellcheck disable=SC2086
+  PYTHONPATH=$python_dir limited python3 "$root/bench/serving_bench.py" ${TILEFMHA_SERVING_ARGS:-} \
+    --json "$logs/serving_bench.json" >"$logs/serving_bench.txt" 2>&1 || status=1
+  note "serving bench: $(elapsed "$start")"
+  sed -n '/^summary:/,$p' "$logs/serving_bench.txt" | tee -a "$summary"
+}
+
 # The quick start's main job on this GPU host, and the Python environment report.
 run_env() {
   "$build_dir/tools/tilefmha" run --backend auto >"$logs/quickstart.log" 2>&1 || status=1
@@ -201,8 +216,9 @@ for stage in "${stages[@]}"; do
     decode) run_decode ;;
     sass) run_sass ;;
     env) run_env ;;
+    serving) run_serving ;;
     *)
-      note "unknown stage '$stage' (tests, bench, python, compare, decode, sweep, sass, env)"
+      note "unknown stage '$stage' (tests, bench, python, compare, decode, sweep, sass, env, serving)"
       status=2
       ;;
   esac
