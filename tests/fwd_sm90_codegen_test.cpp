@@ -381,8 +381,11 @@ TEST(FwdSm90SplitKvCodegen, UnsupportedFieldsAreNamed) {
   };
   const KernelConfig good = splitkv_config(DType::bf16, 128, 128);
   KernelConfig c = good;
-  c.family = Family::fwd_pagedkv;
+  c.family = Family::fwd_appendkv;
   expect_field(c, "family");
+  c = good;
+  c.family = Family::fwd_pagedkv;  // a paged family needs a table
+  expect_field(c, "page_table");
   c = good;
   c.dropout = true;
   expect_field(c, "dropout");
@@ -405,8 +408,11 @@ TEST(FwdSm90SplitKvCodegen, UnsupportedFieldsAreNamed) {
   c.pack_gqa = true;
   expect_field(c, "mode");  // packed GQA stays batch mode
   c = good;
-  c.page_table = PageTableKind::vllm_block_table;
-  expect_field(c, "page_table");
+  c.page_table = PageTableKind::vllm_block_table;  // split partials over pages: padded only
+  expect_field(c, "pad_seqlen_k");
+  c.pad_seqlen_q = c.pad_seqlen_k = true;
+  c.page_size = 16;  // small pages gather rows, which sm80_mma does
+  expect_field(c, "page_size");
   // The looping variant is refused where the source is made, naming the field.
   testing::expect_names_field(testing::not_supported_message([&] {
                                 codegen::generate_sm90_source(

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "codegen/fwd_sm80.hpp"
+#include "codegen/fwd_sm90.hpp"
 #include "runtime/candidates.hpp"
 #include "runtime/dispatcher.hpp"
 #include "runtime/heuristics.hpp"
@@ -61,6 +62,47 @@ TEST(PagedCodegen, SourcesSelectThePagedPath) {
   EXPECT_EQ(contiguous.find("paged"), std::string::npos) << contiguous;
 }
 
+// The Hopper kernel reads pages that hold whole key blocks (tables of any page size); the
+// size-specialized tables of small pages stay on sm80_mma.
+KernelConfig sm90_paged_config(Family family, PageTableKind table) {
+  KernelConfig c = testing::sm90_fwd_config(DType::bf16, 128, 128, 128, 128);
+  c.family = family;
+  c.page_table = table;
+  c.pad_seqlen_q = c.pad_seqlen_k = true;
+  if (family == Family::batch_prefill) c.mode = Mode::group;
+  return c;
+}
+
+std::string sm90_refusal(const KernelConfig& c) {
+  return testing::not_supported_message([&] { codegen::check_supported_sm90(c); });
+}
+
+TEST(PagedCodegen, HopperReadsWholeBlocksFromPages) {
+  const KernelConfig decode =
+      sm90_paged_config(Family::fwd_pagedkv, PageTableKind::vllm_block_table);
+  EXPECT_EQ(sm90_refusal(decode), "");
+  EXPECT_EQ(sm90_refusal(sm90_paged_config(Family::batch_prefill, PageTableKind::sglang_page_list)),
+            "");
+  KernelConfig small_pages = decode;
+  small_pages.page_size = 16;
+  EXPECT_NE(sm90_refusal(small_pages).find("page_size"), std::string::npos);
+  KernelConfig unpadded = decode;
+  unpadded.pad_seqlen_k = false;
+  EXPECT_NE(sm90_refusal(unpadded).find("pad_seqlen_k"), std::string::npos);
+  const std::string source = codegen::generate_sm90_source(decode);
+  EXPECT_NE(source.find("/*split_kv=*/false, /*paged=*/true"), std::string::npos) << source;
+  KernelConfig split = sm90_paged_config(Family::fwd_splitkv, PageTableKind::vllm_block_table);
+  split.block_m = 64;
+  split.warps = 8;
+  split.lse = false;
+  EXPECT_NE(codegen::generate_sm90_source(split).find("/*split_kv=*/true, /*paged=*/true"),
+            std::string::npos);
+  // The contiguous forward's source is unchanged: no paged flag.
+  EXPECT_EQ(codegen::generate_sm90_source(testing::sm90_fwd_config(DType::bf16, 128, 128, 128, 128))
+                .find("paged"),
+            std::string::npos);
+}
+
 TEST(PagedCodegen, CompilesForSm90a) {
   if (!testing::nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
   std::vector<testing::CompileCase> cases;
@@ -74,6 +116,15 @@ TEST(PagedCodegen, CompilesForSm90a) {
   split.page_size = 1;
   for (const KernelConfig& c : {decode, prefill, split})
     cases.push_back({c, codegen::generate_sm80_source(c)});
+  KernelConfig hopper_decode =
+      sm90_paged_config(Family::fwd_pagedkv, PageTableKind::vllm_block_table);
+  hopper_decode.mask = MaskKind::causal;
+  hopper_decode.pack_gqa = true;
+  KernelConfig hopper_prefill =
+      sm90_paged_config(Family::batch_prefill, PageTableKind::sglang_page_list);
+  hopper_prefill.lse = true;
+  for (const KernelConfig& c : {hopper_decode, hopper_prefill})
+    cases.push_back({c, codegen::generate_sm90_source(c)});
   testing::expect_compiles(cases, "sm_90a");
 }
 
@@ -141,6 +192,32 @@ TEST(PagedDispatch, LongPagedDecodeSplitsItsKeys) {
   EXPECT_EQ(runtime::choose_num_splits(paged_decode(),
                                        runtime::launch_form(split->kernel, paged_decode()), device),
             1);
+}
+
+// Pages of 128 keys hold whole key blocks: the Hopper kernel serves the decode.
+TEST(PagedDispatch, PagesOfWholeBlocksRunOnHopper) {
+  runtime::Registry registry;
+  runtime::DispatcherOptions options;
+  options.candidates = runtime::default_candidates(Arch::sm90, {Family::fwd_pagedkv});
+  runtime::Dispatcher dispatcher(registry, {Arch::sm90, 132, "test"}, options);
+  Problem problem = paged_decode();
+  problem.paged.page_size = 128;
+  problem.k.shape[1] = problem.v.shape[1] = 128;
+  const auto verdicts = dispatcher.explain(problem);
+  ASSERT_FALSE(verdicts.empty());
+  ASSERT_TRUE(verdicts[0].rejection.empty()) << verdicts[0].rejection;
+  EXPECT_EQ(verdicts[0].kernel.pipeline, Pipeline::sm90_ws);
+  // Pages of 16 keys: every sm90_ws candidate is refused by name, sm80_mma serves.
+  const auto small = dispatcher.explain(paged_decode());
+  ASSERT_TRUE(small[0].rejection.empty());
+  EXPECT_EQ(small[0].kernel.pipeline, Pipeline::sm80_mma);
+  int hopper_refused_for_page_size = 0;
+  for (const auto& verdict : small) {
+    if (verdict.kernel.pipeline != Pipeline::sm90_ws) continue;
+    EXPECT_FALSE(verdict.rejection.empty()) << verdict.kernel.name();
+    hopper_refused_for_page_size += verdict.rejection.find("page_size") != std::string::npos;
+  }
+  EXPECT_GT(hopper_refused_for_page_size, 0);
 }
 
 TEST(PagedDispatch, HostPageTablesGetWorkspaceByCapacityClass) {

@@ -74,7 +74,7 @@ TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
       const typename Traits::Dropout dropout(p, tile_id.batch, tile_id.head);
       Sm90ConsumerState<Traits> state;
       consumer.run(state, blocks, m_begin, element_mask, logits, dropout, p.scale_log2, step_base,
-                   tile::u32(q_loads) & 1u);
+                   tile::u32(q_loads) & 1u, seq.len_k);
       step_base += blocks.count();
       ++q_loads;
       // The epilogue decodes the tile again from its index, so only the index (not the tile's

@@ -9,6 +9,7 @@
 #include "fmha/fwd_sm90_pipeline.h"
 #include "fmha/fwd_sm90_softmax.h"
 #include "fmha/mask.h"
+#include "tile/async_proxy.h"
 #include "tile/named_barrier.h"
 #include "tile/wgmma.h"
 
@@ -94,6 +95,36 @@ struct Sm90Consumer {
     for (int step = 0; step < kKeySteps; ++step) {
       tile::wgmma_m64k16_rs<Traits::kHdimV, T, 1>(
           o, p[step], tile::advance_smem_descriptor(v_descriptor, step * 16 * kSm90RowBytes), true);
+    }
+  }
+
+  // Paged K/V: the last block of a sequence holds, past its keys, whatever the page's other
+  // slots hold (stale or never-written cache). Their probabilities are 0, but 0 x NaN is NaN in
+  // P V, so the warpgroup zeroes those V rows before reading the block (both warpgroups write
+  // the same zeros, so their writes never conflict). K needs nothing: the mask replaces the
+  // scores of keys past the sequence by -inf.
+  TILEFMHA_DEVICE void clear_v_past_keys(int stage, int key_begin, int len_k) const {
+    if constexpr (Traits::kPaged) {
+      const int valid = len_k - key_begin;
+      if (valid >= kBlockN) return;
+      constexpr int kChunksPerRow = kSm90RowBytes / 16;
+      const int rows = kBlockN - valid;
+      const int chunks = rows * kChunksPerRow * (Traits::kHdimV / kSm90PanelElements);
+      const tile::u32 base = smem + Traits::kSmem.v_offset + stage * Traits::kSmem.v_stage_bytes;
+      for (int chunk = thread; chunk < chunks; chunk += kSm90WarpgroupThreads) {
+        const int panel = chunk / (rows * kChunksPerRow);
+        const int within = chunk % (rows * kChunksPerRow);
+        // A swizzle moves 16-byte chunks within their 128-byte row, never across rows, so a
+        // row's bytes are zeroed whatever the pattern.
+        const tile::u32 address = base + panel * Traits::kVPanelBytes +
+                                  (valid + within / kChunksPerRow) * kSm90RowBytes +
+                                  (within % kChunksPerRow) * 16;
+        asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(address), "r"(0u)
+                     : "memory");
+      }
+      // The wgmma reads shared memory through the async proxy.
+      tile::fence_proxy_async_shared();
+      tile::named_barrier_sync(kSm90EpilogueBarrier + group, kSm90WarpgroupThreads);
     }
   }
 
@@ -198,7 +229,7 @@ struct Sm90Consumer {
   template <class Blocks, class Mask, class Logits, class Dropout>
   TILEFMHA_DEVICE void run(Sm90ConsumerState<Traits>& state, const Blocks& blocks, int m_begin,
                            const Mask& mask, const Logits& logits, const Dropout& dropout,
-                           float scale_log2, int step_base, tile::u32 q_phase) const {
+                           float scale_log2, int step_base, tile::u32 q_phase, int len_k) const {
     constexpr int kStages = Traits::kStages;
     float(&o)[Traits::kHdimV / 2] = state.o;
 #pragma unroll
@@ -236,6 +267,7 @@ struct Sm90Consumer {
         pack_p(s, p);
 
         tile::mbarrier_wait(barriers.v_full(stage), phase_of(step));
+        clear_v_past_keys(stage, key_begin_of(step), len_k);
         tile::wgmma_fence();
         issue_pv(o, p, stage);
         tile::wgmma_commit_group();
@@ -268,6 +300,7 @@ struct Sm90Consumer {
         const int v_stage = stage_of(step - 1);
         tile::mbarrier_wait(barriers.k_full(k_stage), phase_of(step));
         tile::mbarrier_wait(barriers.v_full(v_stage), phase_of(step - 1));
+        clear_v_past_keys(v_stage, key_begin_of(step - 1), len_k);
         wait_turn();
         tile::wgmma_fence();
         issue_qk(s, k_stage);
@@ -294,6 +327,7 @@ struct Sm90Consumer {
       // Last block: O += P V alone.
       const int last = steps - 1;
       tile::mbarrier_wait(barriers.v_full(stage_of(last)), phase_of(last));
+      clear_v_past_keys(stage_of(last), key_begin_of(last), len_k);
       wait_turn();
       tile::wgmma_fence();
       issue_pv(o, p, stage_of(last));

@@ -12,6 +12,7 @@
 #include "fmha/fwd_sm90_scheduler.h"
 #include "fmha/fwd_sm90_traits.h"
 #include "fmha/mask.h"
+#include "fmha/paged_kv.h"
 #include "fmha/seq_info.h"
 #include "tile/mbarrier.h"
 #include "tile/tma.h"
@@ -47,19 +48,33 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
     const int batch = int(seq.view_batch);
     const int head = tile_id.head;  // the KV head itself when GQA groups are packed
     const int kv_head = Traits::kPackGqa ? head : int(head / p.head_group);
+    // A paged block's (slot, page) in the pool; a contiguous block's (row, batch) in K/V.
+    auto block_coordinates = [&](int step, int& row, int& outer) {
+      const int key = blocks.block(step) * Traits::kBlockN;
+      if constexpr (Traits::kPaged) {
+        const PagedKeys keys = PagedKeys::make(p, tile_id.batch);
+        const int page_size = int(keys.page_size);
+        row = key % page_size;
+        outer = keys.pages[key / page_size];
+      } else {
+        row = int(seq.k_start) + key;
+        outer = batch;
+      }
+    };
 
     // Block `step` of the tile into its ring slot: wait until the consumers freed the slot,
     // announce the bytes, then one TMA box per 64-column panel.
     auto load_block = [&](int step, tile::u32 empty, tile::u32 full, tile::u32 destination,
                           int stage_bytes, int panels, int panel_bytes,
                           const tile::TensorMap* map) {
-      const int key_row = int(seq.k_start) + blocks.block(step) * Traits::kBlockN;
+      int key_row, outer;
+      block_coordinates(step, key_row, outer);
       tile::mbarrier_wait(empty, ring_phase<kStages>(step_base + step) ^ 1u);
       tile::mbarrier_arrive_expect_tx(full, stage_bytes);
 #pragma unroll
       for (int panel = 0; panel < panels; ++panel) {
         tile::tma_load_4d(destination + panel * panel_bytes, map, full, panel * kSm90PanelElements,
-                          key_row, kv_head, batch);
+                          key_row, kv_head, outer);
       }
     };
     auto load_k = [&](int step) {

@@ -15,7 +15,8 @@ namespace tilefmha::fmha {
 
 template <class Element_, int HdimQ, int HdimV, int BlockM, int BlockN, int Stages, bool GroupMode,
           class Mask_, class Logits_, class Dropout_, bool StoreLse, bool SinkLogit,
-          Sm90Schedule Schedule, bool Persistent, bool PackGqa = false, bool SplitKv = false>
+          Sm90Schedule Schedule, bool Persistent, bool PackGqa = false, bool SplitKv = false,
+          bool Paged = false>
 struct Sm90FwdTraits {
   using Element = Element_;
   using Mask = Mask_;
@@ -43,6 +44,10 @@ struct Sm90FwdTraits {
   // keys of its split and writes a partial O (normalized by the split's own sum) and its LSE as
   // fp32 into FwdParams::o_acc / lse_acc instead of O and LSE.
   static constexpr bool kSplitKv = SplitKv;
+  // Paged K/V (fwd_pagedkv, batch_prefill, and split partials over pages): every key block lies
+  // in one page (page_size % BlockN == 0, checked on the host), so a block is one TMA box per
+  // panel at (slot, kv head, page) of the pool's [page, slot, head, dim] map.
+  static constexpr bool kPaged = Paged;
   static constexpr bool kOverlap = Schedule != Sm90Schedule::serial;
   static constexpr bool kPingpong = Schedule == Sm90Schedule::pingpong && kConsumerGroups > 1;
 

@@ -23,8 +23,11 @@ namespace tilefmha::codegen {
 // not implement, so a dispatcher can fall back to sm80_mma. Families fwd and fwd_splitkv; the
 // latter without dropout, sink_logit or lse (the combine adds the sink logit and writes LSE),
 // never persistent, and with block_n dividing 128 (fmha::kSplitKvGranule: a key block never
-// straddles two splits).
+// straddles two splits). Paged K/V (fwd_pagedkv, batch_prefill, fwd_splitkv over pages) for
+// tables of any page size (page_size 0): the problem's pages must hold whole key blocks.
 void check_supported_sm90(const KernelConfig& config);
+// The paged families, and split-KV partials over a paged cache.
+bool sm90_paged(const KernelConfig& config);
 
 // Implementation choices that are not part of a kernel's identity (its KernelConfig): how the
 // consumer warpgroups schedule GEMMs and softmax, and whether CTAs loop over tiles.

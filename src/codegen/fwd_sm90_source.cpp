@@ -70,9 +70,27 @@ void check_splitkv_fields(const KernelConfig& c) {
 
 }  // namespace
 
+bool sm90_paged(const KernelConfig& c) {
+  return c.family == Family::fwd_pagedkv || c.family == Family::batch_prefill ||
+         (c.family == Family::fwd_splitkv && c.page_table != PageTableKind::none);
+}
+
 void check_supported_sm90(const KernelConfig& c) {
-  if (c.family != Family::fwd && c.family != Family::fwd_splitkv)
-    unsupported("family", c.family, "sm90_ws codegen implements fwd and fwd_splitkv");
+  const bool paged = sm90_paged(c);
+  if (c.family != Family::fwd && c.family != Family::fwd_splitkv && !paged)
+    unsupported("family", c.family,
+                "sm90_ws codegen implements fwd, fwd_splitkv, fwd_pagedkv and batch_prefill");
+  if (paged && c.page_table == PageTableKind::none)
+    unsupported("page_table", c.page_table, "a paged family reads K/V through a page table");
+  // A key block is one TMA box inside one page: the size-specialized tables of small pages
+  // (16, 1) gather rows, which the portable sm80_mma kernel does.
+  if (paged && c.page_size != 0)
+    unsupported("page_size", c.page_size,
+                "sm90_ws loads whole key blocks from one page (pages of at least block_n keys); "
+                "smaller pages run on sm80_mma");
+  if (paged && !(c.pad_seqlen_q && c.pad_seqlen_k))
+    unsupported("pad_seqlen_k", c.pad_seqlen_k,
+                "paged K/V needs pad_seqlen_q and pad_seqlen_k (per-sequence key counts)");
   if (c.pipeline != Pipeline::sm90_ws)
     unsupported("pipeline", c.pipeline, "this codegen implements sm90_ws");
   if (c.arch != Arch::sm90) unsupported("arch", c.arch, "sm90_ws needs sm_90a (wgmma, TMA)");
@@ -111,7 +129,7 @@ void check_supported_sm90(const KernelConfig& c) {
                 "S, P and O accumulators need " + std::to_string(accumulators) +
                     " registers per thread, over the " + std::to_string(budget) +
                     " a consumer has (would spill)");
-  check_forward_fields(c, "sm90_ws has no fp8 path yet");
+  check_forward_fields(c, "sm90_ws has no fp8 path yet", paged);
   if (c.pack_gqa) {
     if (const std::optional<std::string_view> field = per_head_feature(c))
       throw Error(ErrorKind::not_supported,
@@ -164,8 +182,10 @@ std::string generate_sm90_source(const KernelConfig& c, const Sm90Variant& varia
      << "    " << schedule_name(variant.schedule) << ", /*persistent=*/"
      << boolean(variant.persistent) << ", /*pack_gqa=*/"
      << boolean(c.pack_gqa)
-     // Only split kernels spell the flag, so every fwd translation unit stays as it was.
-     << (split ? ", /*split_kv=*/true" : "") << ">;\n"
+     // Only split and paged kernels spell their flags, so every fwd translation unit stays as
+     // it was.
+     << (split || sm90_paged(c) ? std::string(", /*split_kv=*/") + boolean(split) : "")
+     << (sm90_paged(c) ? ", /*paged=*/true" : "") << ">;\n"
      << "}  // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << threads_per_block_sm90(c) << ", "
      << sm90_ctas_per_sm(c) << ") " << c.symbol()

@@ -188,10 +188,10 @@ fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indice
     fail(ErrorKind::not_supported,
          "family = " + std::string(to_string(p.family)) +
              ": FwdParams serve the fwd, fwd_splitkv, fwd_pagedkv and batch_prefill families");
-  if (paged && pipeline != Pipeline::sm80_mma)
+  if (paged && pipeline == Pipeline::simt_f32)
     fail(ErrorKind::not_supported, "paged.table = " + std::string(to_string(p.paged.table)) +
-                                       ": the " + std::string(to_string(pipeline)) +
-                                       " kernel reads contiguous K/V; paged K/V runs on sm80_mma");
+                                       ": the simt_f32 kernel reads contiguous K/V; paged K/V "
+                                       "runs on sm80_mma and sm90_ws");
   // A fwd_splitkv problem carries its own partials; a fwd problem planned in two stages gets
   // them from the plan workspace.
   if (split == nullptr && p.family == Family::fwd_splitkv) split = &p.split;

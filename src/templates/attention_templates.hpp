@@ -12,7 +12,9 @@ const KernelTemplate& fwd_sm80_template();
 const KernelTemplate& fwd_simt_template();
 const KernelTemplate& splitkv_sm90_template();
 const KernelTemplate& splitkv_sm80_template();
+const KernelTemplate& pagedkv_sm90_template();
 const KernelTemplate& pagedkv_sm80_template();
+const KernelTemplate& batch_prefill_sm90_template();
 const KernelTemplate& batch_prefill_sm80_template();
 const KernelTemplate& combine_template();
 

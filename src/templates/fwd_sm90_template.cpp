@@ -1,6 +1,7 @@
 // The Hopper warp-specialized attention (kernels/fmha/fwd_sm90.h): TMA producer, wgmma
 // consumers. Family fwd runs one CTA per tile or a persistent grid (the config's launch form);
-// family fwd_splitkv runs one CTA per (tile, split) and writes fp32 partials.
+// family fwd_splitkv runs one CTA per (tile, split) and writes fp32 partials. The paged families
+// (fwd_pagedkv, batch_prefill) load each key block from its page of the pool.
 #include "codegen/fwd_sm90.hpp"
 #include "fmha/fwd_sm90_shape.h"
 #include "runtime/fwd_sm90_params.hpp"
@@ -31,6 +32,12 @@ jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem
 std::optional<Rejection> can_implement(const KernelConfig& config, const Problem& problem) {
   if (auto rejection = check_sequence_lengths(problem)) return rejection;
   if (auto rejection = check_sm90_limits(config, problem)) return rejection;
+  // A key block is one TMA box, so it must lie inside one page.
+  if (problem.is_paged() && problem.paged.page_size % config.block_n != 0)
+    return Rejection{"page_size", "paged.page_size = " + std::to_string(problem.paged.page_size) +
+                                      ": sm90_ws loads whole key blocks of " +
+                                      std::to_string(config.block_n) +
+                                      " keys from one page; smaller pages run on sm80_mma"};
   const bool scale_folds = !config.softcap && config.bias == BiasKind::none;
   if (scale_folds && problem.scale() < 0)
     return Rejection{"softmax_scale", "softmax_scale = " + std::to_string(problem.scale()) +
@@ -69,6 +76,16 @@ const KernelTemplate& fwd_sm90_template() {
 
 const KernelTemplate& splitkv_sm90_template() {
   static const FunctionTemplate instance(functions(Family::fwd_splitkv));
+  return instance;
+}
+
+const KernelTemplate& pagedkv_sm90_template() {
+  static const FunctionTemplate instance(functions(Family::fwd_pagedkv));
+  return instance;
+}
+
+const KernelTemplate& batch_prefill_sm90_template() {
+  static const FunctionTemplate instance(functions(Family::batch_prefill));
   return instance;
 }
 
