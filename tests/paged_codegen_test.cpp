@@ -62,8 +62,8 @@ TEST(PagedCodegen, SourcesSelectThePagedPath) {
   EXPECT_EQ(contiguous.find("paged"), std::string::npos) << contiguous;
 }
 
-// The Hopper kernel reads pages that hold whole key blocks (tables of any page size); the
-// size-specialized tables of small pages stay on sm80_mma.
+// The Hopper kernel reads tables of any page size (page_size 0), a page at a time; the
+// size-specialized tables are sm80_mma's.
 KernelConfig sm90_paged_config(Family family, PageTableKind table) {
   KernelConfig c = testing::sm90_fwd_config(DType::bf16, 128, 128, 128, 128);
   c.family = family;
@@ -83,9 +83,10 @@ TEST(PagedCodegen, HopperReadsWholeBlocksFromPages) {
   EXPECT_EQ(sm90_refusal(decode), "");
   EXPECT_EQ(sm90_refusal(sm90_paged_config(Family::batch_prefill, PageTableKind::sglang_page_list)),
             "");
-  KernelConfig small_pages = decode;
-  small_pages.page_size = 16;
-  EXPECT_NE(sm90_refusal(small_pages).find("page_size"), std::string::npos);
+  // The size-specialized tables are sm80_mma's; the any-size kernel serves pages of 16.
+  KernelConfig specialized = decode;
+  specialized.page_size = 16;
+  EXPECT_NE(sm90_refusal(specialized).find("page_size"), std::string::npos);
   KernelConfig unpadded = decode;
   unpadded.pad_seqlen_k = false;
   EXPECT_NE(sm90_refusal(unpadded).find("pad_seqlen_k"), std::string::npos);
@@ -150,19 +151,32 @@ Problem paged_decode(int64_t pages_per_seq = 4) {
   return builder.build();
 }
 
-TEST(PagedDispatch, ThePortablePagedKernelServesPagedProblems) {
+// Pages of 4 keys are below the Hopper kernel's 8: the portable kernel serves them.
+TEST(PagedDispatch, ThePortablePagedKernelServesSmallPages) {
   runtime::Registry registry;
   runtime::DispatcherOptions options;
   options.candidates = runtime::default_candidates(Arch::sm90, {Family::fwd_pagedkv});
   runtime::Dispatcher dispatcher(registry, {Arch::sm90, 132, "test"}, options);
-  const auto verdicts = dispatcher.explain(paged_decode());
+  Problem problem = paged_decode(16);  // 16 pages of 4 keys hold 64
+  problem.paged.page_size = 4;
+  problem.k.shape[1] = problem.v.shape[1] = 4;
+  problem.seqlen_k = 64;
+  problem.seqlen_k_per_batch = {64, 20, 1};
+  const auto verdicts = dispatcher.explain(problem);
   ASSERT_FALSE(verdicts.empty());
   ASSERT_TRUE(verdicts[0].rejection.empty()) << verdicts[0].rejection;
   const KernelConfig& chosen = verdicts[0].kernel;
   EXPECT_EQ(chosen.family, Family::fwd_pagedkv);
   EXPECT_EQ(chosen.pipeline, Pipeline::sm80_mma);
   EXPECT_EQ(chosen.page_table, PageTableKind::vllm_block_table);
-  EXPECT_TRUE(chosen.page_size == 0 || chosen.page_size == 16);
+  EXPECT_EQ(chosen.page_size, 0);
+  int hopper_refused_for_page_size = 0;
+  for (const auto& verdict : verdicts) {
+    if (verdict.kernel.pipeline != Pipeline::sm90_ws) continue;
+    EXPECT_FALSE(verdict.rejection.empty()) << verdict.kernel.name();
+    hopper_refused_for_page_size += verdict.rejection.find("page_size") != std::string::npos;
+  }
+  EXPECT_GT(hopper_refused_for_page_size, 0);
 }
 
 // 24 query-head rows over 8k keys leave most of 132 SMs idle in one pass: the decode splits its
@@ -194,30 +208,25 @@ TEST(PagedDispatch, LongPagedDecodeSplitsItsKeys) {
             1);
 }
 
-// Pages of 128 keys hold whole key blocks: the Hopper kernel serves the decode.
-TEST(PagedDispatch, PagesOfWholeBlocksRunOnHopper) {
+// Pages of 128 keys hold whole key blocks, pages of 16 nest in them: the Hopper kernel serves
+// both, a box per block or per page.
+TEST(PagedDispatch, NestingPagesRunOnHopper) {
   runtime::Registry registry;
   runtime::DispatcherOptions options;
   options.candidates = runtime::default_candidates(Arch::sm90, {Family::fwd_pagedkv});
   runtime::Dispatcher dispatcher(registry, {Arch::sm90, 132, "test"}, options);
-  Problem problem = paged_decode();
-  problem.paged.page_size = 128;
-  problem.k.shape[1] = problem.v.shape[1] = 128;
-  const auto verdicts = dispatcher.explain(problem);
-  ASSERT_FALSE(verdicts.empty());
-  ASSERT_TRUE(verdicts[0].rejection.empty()) << verdicts[0].rejection;
-  EXPECT_EQ(verdicts[0].kernel.pipeline, Pipeline::sm90_ws);
-  // Pages of 16 keys: every sm90_ws candidate is refused by name, sm80_mma serves.
-  const auto small = dispatcher.explain(paged_decode());
-  ASSERT_TRUE(small[0].rejection.empty());
-  EXPECT_EQ(small[0].kernel.pipeline, Pipeline::sm80_mma);
-  int hopper_refused_for_page_size = 0;
-  for (const auto& verdict : small) {
-    if (verdict.kernel.pipeline != Pipeline::sm90_ws) continue;
-    EXPECT_FALSE(verdict.rejection.empty()) << verdict.kernel.name();
-    hopper_refused_for_page_size += verdict.rejection.find("page_size") != std::string::npos;
+  for (int64_t page_size : {16, 128}) {
+    SCOPED_TRACE(page_size);
+    Problem problem = paged_decode();
+    problem.paged.page_size = page_size;
+    problem.k.shape[1] = problem.v.shape[1] = page_size;
+    const auto verdicts = dispatcher.explain(problem);
+    ASSERT_FALSE(verdicts.empty());
+    ASSERT_TRUE(verdicts[0].rejection.empty()) << verdicts[0].rejection;
+    EXPECT_EQ(verdicts[0].kernel.pipeline, Pipeline::sm90_ws);
+    EXPECT_EQ(codegen::sm90_paged_box_rows(verdicts[0].kernel, problem),
+              std::min<int64_t>(page_size, verdicts[0].kernel.block_n));
   }
-  EXPECT_GT(hopper_refused_for_page_size, 0);
 }
 
 TEST(PagedDispatch, HostPageTablesGetWorkspaceByCapacityClass) {

@@ -48,33 +48,43 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
     const int batch = int(seq.view_batch);
     const int head = tile_id.head;  // the KV head itself when GQA groups are packed
     const int kv_head = Traits::kPackGqa ? head : int(head / p.head_group);
-    // A paged block's (slot, page) in the pool; a contiguous block's (row, batch) in K/V.
-    auto block_coordinates = [&](int step, int& row, int& outer) {
-      const int key = blocks.block(step) * Traits::kBlockN;
-      if constexpr (Traits::kPaged) {
-        const PagedKeys keys = PagedKeys::make(p, tile_id.batch);
-        const int page_size = int(keys.page_size);
-        row = key % page_size;
-        outer = keys.pages[key / page_size];
-      } else {
-        row = int(seq.k_start) + key;
-        outer = batch;
-      }
-    };
-
     // Block `step` of the tile into its ring slot: wait until the consumers freed the slot,
     // announce the bytes, then one TMA box per 64-column panel.
     auto load_block = [&](int step, tile::u32 empty, tile::u32 full, tile::u32 destination,
                           int stage_bytes, int panels, int panel_bytes,
                           const tile::TensorMap* map) {
-      int key_row, outer;
-      block_coordinates(step, key_row, outer);
+      const int key_begin = blocks.block(step) * Traits::kBlockN;
       tile::mbarrier_wait(empty, ring_phase<kStages>(step_base + step) ^ 1u);
-      tile::mbarrier_arrive_expect_tx(full, stage_bytes);
+      if constexpr (Traits::kPaged) {
+        // Pages of at least a block: one box (the block) per panel at (slot, page). Smaller
+        // pages: a box of one page's rows per page the block spans; boxes wholly past the
+        // sequence's keys are skipped, since their table entries are not the sequence's.
+        // Whatever such rows hold, the mask drops their keys and the consumers zero their V.
+        const PagedKeys keys = PagedKeys::make(p, tile_id.batch);
+        const int page_size = int(keys.page_size);
+        const int box_rows = page_size < Traits::kBlockN ? page_size : Traits::kBlockN;
+        const int wanted = seq.len_k - key_begin;
+        const int boxes = wanted >= Traits::kBlockN ? Traits::kBlockN / box_rows
+                                                    : (wanted + box_rows - 1) / box_rows;
+        tile::mbarrier_arrive_expect_tx(full, stage_bytes / Traits::kBlockN * box_rows * boxes);
+        for (int box = 0; box < boxes; ++box) {
+          const int key = key_begin + box * box_rows;
+          const int page = keys.pages[key / page_size];
+          const tile::u32 rows = tile::u32(box * box_rows * kSm90RowBytes);
 #pragma unroll
-      for (int panel = 0; panel < panels; ++panel) {
-        tile::tma_load_4d(destination + panel * panel_bytes, map, full, panel * kSm90PanelElements,
-                          key_row, kv_head, outer);
+          for (int panel = 0; panel < panels; ++panel) {
+            tile::tma_load_4d(destination + panel * panel_bytes + rows, map, full,
+                              panel * kSm90PanelElements, key % page_size, kv_head, page);
+          }
+        }
+      } else {
+        tile::mbarrier_arrive_expect_tx(full, stage_bytes);
+#pragma unroll
+        for (int panel = 0; panel < panels; ++panel) {
+          tile::tma_load_4d(destination + panel * panel_bytes, map, full,
+                            panel * kSm90PanelElements, int(seq.k_start) + key_begin, kv_head,
+                            batch);
+        }
       }
     };
     auto load_k = [&](int step) {

@@ -44,9 +44,10 @@ struct Sm90FwdTraits {
   // keys of its split and writes a partial O (normalized by the split's own sum) and its LSE as
   // fp32 into FwdParams::o_acc / lse_acc instead of O and LSE.
   static constexpr bool kSplitKv = SplitKv;
-  // Paged K/V (fwd_pagedkv, batch_prefill, and split partials over pages): every key block lies
-  // in one page (page_size % BlockN == 0, checked on the host), so a block is one TMA box per
-  // panel at (slot, kv head, page) of the pool's [page, slot, head, dim] map.
+  // Paged K/V (fwd_pagedkv, batch_prefill, and split partials over pages): a key block is one
+  // TMA box per panel at (slot, kv head, page) of the pool's [page, slot, head, dim] map where
+  // pages hold whole blocks, else one box per page it spans (pages of 8 keys or more, so every
+  // box starts on a whole swizzle atom; the host checks that pages and blocks nest).
   static constexpr bool kPaged = Paged;
   static constexpr bool kOverlap = Schedule != Sm90Schedule::serial;
   static constexpr bool kPingpong = Schedule == Sm90Schedule::pingpong && kConsumerGroups > 1;

@@ -1,8 +1,9 @@
-"""Paged KV caches on the GPU (sm80_mma's paged kernels): paged_attention and batch_prefill on
-CUDA tensors against the CPU reference on the same inputs, over shuffled page pools with pages
-of 1, 16, 128 and 1024 tokens (gathered rows, and whole key blocks per page), both pool layouts, both
-page-table forms, GQA and empty sequences. Skipped (and reported as skipped) without PyTorch, a
-CUDA GPU or a usable driver."""
+"""Paged KV caches on the GPU: paged_attention and batch_prefill on CUDA tensors against the
+CPU reference on the same inputs. sm90_ws serves pages of 8 keys or more (a TMA box per block,
+or per page where pages are smaller than the block), sm80_mma smaller pages (rows gathered).
+Shuffled page pools with pages of 1, 8, 16, 128 and 1024 tokens, both pool layouts, both
+page-table forms, GQA, empty sequences, split-KV, device tables in CUDA graphs and checked mode.
+Skipped (and reported as skipped) without PyTorch, a CUDA GPU or a usable driver."""
 
 import numpy as np
 import pytest
@@ -43,7 +44,7 @@ def tables(cache, form):
 
 @pytest.mark.parametrize("form", ["block_table", "page_list"])
 @pytest.mark.parametrize("layout", ["nhd", "hnd"])
-@pytest.mark.parametrize("page_size", [1, 16, 128, 1024])
+@pytest.mark.parametrize("page_size", [1, 8, 16, 128, 1024])
 def test_paged_decode_matches_the_cpu_reference(page_size, layout, form):
     rng = np.random.default_rng(page_size)
     lengths = [300, 17, 0, 129]

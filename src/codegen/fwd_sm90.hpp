@@ -24,10 +24,16 @@ namespace tilefmha::codegen {
 // latter without dropout, sink_logit or lse (the combine adds the sink logit and writes LSE),
 // never persistent, and with block_n dividing 128 (fmha::kSplitKvGranule: a key block never
 // straddles two splits). Paged K/V (fwd_pagedkv, batch_prefill, fwd_splitkv over pages) for
-// tables of any page size (page_size 0): the problem's pages must hold whole key blocks.
+// tables of any page size (page_size 0): the problem's pages (8 keys or more) and the key block
+// must nest, which the template checks per problem.
 void check_supported_sm90(const KernelConfig& config);
 // The paged families, and split-KV partials over a paged cache.
 bool sm90_paged(const KernelConfig& config);
+// The smallest page sm90_ws reads: a box of 8 rows of 128 bytes is one whole swizzle atom.
+inline constexpr int64_t kSm90MinPageSize = 8;
+// The rows of one K/V TMA box of a paged problem: the block, or one page where pages are
+// smaller.
+int64_t sm90_paged_box_rows(const KernelConfig& config, const Problem& problem);
 
 // Implementation choices that are not part of a kernel's identity (its KernelConfig): how the
 // consumer warpgroups schedule GEMMs and softmax, and whether CTAs loop over tiles.

@@ -75,6 +75,10 @@ bool sm90_paged(const KernelConfig& c) {
          (c.family == Family::fwd_splitkv && c.page_table != PageTableKind::none);
 }
 
+int64_t sm90_paged_box_rows(const KernelConfig& c, const Problem& problem) {
+  return problem.is_paged() ? std::min<int64_t>(problem.paged.page_size, c.block_n) : c.block_n;
+}
+
 void check_supported_sm90(const KernelConfig& c) {
   const bool paged = sm90_paged(c);
   if (c.family != Family::fwd && c.family != Family::fwd_splitkv && !paged)
@@ -82,12 +86,12 @@ void check_supported_sm90(const KernelConfig& c) {
                 "sm90_ws codegen implements fwd, fwd_splitkv, fwd_pagedkv and batch_prefill");
   if (paged && c.page_table == PageTableKind::none)
     unsupported("page_table", c.page_table, "a paged family reads K/V through a page table");
-  // A key block is one TMA box inside one page: the size-specialized tables of small pages
-  // (16, 1) gather rows, which the portable sm80_mma kernel does.
+  // The any-page-size kernel serves every page size it can (the template checks the problem's);
+  // the size-specialized tables exist for sm80_mma's row gathers.
   if (paged && c.page_size != 0)
     unsupported("page_size", c.page_size,
-                "sm90_ws loads whole key blocks from one page (pages of at least block_n keys); "
-                "smaller pages run on sm80_mma");
+                "sm90_ws reads tables of any page size (page_size 0) a page at a time; the "
+                "size-specialized kernels are sm80_mma's");
   if (paged && !(c.pad_seqlen_q && c.pad_seqlen_k))
     unsupported("pad_seqlen_k", c.pad_seqlen_k,
                 "paged K/V needs pad_seqlen_q and pad_seqlen_k (per-sequence key counts)");

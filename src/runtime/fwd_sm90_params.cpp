@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "codegen/fwd_sm90.hpp"
 #include "fmha/fwd_sm90_shape.h"
 #include "tilefmha/error.hpp"
 
@@ -127,8 +128,10 @@ Sm90TensorMapSpecs sm90_tensor_map_specs(const Problem& p, const KernelConfig& c
     specs.q = view_map(p.q, "q", static_cast<uint32_t>(c.block_m));
     if (store_o) specs.o = view_map(p.o, "o", static_cast<uint32_t>(fmha::kSm90WarpgroupRows));
   }
-  specs.k = view_map(p.k, "k", static_cast<uint32_t>(c.block_n));
-  specs.v = view_map(p.v, "v", static_cast<uint32_t>(c.block_n));
+  // Paged K/V: boxes of one page where pages are smaller than the block.
+  const auto kv_rows = static_cast<uint32_t>(codegen::sm90_paged_box_rows(c, p));
+  specs.k = view_map(p.k, "k", kv_rows);
+  specs.v = view_map(p.v, "v", kv_rows);
   return specs;
 }
 

@@ -79,7 +79,11 @@ KernelConfig launch_form(KernelConfig kernel, const Problem& problem) {
   kernel.pack_gqa = false;
   kernel.persistent = false;
   if (kernel.pipeline != Pipeline::sm90_ws) return kernel;
-  if (kernel.family != Family::fwd && kernel.family != Family::fwd_splitkv) return kernel;
+  // Paged decode packs its GQA groups like the contiguous one (K/V rows come from pages either
+  // way); batch prefill is group mode, which a packed tile does not hold.
+  if (kernel.family != Family::fwd && kernel.family != Family::fwd_splitkv &&
+      kernel.family != Family::fwd_pagedkv)
+    return kernel;
   if (codegen::sm90_pack_gqa_pays(kernel, problem))
     kernel.pack_gqa = true;  // short rows: one CTA per packed tile
   else if (kernel.family == Family::fwd && codegen::sm90_persistent_grid_pays(kernel, problem))

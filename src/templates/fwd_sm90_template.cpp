@@ -32,12 +32,17 @@ jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem
 std::optional<Rejection> can_implement(const KernelConfig& config, const Problem& problem) {
   if (auto rejection = check_sequence_lengths(problem)) return rejection;
   if (auto rejection = check_sm90_limits(config, problem)) return rejection;
-  // A key block is one TMA box, so it must lie inside one page.
-  if (problem.is_paged() && problem.paged.page_size % config.block_n != 0)
-    return Rejection{"page_size", "paged.page_size = " + std::to_string(problem.paged.page_size) +
-                                      ": sm90_ws loads whole key blocks of " +
-                                      std::to_string(config.block_n) +
-                                      " keys from one page; smaller pages run on sm80_mma"};
+  if (problem.is_paged()) {
+    // A key block is whole pages or lies inside one, loaded a box per page; boxes of 8 rows or
+    // more start on whole 1024-byte swizzle atoms.
+    const int64_t page = problem.paged.page_size, block = config.block_n;
+    if (page < codegen::kSm90MinPageSize || (page % block != 0 && block % page != 0))
+      return Rejection{"page_size", "paged.page_size = " + std::to_string(page) +
+                                        ": sm90_ws loads key blocks of " + std::to_string(block) +
+                                        " keys a page at a time and needs pages of at least " +
+                                        std::to_string(codegen::kSm90MinPageSize) +
+                                        " keys that nest with the block; it runs on sm80_mma"};
+  }
   const bool scale_folds = !config.softcap && config.bias == BiasKind::none;
   if (scale_folds && problem.scale() < 0)
     return Rejection{"softmax_scale", "softmax_scale = " + std::to_string(problem.scale()) +
