@@ -54,7 +54,6 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
                           int stage_bytes, int panels, int panel_bytes,
                           const tile::TensorMap* map) {
       const int key_begin = blocks.block(step) * Traits::kBlockN;
-      tile::mbarrier_wait(empty, ring_phase<kStages>(step_base + step) ^ 1u);
       if constexpr (Traits::kPaged) {
         // Pages of at least a block: one box (the block) per panel at (slot, page). Smaller
         // pages: a box of one page's rows per page the block spans; boxes wholly past the
@@ -66,18 +65,28 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
         const int wanted = seq.len_k - key_begin;
         const int boxes = wanted >= Traits::kBlockN ? Traits::kBlockN / box_rows
                                                     : (wanted + box_rows - 1) / box_rows;
+        // The table reads are independent: issue them all before waiting for the slot, so
+        // their latency overlaps the wait instead of serializing the TMA issues.
+        constexpr int kMaxBoxes = Traits::kBlockN / kSm90MinPageRows;
+        int pages[kMaxBoxes];
+#pragma unroll
+        for (int box = 0; box < kMaxBoxes; ++box)
+          pages[box] = box < boxes ? keys.pages[(key_begin + box * box_rows) / page_size] : 0;
+        tile::mbarrier_wait(empty, ring_phase<kStages>(step_base + step) ^ 1u);
         tile::mbarrier_arrive_expect_tx(full, stage_bytes / Traits::kBlockN * box_rows * boxes);
-        for (int box = 0; box < boxes; ++box) {
-          const int key = key_begin + box * box_rows;
-          const int page = keys.pages[key / page_size];
+#pragma unroll
+        for (int box = 0; box < kMaxBoxes; ++box) {
+          if (box >= boxes) break;
+          const int slot = (key_begin + box * box_rows) % page_size;
           const tile::u32 rows = tile::u32(box * box_rows * kSm90RowBytes);
 #pragma unroll
           for (int panel = 0; panel < panels; ++panel) {
             tile::tma_load_4d(destination + panel * panel_bytes + rows, map, full,
-                              panel * kSm90PanelElements, key % page_size, kv_head, page);
+                              panel * kSm90PanelElements, slot, kv_head, pages[box]);
           }
         }
       } else {
+        tile::mbarrier_wait(empty, ring_phase<kStages>(step_base + step) ^ 1u);
         tile::mbarrier_arrive_expect_tx(full, stage_bytes);
 #pragma unroll
         for (int panel = 0; panel < panels; ++panel) {

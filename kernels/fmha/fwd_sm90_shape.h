@@ -10,9 +10,12 @@
 namespace tilefmha::fmha {
 
 constexpr int kSm90WarpgroupThreads = 128;
-constexpr int kSm90WarpgroupRows = 64;     // rows of one wgmma m64 tile
-constexpr int kSm90PanelElements = 64;     // 16-bit elements per 128-byte swizzled row
-constexpr int kSm90RowBytes = 128;         // one panel row
+constexpr int kSm90WarpgroupRows = 64;  // rows of one wgmma m64 tile
+constexpr int kSm90PanelElements = 64;  // 16-bit elements per 128-byte swizzled row
+constexpr int kSm90RowBytes = 128;      // one panel row
+// The smallest page the paged kernels read a box at a time: 8 rows of 128 bytes are one whole
+// 1024-byte swizzle atom, so every box starts on an atom.
+constexpr int kSm90MinPageRows = 8;
 constexpr int kSm90AtomBytes = 1024;       // 8 rows: the swizzle pattern's period
 constexpr int kSm90MaxConsumerGroups = 3;  // 4 warpgroups: 512 threads, 128 registers each
 

@@ -29,8 +29,8 @@ namespace tilefmha::codegen {
 void check_supported_sm90(const KernelConfig& config);
 // The paged families, and split-KV partials over a paged cache.
 bool sm90_paged(const KernelConfig& config);
-// The smallest page sm90_ws reads: a box of 8 rows of 128 bytes is one whole swizzle atom.
-inline constexpr int64_t kSm90MinPageSize = 8;
+// The smallest page sm90_ws reads (fmha::kSm90MinPageRows).
+inline constexpr int64_t kSm90MinPageSize = fmha::kSm90MinPageRows;
 // The rows of one K/V TMA box of a paged problem: the block, or one page where pages are
 // smaller.
 int64_t sm90_paged_box_rows(const KernelConfig& config, const Problem& problem);
