@@ -65,24 +65,34 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
         const int wanted = seq.len_k - key_begin;
         const int boxes = wanted >= Traits::kBlockN ? Traits::kBlockN / box_rows
                                                     : (wanted + box_rows - 1) / box_rows;
-        // The table reads are independent: issue them all before waiting for the slot, so
-        // their latency overlaps the wait instead of serializing the TMA issues.
-        constexpr int kMaxBoxes = Traits::kBlockN / kSm90MinPageRows;
-        int pages[kMaxBoxes];
+        // The table reads are independent: a group of them is issued before the TMAs that need
+        // them (the first group before waiting for the slot), so their latencies overlap. The
+        // producer keeps few registers, so the groups stay small.
+        constexpr int kGroup = 4;
+        auto read_pages = [&](int first, int(&pages)[kGroup]) {
 #pragma unroll
-        for (int box = 0; box < kMaxBoxes; ++box)
-          pages[box] = box < boxes ? keys.pages[(key_begin + box * box_rows) / page_size] : 0;
+          for (int i = 0; i < kGroup; ++i) {
+            const int box = first + i;
+            pages[i] = box < boxes ? keys.pages[(key_begin + box * box_rows) / page_size] : 0;
+          }
+        };
+        int pages[kGroup];
+        read_pages(0, pages);
         tile::mbarrier_wait(empty, ring_phase<kStages>(step_base + step) ^ 1u);
         tile::mbarrier_arrive_expect_tx(full, stage_bytes / Traits::kBlockN * box_rows * boxes);
+        for (int first = 0; first < boxes; first += kGroup) {
+          if (first > 0) read_pages(first, pages);
 #pragma unroll
-        for (int box = 0; box < kMaxBoxes; ++box) {
-          if (box >= boxes) break;
-          const int slot = (key_begin + box * box_rows) % page_size;
-          const tile::u32 rows = tile::u32(box * box_rows * kSm90RowBytes);
+          for (int i = 0; i < kGroup; ++i) {
+            const int box = first + i;
+            if (box >= boxes) break;
+            const int slot = (key_begin + box * box_rows) % page_size;
+            const tile::u32 rows = tile::u32(box * box_rows * kSm90RowBytes);
 #pragma unroll
-          for (int panel = 0; panel < panels; ++panel) {
-            tile::tma_load_4d(destination + panel * panel_bytes + rows, map, full,
-                              panel * kSm90PanelElements, slot, kv_head, pages[box]);
+            for (int panel = 0; panel < panels; ++panel) {
+              tile::tma_load_4d(destination + panel * panel_bytes + rows, map, full,
+                                panel * kSm90PanelElements, slot, kv_head, pages[i]);
+            }
           }
         }
       } else {
