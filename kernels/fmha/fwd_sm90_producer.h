@@ -54,6 +54,7 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
                           int stage_bytes, int panels, int panel_bytes,
                           const tile::TensorMap* map) {
       const int key_begin = blocks.block(step) * Traits::kBlockN;
+      tile::mbarrier_wait(empty, ring_phase<kStages>(step_base + step) ^ 1u);
       if constexpr (Traits::kPaged) {
         // Pages of at least a block: one box (the block) per panel at (slot, page). Smaller
         // pages: a box of one page's rows per page the block spans; boxes wholly past the
@@ -65,38 +66,18 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
         const int wanted = seq.len_k - key_begin;
         const int boxes = wanted >= Traits::kBlockN ? Traits::kBlockN / box_rows
                                                     : (wanted + box_rows - 1) / box_rows;
-        // The table reads are independent: a group of them is issued before the TMAs that need
-        // them (the first group before waiting for the slot), so their latencies overlap. The
-        // producer keeps few registers, so the groups stay small.
-        constexpr int kGroup = 4;
-        auto read_pages = [&](int first, int(&pages)[kGroup]) {
-#pragma unroll
-          for (int i = 0; i < kGroup; ++i) {
-            const int box = first + i;
-            pages[i] = box < boxes ? keys.pages[(key_begin + box * box_rows) / page_size] : 0;
-          }
-        };
-        int pages[kGroup];
-        read_pages(0, pages);
-        tile::mbarrier_wait(empty, ring_phase<kStages>(step_base + step) ^ 1u);
         tile::mbarrier_arrive_expect_tx(full, stage_bytes / Traits::kBlockN * box_rows * boxes);
-        for (int first = 0; first < boxes; first += kGroup) {
-          if (first > 0) read_pages(first, pages);
+        for (int box = 0; box < boxes; ++box) {
+          const int key = key_begin + box * box_rows;
+          const int page = keys.pages[key / page_size];
+          const tile::u32 rows = tile::u32(box * box_rows * kSm90RowBytes);
 #pragma unroll
-          for (int i = 0; i < kGroup; ++i) {
-            const int box = first + i;
-            if (box >= boxes) break;
-            const int slot = (key_begin + box * box_rows) % page_size;
-            const tile::u32 rows = tile::u32(box * box_rows * kSm90RowBytes);
-#pragma unroll
-            for (int panel = 0; panel < panels; ++panel) {
-              tile::tma_load_4d(destination + panel * panel_bytes + rows, map, full,
-                                panel * kSm90PanelElements, slot, kv_head, pages[i]);
-            }
+          for (int panel = 0; panel < panels; ++panel) {
+            tile::tma_load_4d(destination + panel * panel_bytes + rows, map, full,
+                              panel * kSm90PanelElements, key % page_size, kv_head, page);
           }
         }
       } else {
-        tile::mbarrier_wait(empty, ring_phase<kStages>(step_base + step) ^ 1u);
         tile::mbarrier_arrive_expect_tx(full, stage_bytes);
 #pragma unroll
         for (int panel = 0; panel < panels; ++panel) {
