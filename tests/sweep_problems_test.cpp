@@ -213,6 +213,23 @@ void write_output(const HostProblem& host, Problem as_read) {
   reference::run(as_read);
 }
 
+// The reference reads only the sequences' keys: over a NaN-trapped pool with ragged key lengths
+// (a decode shape, vLLM table with NaN padding entries) the right output is finite and passes.
+TEST(SweepRowValidation, RaggedDecodeOverTheTrappedPoolPasses) {
+  for (const bench::MatrixShape& shape : smoke_shapes(Family::fwd_pagedkv)) {
+    if (shape.seqlen_q != 1 || shape.page_size != 64 || shape.mask != MaskKind::causal) continue;
+    HostProblem host =
+        build(shape, paged_kernel(shape, PageTableKind::vllm_block_table, KvLayout::nhd));
+    write_output(host, host.problem);
+    for (int64_t e = 0; e < host.problem.o.numel(); ++e)
+      ASSERT_TRUE(std::isfinite(numeric::load(host.problem.o.data, host.problem.o.dtype, e)));
+    const cli::RowValidation v = cli::validate_row(host.problem);
+    EXPECT_EQ(v.status, "passed") << v.report;
+    return;
+  }
+  FAIL() << "no smoke pagedkv shape with seqlen_q 1, page 64, causal";
+}
+
 TEST(SweepRowValidation, PassesTheRightOutputAndFailsAWrongPageRead) {
   const bench::MatrixShape shape = small_prefill();
   HostProblem host =

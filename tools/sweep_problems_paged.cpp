@@ -44,11 +44,12 @@ TensorView pool_view(DType dtype, KvLayout layout, int64_t pages, int64_t page_s
 
 // Every element of `bytes` set to NaN of `dtype`.
 void fill_nan(std::vector<std::byte>& bytes, DType dtype, int64_t elements) {
-  const auto size = static_cast<size_t>(dtype_size(dtype));
-  std::vector<std::byte> nan(size);
-  numeric::store(nan.data(), dtype, 0, std::numeric_limits<double>::quiet_NaN());
-  bytes.resize(static_cast<size_t>(elements) * size);
-  for (size_t at = 0; at < bytes.size(); at += size) std::memcpy(bytes.data() + at, nan.data(), size);
+  bytes.resize(static_cast<size_t>(elements * dtype_size(dtype)));
+  if (bytes.empty()) return;
+  numeric::store(bytes.data(), dtype, 0, std::numeric_limits<double>::quiet_NaN());
+  // Doubling copies: a pool is tens of millions of elements.
+  for (size_t filled = static_cast<size_t>(dtype_size(dtype)); filled < bytes.size(); filled *= 2)
+    std::memcpy(bytes.data() + filled, bytes.data(), std::min(filled, bytes.size() - filled));
 }
 
 // The page assignment: which pool page holds logical page p of sequence b, and the spare
