@@ -40,10 +40,10 @@ void expect_served_and_validated(const std::string& variant, Family family) {
   const fs::path dir = testing::fresh_test_dir("cli_sweep_gpu_test");
   const fs::path json = dir / (variant + ".json");
   // No --validate: it is the default for the serving families.
-  const testing::CliResult result = testing::run_cli(
-      "sweep --category smoke --variant " + variant + " --arch " + arch +
-      " --no-progress --warmup 1 --repeat 3 " + kFilter + " --cache-dir " +
-      (dir / "cache").string() + " --json " + json.string());
+  const testing::CliResult result =
+      testing::run_cli("sweep --category smoke --variant " + variant + " --arch " + arch +
+                       " --no-progress --warmup 1 --repeat 3 " + kFilter + " --cache-dir " +
+                       (dir / "cache").string() + " --json " + json.string());
   ASSERT_EQ(result.exit_code, 0) << result.output;
   std::ifstream json_file(json);
   const nlohmann::json root = nlohmann::json::parse(json_file);

@@ -115,8 +115,8 @@ TEST(CliSweep, CompileOnlyServesEveryPagedShapeOnSm90) {
     const fs::path json = dir / (std::string(variant) + ".json");
     const CliResult result =
         run_cli(std::string("sweep --compile-only --category smoke --variant ") + variant +
-                " --arch sm90 --no-progress " + filter + " --cache-dir " + (dir / "cache").string() +
-                " --json " + json.string());
+                " --arch sm90 --no-progress " + filter + " --cache-dir " +
+                (dir / "cache").string() + " --json " + json.string());
     ASSERT_EQ(result.exit_code, 0) << result.output;
     std::ifstream json_file(json);
     const nlohmann::json root = nlohmann::json::parse(json_file);

@@ -14,6 +14,7 @@
 #include "core/numeric.hpp"
 #include "sweep_problem.hpp"
 #include "sweep_validate.hpp"
+#include "tilefmha/error.hpp"
 #include "tilefmha/reference.hpp"
 
 namespace tilefmha {
@@ -171,8 +172,7 @@ TEST(SweepPagedProblem, PagesAreScatteredAndKeyLengthsRagged) {
 TEST(SweepPagedProblem, FlopsCountVisiblePairs) {
   for (Family family : {Family::fwd_pagedkv, Family::batch_prefill})
     for (const bench::MatrixShape& shape : smoke_shapes(family)) {
-      const HostProblem host =
-          build(shape, paged_kernel(shape, shape.page_table, KvLayout::nhd));
+      const HostProblem host = build(shape, paged_kernel(shape, shape.page_table, KvLayout::nhd));
       const Problem& p = host.problem;
       double pairs = 0;
       for (int64_t b = 0; b < p.batch; ++b) {
@@ -186,6 +186,25 @@ TEST(SweepPagedProblem, FlopsCountVisiblePairs) {
           << shape.label();
       EXPECT_GT(host.bytes, 0) << shape.label();
     }
+}
+
+TEST(SweepPagedProblem, BadInputNamesTheField) {
+  bench::MatrixShape shape = smoke_shapes(Family::fwd_pagedkv).front();
+  const KernelConfig contiguous = paged_kernel(shape, PageTableKind::none, KvLayout::nhd);
+  auto message = [](const bench::MatrixShape& s, const KernelConfig& k) -> std::string {
+    HostProblem host;
+    try {
+      cli::build_host_problem(s, k, host);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(message(shape, contiguous).rfind("page_table:", 0), 0u) << message(shape, contiguous);
+  shape.page_size = 0;
+  const KernelConfig paged = paged_kernel(shape, PageTableKind::vllm_block_table, KvLayout::nhd);
+  EXPECT_EQ(message(shape, paged).rfind("page_size 0", 0), 0u) << message(shape, paged);
 }
 
 TEST(SweepPagedProblem, AppendKvRowsSayWhichFamilyIsNotTimed) {

@@ -221,13 +221,14 @@ void add_sweep_command(CLI::App& app) {
       ->capture_default_str();
   sweep->add_flag("--compile-only", o->compile_only,
                   "build and match only, no timing: needs no GPU");
-  CLI::Option* validate =
-      sweep->add_flag_callback("--validate", [o] { o->validate = true; },
-                               "compare each timed row's GPU output with the CPU reference "
-                               "(default: on for pagedkv and batch_prefill)");
+  CLI::Option* validate = sweep->add_flag_callback(
+      "--validate", [o] { o->validate = true; },
+      "compare each timed row's GPU output with the CPU reference "
+      "(default: on for pagedkv and batch_prefill)");
   sweep
-      ->add_flag_callback("--no-validate", [o] { o->validate = false; },
-                          "time only, even pagedkv and batch_prefill")
+      ->add_flag_callback(
+          "--no-validate", [o] { o->validate = false; },
+          "time only, even pagedkv and batch_prefill")
       ->excludes(validate);
   sweep->add_option("--csv", o->csv_path, "write the rows to this CSV file");
   sweep->add_option("--json", o->json_path, "write the rows to this JSON file");

@@ -109,9 +109,9 @@ json sweep_row_json(const SweepMatch& match) {
   out["kernel_name"] = matched ? json(match.kernel->name()) : json(nullptr);
   // Every identity field by the single field table, so a row rebuilds its KernelConfig.
   put_kernel_fields(out, matched ? &*match.kernel : nullptr);
-  for (const char* column : {"median_ms", "tflops", "gbps", "card", "sm_clock_mhz",
-                             "memory_clock_mhz", "driver", "validated", "validation",
-                             "max_abs_error"})
+  for (const char* column :
+       {"median_ms", "tflops", "gbps", "card", "sm_clock_mhz", "memory_clock_mhz", "driver",
+        "validated", "validation", "max_abs_error"})
     out[column] = nullptr;
   return out;
 }

@@ -3,7 +3,8 @@
 // The pool is laid out to catch wrong page reads: each sequence's pages are scattered over a
 // shuffled pool with spare pages, and every slot no sequence's key lives in (spare pages, the
 // tail of a sequence's last page) holds NaN, as does the page that a vLLM table's padding
-// entries name; a kernel reading any of them turns O into NaN, which validation rejects.
+// entries name; a kernel that takes any of them into its sums (a NaN V row times even a zero
+// probability) turns O into NaN, which validation rejects.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -147,6 +148,14 @@ void fill_pool(std::vector<std::byte>& pool, TensorView& view,
 std::string build_paged_problem(const bench::MatrixShape& s, const KernelConfig& kernel,
                                 HostProblem& h) {
   if (s.bias != BiasKind::none) return "timing does not set up bias tensors yet";
+  // Both are checked upstream (the matrix loader, the match); here they would divide by zero or
+  // build a contiguous problem for a paged kernel.
+  if (s.page_size < 1)
+    throw Error(ErrorKind::invalid_argument, "page_size " + std::to_string(s.page_size) + " of " +
+                                                 s.label() + " is not positive");
+  if (kernel.page_table == PageTableKind::none)
+    throw Error(ErrorKind::invalid_argument, "page_table: kernel " + kernel.name() +
+                                                 " has none, but " + s.label() + " is paged");
   const bool group = s.mode() == Mode::group;
   // Group mode: q = k lengths per sequence, the key counts coming from seqstart_k as a serving
   // engine's prefill gives them; batch mode: one query length, ragged key lengths.
@@ -163,9 +172,11 @@ std::string build_paged_problem(const bench::MatrixShape& s, const KernelConfig&
 
   const PageAssignment pages = assign_pages(key_lengths, s.page_size, 0x9a9e5);
   const PagedKv paged = page_table(pages, kernel.page_table, kernel.kv_layout, s.page_size);
-  TensorView k = pool_view(s.dtype, paged.layout, paged.num_pages, s.page_size, s.nhead_k, s.hdim_q);
+  TensorView k =
+      pool_view(s.dtype, paged.layout, paged.num_pages, s.page_size, s.nhead_k, s.hdim_q);
   fill_pool(h.k, k, key_lengths, pages, 2);
-  TensorView v = pool_view(s.dtype, paged.layout, paged.num_pages, s.page_size, s.nhead_k, s.hdim_v);
+  TensorView v =
+      pool_view(s.dtype, paged.layout, paged.num_pages, s.page_size, s.nhead_k, s.hdim_v);
   fill_pool(h.v, v, key_lengths, pages, 3);
 
   ProblemBuilder builder(s.family);

@@ -25,7 +25,7 @@ void put_validation(const RowValidation& v, nlohmann::ordered_json& row) {
   row["validated"] = v.status == "passed";
   row["validation"] = v.status == "skipped" ? v.scope : v.status + ": " + v.scope;
   row["max_abs_error"] = v.status == "skipped" ? nlohmann::ordered_json(nullptr)
-                                                : nlohmann::ordered_json(v.max_abs_error);
+                                               : nlohmann::ordered_json(v.max_abs_error);
   if (v.status != "failed") return;
   std::string lines = v.report;
   while (!lines.empty() && lines.back() == '\n') lines.pop_back();
