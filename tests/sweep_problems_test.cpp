@@ -12,10 +12,12 @@
 
 #include "bench/matrix.hpp"
 #include "core/numeric.hpp"
+#include "sweep_device_indices.hpp"
 #include "sweep_problem.hpp"
 #include "sweep_validate.hpp"
 #include "tilefmha/error.hpp"
 #include "tilefmha/reference.hpp"
+#include "tilefmha/validate.hpp"
 
 namespace tilefmha {
 namespace {
@@ -205,6 +207,39 @@ TEST(SweepPagedProblem, BadInputNamesTheField) {
   shape.page_size = 0;
   const KernelConfig paged = paged_kernel(shape, PageTableKind::vllm_block_table, KvLayout::nhd);
   EXPECT_EQ(message(shape, paged).rfind("page_size 0", 0), 0u) << message(shape, paged);
+}
+
+// The form the sweep times (index arrays where the kernels read them, host vectors empty) is a
+// valid problem for every paged shape and table form; here the "device" is host memory.
+TEST(SweepPagedProblem, IndexArraysOnTheDeviceFormValidate) {
+  for (Family family : {Family::fwd_pagedkv, Family::batch_prefill})
+    for (const bench::MatrixShape& shape : smoke_shapes(family)) {
+      const KernelConfig kernel =
+          paged_kernel(shape,
+                       family == Family::batch_prefill ? PageTableKind::vllm_block_table
+                                                       : PageTableKind::sglang_page_list,
+                       KvLayout::nhd);
+      const HostProblem host = build(shape, kernel);
+      std::vector<std::vector<std::byte>> placed;
+      const Problem p = cli::with_placed_indices(host.problem, [&](auto array) {
+        placed.emplace_back(array.begin(), array.end());
+        return static_cast<const void*>(placed.back().data());
+      });
+      EXPECT_TRUE(p.seqstart_q.empty() && p.seqstart_k.empty() && p.seqlen_k_per_batch.empty());
+      EXPECT_TRUE(p.paged.block_table.empty() && p.paged.page_indices.empty());
+      EXPECT_TRUE(p.device_indices.seqlen_k) << shape.label();
+      EXPECT_EQ(p.device_indices.seqstart_q != nullptr, family == Family::batch_prefill);
+      EXPECT_TRUE(p.device_indices.page_table()) << shape.label();
+      try {
+        validate(p);
+      } catch (const Error& e) {
+        ADD_FAILURE() << shape.label() << ": " << e.what();
+      }
+      // The placed key lengths are the host problem's.
+      const auto* lengths = p.device_indices.seqlen_k;
+      for (int64_t b = 0; b < p.batch; ++b)
+        EXPECT_EQ(lengths[b], host.problem.key_length(b)) << shape.label() << " sequence " << b;
+    }
 }
 
 TEST(SweepPagedProblem, AppendKvRowsSayWhichFamilyIsNotTimed) {

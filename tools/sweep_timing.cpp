@@ -1,9 +1,12 @@
 #include "sweep_timing.hpp"
 
+#include <optional>
+
 #include "jit/cuda_driver.hpp"
 #include "jit/module.hpp"
 #include "runtime/device_info.hpp"
 #include "runtime/device_mirror.hpp"
+#include "sweep_device_indices.hpp"
 #include "sweep_problem.hpp"
 #include "sweep_validate.hpp"
 #include "tilefmha/engine.hpp"
@@ -98,8 +101,11 @@ void SweepTimer::time(const SweepMatch& match, nlohmann::ordered_json& row, bool
     options.cache_dir = s.cache_dir;
     Engine engine(std::move(options));
     const runtime::DeviceMirror mirror(host.problem);
+    // The serving families run as a serving engine calls them, index arrays on the device.
+    std::optional<DeviceIndexCopies> indices;
+    if (host.problem.is_paged()) indices.emplace(mirror.device_problem());
     s.context->synchronize();
-    const Problem& problem = mirror.device_problem();
+    const Problem& problem = indices ? indices->problem() : mirror.device_problem();
     const EnginePlan plan = engine.plan(problem);
     const jit::CUstream stream = s.stream->handle();
     const auto launch = [&](jit::CUstream on) { engine.run(plan, problem, on); };
