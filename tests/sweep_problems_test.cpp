@@ -316,6 +316,38 @@ TEST(SweepRowValidation, PassesTheRightOutputAndFailsAWrongPageRead) {
   EXPECT_GT(swapped.max_abs_error, 0.05);
 }
 
+// The row columns: a pass marks the row validated, a skip leaves max_abs_error null, a failure
+// turns the match into a mismatch whose reason carries the agreement lines.
+TEST(SweepRowValidation, RowColumnsAndMismatchStatus) {
+  cli::RowValidation v;
+  v.status = "passed";
+  v.scope = "every sequence, head and row";
+  v.max_abs_error = 0.004;
+  nlohmann::ordered_json row = {{"status", "match"}, {"reason", ""}};
+  cli::put_validation(v, row);
+  EXPECT_EQ(row["validated"], true);
+  EXPECT_EQ(row["validation"], "passed: every sequence, head and row");
+  EXPECT_EQ(row["max_abs_error"], 0.004);
+  EXPECT_EQ(row["status"], "match");
+
+  v.status = "skipped";
+  v.scope = "skipped: over the budget";
+  cli::put_validation(v, row);
+  EXPECT_EQ(row["validated"], false);
+  EXPECT_TRUE(row["max_abs_error"].is_null());
+  EXPECT_EQ(row["status"], "match");
+
+  v.status = "failed";
+  v.scope = "every sequence, head and row";
+  v.report = "o: max abs err 0.5, 3 of 10 outside\nlse: max abs err 0\n";
+  cli::put_validation(v, row);
+  EXPECT_EQ(row["validated"], false);
+  EXPECT_EQ(row["status"], "mismatch");
+  const std::string reason = row["reason"];
+  EXPECT_NE(reason.find("o: max abs err 0.5, 3 of 10 outside;lse"), std::string::npos) << reason;
+  EXPECT_EQ(reason.find('\n'), std::string::npos) << "one CSV cell, one line";
+}
+
 TEST(SweepRowValidation, LargeFwdShapesAreSlicedOrSkipped) {
   bench::MatrixShape shape;
   for (const bench::MatrixShape& s : smoke_shapes(Family::fwd))

@@ -23,21 +23,6 @@ int attribute_mhz(int (jit::GpuContext::*query)() const, const jit::GpuContext& 
   }
 }
 
-// The validation columns of a row; a disagreement turns the row into a "mismatch".
-void put_validation(const RowValidation& v, nlohmann::ordered_json& row) {
-  row["validated"] = v.status == "passed";
-  row["validation"] = v.status == "skipped" ? v.scope : v.status + ": " + v.scope;
-  row["max_abs_error"] = v.status == "skipped" ? nlohmann::ordered_json(nullptr)
-                                               : nlohmann::ordered_json(v.max_abs_error);
-  if (v.status != "failed") return;
-  std::string lines = v.report;
-  while (!lines.empty() && lines.back() == '\n') lines.pop_back();
-  for (char& c : lines)
-    if (c == '\n') c = ';';
-  row["status"] = "mismatch";
-  row["reason"] = "GPU output disagrees with the CPU reference: " + lines;
-}
-
 }  // namespace
 
 struct SweepTimer::State {

@@ -61,4 +61,18 @@ RowValidation validate_row(const Problem& host, double work_budget) {
   return out;
 }
 
+void put_validation(const RowValidation& v, nlohmann::ordered_json& row) {
+  row["validated"] = v.status == "passed";
+  row["validation"] = v.status == "skipped" ? v.scope : v.status + ": " + v.scope;
+  row["max_abs_error"] = v.status == "skipped" ? nlohmann::ordered_json(nullptr)
+                                               : nlohmann::ordered_json(v.max_abs_error);
+  if (v.status != "failed") return;
+  std::string lines = v.report;
+  while (!lines.empty() && lines.back() == '\n') lines.pop_back();
+  for (char& c : lines)
+    if (c == '\n') c = ';';
+  row["status"] = "mismatch";
+  row["reason"] = "GPU output disagrees with the CPU reference: " + lines;
+}
+
 }  // namespace tilefmha::cli

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "bench_verify.hpp"
@@ -24,5 +25,10 @@ struct RowValidation {
 
 // `host`'s O (and LSE) views hold what the GPU wrote; its inputs are the ones the GPU read.
 RowValidation validate_row(const Problem& host, double work_budget = kVerifyWorkBudget);
+
+// The row's columns validated, validation ("passed: <scope>", "failed: <scope>" or why it was
+// skipped) and max_abs_error; a failure also makes the row's status "mismatch", the agreement
+// lines its reason.
+void put_validation(const RowValidation& validation, nlohmann::ordered_json& row);
 
 }  // namespace tilefmha::cli
