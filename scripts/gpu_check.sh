@@ -16,8 +16,11 @@
 #   decode   bench/decode_sweep.py beside SDPA cuDNN (TILEFMHA_DECODE_ARGS narrows the shapes)
 #   sweep    tilefmha sweep --category smoke --variant fwd, timed: the 168 fp16/bf16 sm90_ws kernels
 #            without dropout, softcap, bias or sink (every match of 114 smoke shapes)
+#   serve    tilefmha sweep --category smoke --variant pagedkv, then batch_prefill, timed and
+#            validated against the CPU reference: every paged shape through the sm80_mma paged
+#            kernels (both KV layouts, any-size and specialized pages); a mismatch fails the stage
 #   sass     cuobjdump of the hdim-128 sm90_ws kernels: HGMMA count, registers, spills
-#   serving  bench/serving_bench.py: paged decode beside contiguous decode and SDPA cuDNN, batch
+#   serving_bench  bench/serving_bench.py: paged decode beside contiguous decode and SDPA cuDNN, batch
 #            prefill beside the varlen forward (TILEFMHA_SERVING_ARGS, e.g. "--only decode")
 #   env      the quick start's main job (`run --backend auto`, as scripts/quickstart.sh runs it
 #            after building) and `python3 -m tilefmha` (the environment report)
@@ -30,7 +33,7 @@ out=${OUT:-$root/out}
 logs=$(mktemp -d /tmp/tilefmha-gpu-check.XXXXXX)
 mkdir -p "$out"
 stages=("$@")
-((${#stages[@]})) || stages=(tests bench python compare decode sweep sass)
+((${#stages[@]})) || stages=(tests bench python compare decode sweep serve sass)
 # Binaries carried from another machine find their data and CLI through the environment.
 export TILEFMHA_DATA_DIR=${TILEFMHA_DATA_DIR:-$root/data}
 export TILEFMHA_CLI=${TILEFMHA_CLI:-$build_dir/tools/tilefmha}
@@ -156,6 +159,26 @@ run_sweep() {
   note "sweep smoke fwd: $(elapsed "$start"), $(tail -3 "$logs/sweep.log" | tr '\n' ' ')"
 }
 
+# The serving families: the smoke tier's paged shapes (bf16, head dim 128, mask the only
+# feature) against the batch-mode pagedkv and the batch_prefill sm80_mma kernels, each match
+# timed and its output compared with the CPU reference (--validate, also the default for these
+# variants). The summary gets each sweep's counts line and its first mismatched rows.
+run_serve() {
+  local filter="c.pipeline == 'sm80_mma' and c.dtype == 'bf16' and c.hdim_q == 128 and c.pad_seqlen_k and not c.pad_hdim_q and not c.lse and not c.softcap and not c.sink_logit and not c.dropout and c.bias == 'none' and c.mask != 'window' and (c.mode == 'batch' or c.family == 'batch_prefill')"
+  local variant start log
+  for variant in pagedkv batch_prefill; do
+    start=$SECONDS
+    log=$logs/serve_$variant.log
+    limited "$build_dir/tools/tilefmha" sweep --category smoke --variant "$variant" --arch sm90 \
+      --no-progress --validate --filter "$filter" \
+      --csv "$logs/serve_smoke_$variant.csv" --json "$logs/serve_smoke_$variant.json" \
+      >"$log" 2>&1 || status=1
+    note "serve smoke $variant: $(elapsed "$start"), $(grep -E 'built|shapes served' "$log" | tr -s ' ' | tr '\n' ' ')"
+    grep -E '  (mismatch|error)  ' "$log" | head -5 | tee -a "$summary"
+    grep -m 1 -A 1 "^tilefmha: error" "$log" | tee -a "$summary"
+  done
+}
+
 # SASS evidence for the default hdim-128 sm90_ws kernels: HGMMA in the main loop, registers and
 # spills (cuobjdump on the cubins the JIT cache holds after their 64-byte header).
 # TILEFMHA_SASS_FILTER replaces the kernel filter; TILEFMHA_SASS_FULL=1 also keeps each kernel's
@@ -184,7 +207,7 @@ run_sass() {
   note "sass: $(grep -c Function "$logs/sass.txt" 2>/dev/null) kernels, $(grep 'HGMMA instructions' "$logs/sass.txt" | tr '\n' ' ')"
 }
 
-run_serving() {
+run_serving_bench() {
   if ! PYTHONPATH=$python_dir python3 -c "import tilefmha" >/dev/null 2>&1; then
     note "serving: skipped, tilefmha from $python_dir does not import"
     return
@@ -213,12 +236,13 @@ for stage in "${stages[@]}"; do
     python) run_python ;;
     compare) run_compare ;;
     sweep) run_sweep ;;
+    serve) run_serve ;;
     decode) run_decode ;;
     sass) run_sass ;;
     env) run_env ;;
-    serving) run_serving ;;
+    serving_bench) run_serving_bench ;;
     *)
-      note "unknown stage '$stage' (tests, bench, python, compare, decode, sweep, sass, env, serving)"
+      note "unknown stage '$stage' (tests, bench, python, compare, decode, sweep, serve, sass, env, serving_bench)"
       status=2
       ;;
   esac

@@ -1,5 +1,6 @@
 #include "run_gpu.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -23,6 +24,13 @@ std::string agreement_line(const char* name, const runtime::Agreement& a, runtim
                 name, a.max_abs_error, a.max_rel_error, static_cast<long long>(a.mismatches),
                 static_cast<long long>(a.compared), t.atol, t.rtol);
   return line;
+}
+
+void tally(Validation& validation, const runtime::Agreement& agreement) {
+  validation.passed = validation.passed && agreement.mismatches == 0;
+  validation.max_abs_error = std::max(validation.max_abs_error, agreement.max_abs_error);
+  validation.mismatches += agreement.mismatches;
+  validation.compared += agreement.compared;
 }
 
 }  // namespace
@@ -74,13 +82,13 @@ Validation validate_against_reference(const std::vector<Problem>& stages) {
     const auto o_tolerance = runtime::output_tolerance(stage.out_dtype);
     runtime::Agreement o_agreement;
     o_agreement.add(stage.o, o.view, o_tolerance);
-    validation.passed = validation.passed && o_agreement.mismatches == 0;
     validation.report += agreement_line("o", o_agreement, o_tolerance) + "\n";
+    tally(validation, o_agreement);
     if (!stage.lse.empty()) {
       runtime::Agreement lse_agreement;
       lse_agreement.add(stage.lse, lse.view, runtime::kLseTolerance);
-      validation.passed = validation.passed && lse_agreement.mismatches == 0;
       validation.report += agreement_line("lse", lse_agreement, runtime::kLseTolerance) + "\n";
+      tally(validation, lse_agreement);
     }
   }
   return validation;

@@ -2,6 +2,7 @@
 // against the CPU reference.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,7 +27,10 @@ GpuRun run_on_gpu(const std::vector<Problem>& stages, std::optional<Pipeline> pi
 
 struct Validation {
   bool passed = true;
-  std::string report;  // one line per compared output: max abs / rel error vs the tolerance
+  std::string report;        // one line per compared output: max abs / rel error vs the tolerance
+  double max_abs_error = 0;  // over every compared output (NaN elements count as mismatches)
+  int64_t mismatches = 0;    // elements outside their output's tolerance
+  int64_t compared = 0;
 };
 
 // Recomputes the stages on the CPU reference into separate buffers and compares every element

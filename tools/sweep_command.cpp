@@ -1,11 +1,14 @@
 // `tilefmha sweep`: a tier of the test-shape matrix (data/matrix) against the kernels of one
 // variant: enumerate (profile, filters), JIT-build in parallel (capped by --max-kernels), match
-// every shape to the built kernels by the dispatcher's rule, and write the match table.
+// every shape to the built kernels by the dispatcher's rule, and write the match table; with a
+// GPU, time each match and (--validate, the default for the serving families) check its output
+// against the CPU reference, exiting 1 when any row disagrees.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -33,6 +36,7 @@ struct SweepOptions {
   std::vector<std::string> filters;
   int64_t max_kernels = 0;  // 0: every enumerated kernel codegen implements
   bool compile_only = false;
+  std::optional<bool> validate;  // unset: on for the serving families (validates_by_default)
   std::string csv_path;
   std::string json_path;
   std::string cache_dir;
@@ -41,8 +45,15 @@ struct SweepOptions {
   runtime::TimingOptions timing;
 };
 
+// Validation recomputes each row on the CPU reference. The serving families' smoke shapes cost
+// it about a second each and their correctness is what the sweep serves, so it is on for them;
+// fwd sweeps time large shapes and ask for it with --validate.
+bool validates_by_default(Family family) {
+  return family == Family::fwd_pagedkv || family == Family::batch_prefill;
+}
+
 void write_json(const std::string& path, const SweepOptions& options, const std::string& kernels,
-                int64_t built, const std::vector<nlohmann::ordered_json>& rows) {
+                int64_t built, bool validated, const std::vector<nlohmann::ordered_json>& rows) {
   nlohmann::ordered_json root;
   root["command"] = "sweep";
   root["category"] = options.category;
@@ -51,6 +62,7 @@ void write_json(const std::string& path, const SweepOptions& options, const std:
   root["kernels"] = kernels;
   root["kernels_built"] = built;
   root["timed"] = !options.compile_only;
+  root["validated"] = validated;
   root["rows"] = rows;
   const std::string partial = path + ".partial";
   {
@@ -71,6 +83,12 @@ void run_sweep(const SweepOptions& options, std::ostream& out) {
   if (options.workers < 0)
     throw Error(ErrorKind::invalid_argument,
                 "--workers " + std::to_string(options.workers) + " is negative; 0 = every core");
+  if (options.compile_only && options.validate.value_or(false))
+    throw Error(ErrorKind::invalid_argument,
+                "--validate compares the GPU's output with the CPU reference; it needs timing "
+                "(drop --compile-only)");
+  const bool validate =
+      !options.compile_only && options.validate.value_or(validates_by_default(family));
   check_output_path(options.csv_path, "--csv");
   check_output_path(options.json_path, "--json");
   std::vector<bench::MatrixShape> shapes;
@@ -99,7 +117,8 @@ void run_sweep(const SweepOptions& options, std::ostream& out) {
   out << "sweep: tier " << options.category << ", " << shapes.size() << " " << to_string(family)
       << " shapes; " << kernels.description << '\n';
   out << "  enumerated " << kernels.enumerated << ", implemented " << kernels.supported.size()
-      << ", building " << to_build.size() << '\n';
+      << ", building " << to_build.size() << (validate ? "; validating on the CPU reference" : "")
+      << '\n';
   out.flush();
 
   const jit::KernelCache cache(options.cache_dir.empty()
@@ -133,12 +152,15 @@ void run_sweep(const SweepOptions& options, std::ostream& out) {
     rows.push_back(sweep_row_json(match));
     (match.status == "match" ? matched : unserved) += 1;
     if (timer && match.status == "match") {
-      timer->time(match, rows.back());
+      nlohmann::ordered_json& row = rows.back();
+      timer->time(match, row, validate);
       out << "  " << match.shape->label() << "  " << match.kernel->name() << "  "
-          << rows.back()["status"].get<std::string>() << "  "
-          << (rows.back()["median_ms"].is_null() ? rows.back()["reason"].dump()
-                                                 : rows.back()["median_ms"].dump() + " ms")
-          << '\n';
+          << row["status"].get<std::string>() << "  "
+          << (row["median_ms"].is_null() ? row["reason"].dump() : row["median_ms"].dump() + " ms");
+      if (!row["validation"].is_null())
+        out << "  " << row["validation"].get<std::string>() << ", max abs err "
+            << row["max_abs_error"].dump();
+      out << '\n';
       out.flush();
     }
   }
@@ -146,22 +168,32 @@ void run_sweep(const SweepOptions& options, std::ostream& out) {
   const bench::MatrixShape* last = nullptr;
   for (const SweepMatch& match : matches)
     if (match.status == "match" && match.shape != last) ++served_shapes, last = match.shape;
+  const auto count = [&](const char* column, const nlohmann::ordered_json& value) {
+    return std::count_if(rows.begin(), rows.end(),
+                         [&](const auto& row) { return row[column] == value; });
+  };
+  const int64_t errors = count("status", "error");
+  const int64_t mismatches = count("status", "mismatch");
   out << "  shapes served " << served_shapes << ", unserved " << unserved << ", match rows "
-      << matched << '\n';
+      << matched;
+  if (validate)
+    out << ", validated " << count("validated", true) << ", mismatched " << mismatches
+        << ", not validated " << count("validated", false) - mismatches;
+  out << '\n';
   if (!options.csv_path.empty()) {
     write_bench_csv(options.csv_path, rows);
     out << "wrote " << options.csv_path << '\n';
   }
   if (!options.json_path.empty()) {
     write_json(options.json_path, options, kernels.description, static_cast<int64_t>(built.size()),
-               rows);
+               validate, rows);
     out << "wrote " << options.json_path << '\n';
   }
   out.flush();
-  const int64_t errors = std::count_if(rows.begin(), rows.end(),
-                                       [](const auto& row) { return row["status"] == "error"; });
-  if (errors > 0)
-    throw Error(ErrorKind::runtime, std::to_string(errors) + " match(es) failed to run");
+  if (errors > 0 || mismatches > 0)
+    throw Error(ErrorKind::runtime, std::to_string(errors) + " match(es) failed to run, " +
+                                        std::to_string(mismatches) +
+                                        " disagree with the CPU reference (rows above)");
   if (report.summary.counts.failures > 0)
     throw Error(ErrorKind::compile, std::to_string(report.summary.counts.failures) +
                                         " kernel(s) failed to build (logs above)");
@@ -189,6 +221,15 @@ void add_sweep_command(CLI::App& app) {
       ->capture_default_str();
   sweep->add_flag("--compile-only", o->compile_only,
                   "build and match only, no timing: needs no GPU");
+  CLI::Option* validate = sweep->add_flag_callback(
+      "--validate", [o] { o->validate = true; },
+      "compare each timed row's GPU output with the CPU reference "
+      "(default: on for pagedkv and batch_prefill)");
+  sweep
+      ->add_flag_callback(
+          "--no-validate", [o] { o->validate = false; },
+          "time only, even pagedkv and batch_prefill")
+      ->excludes(validate);
   sweep->add_option("--csv", o->csv_path, "write the rows to this CSV file");
   sweep->add_option("--json", o->json_path, "write the rows to this JSON file");
   sweep->add_option("--cache-dir", o->cache_dir,

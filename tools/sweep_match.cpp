@@ -43,8 +43,15 @@ std::vector<SweepMatch> match_shapes(const std::vector<bench::MatrixShape>& shap
       int closest_depth = -2;
       for (const KernelConfig& kernel : built) {
         if (kernel.family != stage) continue;
-        const std::optional<std::string> why =
-            runtime::rejection_reason(kernel, problem, stage, arch);
+        // The matrix has no KV-layout axis: a paged shape is an NHD or an HND pool alike, so
+        // the kernel's layout is the one the row times (sweep_problems_paged.cpp builds it).
+        Problem with_layout;
+        if (problem.is_paged()) {
+          with_layout = problem;
+          with_layout.paged.layout = kernel.kv_layout;
+        }
+        const std::optional<std::string> why = runtime::rejection_reason(
+            kernel, problem.is_paged() ? with_layout : problem, stage, arch);
         if (!why) {
           fits.push_back({&shape, "match", stage, kernel, ""});
           stage_served = true;
@@ -103,7 +110,8 @@ json sweep_row_json(const SweepMatch& match) {
   // Every identity field by the single field table, so a row rebuilds its KernelConfig.
   put_kernel_fields(out, matched ? &*match.kernel : nullptr);
   for (const char* column :
-       {"median_ms", "tflops", "gbps", "card", "sm_clock_mhz", "memory_clock_mhz", "driver"})
+       {"median_ms", "tflops", "gbps", "card", "sm_clock_mhz", "memory_clock_mhz", "driver",
+        "validated", "validation", "max_abs_error"})
     out[column] = nullptr;
   return out;
 }

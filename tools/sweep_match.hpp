@@ -1,6 +1,7 @@
 // `tilefmha sweep`'s match table: each matrix shape against the built kernels of its stages,
 // by the dispatcher's own rule (runtime::rejection_reason). A shape that a stage has no kernel
-// for becomes one `unserved` row carrying the closest candidate's reason, never dropped.
+// for becomes one `unserved` row carrying the closest candidate's reason, never dropped. The
+// matrix has no KV-layout axis, so a paged shape matches kernels of either layout.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -30,7 +31,7 @@ std::vector<SweepMatch> match_shapes(const std::vector<bench::MatrixShape>& shap
                                      const std::vector<KernelConfig>& built, Arch arch);
 
 // One row as an ordered object: the shape (problem_*), the status, every KernelConfig field and
-// the timing columns (null when not timed).
+// the timing and validation columns (null when not timed / not validated).
 nlohmann::ordered_json sweep_row_json(const SweepMatch& match);
 
 }  // namespace tilefmha::cli

@@ -1,79 +1,19 @@
 #include "sweep_timing.hpp"
 
-#include <algorithm>
-#include <cstddef>
+#include <optional>
 
 #include "jit/cuda_driver.hpp"
 #include "jit/module.hpp"
 #include "runtime/device_info.hpp"
 #include "runtime/device_mirror.hpp"
+#include "sweep_device_indices.hpp"
+#include "sweep_problem.hpp"
+#include "sweep_validate.hpp"
 #include "tilefmha/engine.hpp"
 #include "tilefmha/error.hpp"
-#include "uniform_fill.hpp"
 
 namespace tilefmha::cli {
 namespace {
-
-struct HostProblem {
-  std::vector<std::byte> q, k, v, o, lse;
-  Problem problem;
-  double flops = 0;  // 2 * hq * (dq + dv) per visible (query, key) pair, causal counted as half
-  double bytes = 0;  // Q, K, V read and O written once
-};
-
-// The forward problem of a matrix shape with random inputs; nullopt-like empty reason when it
-// can be set up, else why not.
-std::string build_host_problem(const bench::MatrixShape& s, HostProblem& h) {
-  if (s.family != Family::fwd) return "timing covers the fwd family only";
-  if (s.bias != BiasKind::none) return "timing does not set up bias tensors yet";
-  const bool group = s.mode() == Mode::group;
-  std::vector<int64_t> seqstart{0};
-  for (int64_t n : s.varlen) seqstart.push_back(seqstart.back() + n);
-  const int64_t batch = group ? 1 : s.batch;
-  const int64_t rows_q = group ? seqstart.back() : s.seqlen_q;
-  const int64_t rows_k = group ? seqstart.back() : s.seqlen_k;
-  const int64_t q_elems = batch * rows_q * s.nhead_q * s.hdim_q;
-  const int64_t k_elems = batch * rows_k * s.nhead_k * s.hdim_q;
-  const int64_t v_elems = batch * rows_k * s.nhead_k * s.hdim_v;
-  const int64_t o_elems = batch * rows_q * s.nhead_q * s.hdim_v;
-  fill_uniform(h.q, s.dtype, q_elems, 1);
-  fill_uniform(h.k, s.dtype, k_elems, 2);
-  fill_uniform(h.v, s.dtype, v_elems, 3);
-  h.o.assign(static_cast<size_t>(o_elems * dtype_size(s.out_dtype)), std::byte{0});
-
-  ProblemBuilder builder(Family::fwd);
-  builder.dtype(s.dtype).shape(batch, s.nhead_q, s.nhead_k, rows_q, rows_k, s.hdim_q, s.hdim_v);
-  if (group) builder.group(seqstart, seqstart);
-  builder.q(bshd(h.q.data(), s.dtype, batch, rows_q, s.nhead_q, s.hdim_q))
-      .k(bshd(h.k.data(), s.dtype, batch, rows_k, s.nhead_k, s.hdim_q))
-      .v(bshd(h.v.data(), s.dtype, batch, rows_k, s.nhead_k, s.hdim_v))
-      .o(bshd(h.o.data(), s.out_dtype, batch, rows_q, s.nhead_q, s.hdim_v));
-  if (s.mask == MaskKind::causal) builder.causal(MaskAlign::bottom_right);
-  if (s.mask == MaskKind::window) builder.window(256, 0, MaskAlign::bottom_right);
-  if (s.softcap) builder.softcap(30.0);
-  if (s.dropout) builder.dropout(0.1, 7);
-  if (s.dtype == DType::fp8_e4m3 || s.dtype == DType::fp8_e5m2) {
-    Fp8Scales scales;
-    scales.kind = Fp8ScaleKind::per_tensor;
-    builder.fp8_scales(scales);
-  }
-  if (s.lse) {
-    h.lse.assign(static_cast<size_t>(batch * s.nhead_q * rows_q * 4), std::byte{0});
-    builder.lse(contiguous_view(h.lse.data(), DType::fp32, {batch, s.nhead_q, rows_q}));
-  }
-  h.problem = builder.build();
-
-  double pairs = 0;
-  const std::vector<int64_t> lengths = group ? s.varlen : std::vector<int64_t>(s.batch, 0);
-  for (int64_t n : lengths) {
-    const double sq = group ? n : s.seqlen_q, sk = group ? n : s.seqlen_k;
-    pairs += s.mask == MaskKind::none ? sq * sk : std::max(sq * sk - sq * (sq - 1) / 2, sq);
-  }
-  h.flops = 2.0 * pairs * static_cast<double>(s.nhead_q * (s.hdim_q + s.hdim_v));
-  h.bytes = static_cast<double>((q_elems + k_elems + v_elems) * dtype_size(s.dtype) +
-                                o_elems * dtype_size(s.out_dtype));
-  return "";
-}
 
 int attribute_mhz(int (jit::GpuContext::*query)() const, const jit::GpuContext& context) {
   try {
@@ -122,7 +62,7 @@ const DeviceFacts& SweepTimer::device() const {
   return state_->device;
 }
 
-void SweepTimer::time(const SweepMatch& match, nlohmann::ordered_json& row) {
+void SweepTimer::time(const SweepMatch& match, nlohmann::ordered_json& row, bool validate) {
   State& s = *state_;
   row["card"] = s.device.card;
   row["sm_clock_mhz"] = s.device.sm_clock_mhz;
@@ -132,7 +72,8 @@ void SweepTimer::time(const SweepMatch& match, nlohmann::ordered_json& row) {
   if (match.status != "match" || !match.kernel) return;
   try {
     HostProblem host;
-    if (const std::string why = build_host_problem(*match.shape, host); !why.empty()) {
+    if (const std::string why = build_host_problem(*match.shape, *match.kernel, host);
+        !why.empty()) {
       row["status"] = "untimed";
       row["reason"] = why;
       return;
@@ -145,15 +86,24 @@ void SweepTimer::time(const SweepMatch& match, nlohmann::ordered_json& row) {
     options.cache_dir = s.cache_dir;
     Engine engine(std::move(options));
     const runtime::DeviceMirror mirror(host.problem);
+    // The serving families run as a serving engine calls them, index arrays on the device.
+    std::optional<DeviceIndexCopies> indices;
+    if (host.problem.is_paged()) indices.emplace(mirror.device_problem());
     s.context->synchronize();
-    const Problem& problem = mirror.device_problem();
+    const Problem& problem = indices ? indices->problem() : mirror.device_problem();
     const EnginePlan plan = engine.plan(problem);
     const jit::CUstream stream = s.stream->handle();
     const auto launch = [&](jit::CUstream on) { engine.run(plan, problem, on); };
+    // The run validation reads is the first, into outputs the mirror poisoned: an element the
+    // kernel never writes stays NaN and fails.
+    launch(stream);
+    s.context->synchronize();
+    if (validate) mirror.copy_outputs_to(host.problem);
     const runtime::SampleStats ms = runtime::time_on_gpu(launch, s.timing, stream, s.flusher.get());
     row["median_ms"] = ms.median;
     row["tflops"] = host.flops / (ms.median * 1e-3) / 1e12;
     row["gbps"] = host.bytes / (ms.median * 1e-3) / 1e9;
+    if (validate) put_validation(validate_row(host.problem), row);
   } catch (const Error& e) {
     row["status"] = "error";
     row["reason"] = e.what();

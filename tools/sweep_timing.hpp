@@ -1,6 +1,7 @@
-// The GPU half of `tilefmha sweep`: each matched (shape, kernel) pair of the forward family timed
-// on its own (an Engine whose only kernel is that one, so the plan runs exactly it, read from the
-// disk cache the sweep's build filled), with the same CUDA-event timing as `tilefmha bench`.
+// The GPU half of `tilefmha sweep`: each matched (shape, kernel) pair timed on its own (an Engine
+// whose only kernel is that one, so the plan runs exactly it, read from the disk cache the
+// sweep's build filled), with the same CUDA-event timing as `tilefmha bench`, on the host
+// problem its family's builder sets up (sweep_problem.hpp: fwd, fwd_pagedkv, batch_prefill).
 // Other families and shapes with a bias are left untimed with the reason in the row.
 #pragma once
 
@@ -28,8 +29,10 @@ class SweepTimer {
 
   // Times one match (its kernel built into the cache beforehand, else compiled now) and fills
   // the row's timing columns: median_ms, tflops, gbps, card, clocks, driver; or status
-  // "untimed" / "error" with the reason.
-  void time(const SweepMatch& match, nlohmann::ordered_json& row);
+  // "untimed" / "error" with the reason. With `validate`, the first run's output is compared
+  // with the CPU reference (sweep_validate.hpp): columns validated, validation, max_abs_error,
+  // and status "mismatch" with the agreement in the reason when they disagree.
+  void time(const SweepMatch& match, nlohmann::ordered_json& row, bool validate);
 
  private:
   struct State;
