@@ -64,8 +64,11 @@ Engine::Engine(EngineOptions options) : state_(std::make_unique<State>()) {
                              options.kernels.end());
   if (options.pipeline)
     std::erase_if(dispatch.candidates, [&](const KernelConfig& config) {
-      // The combine has its own pipeline; it stays whatever pipeline the attention uses.
-      return config.pipeline != *options.pipeline && config.family != Family::fwd_splitkv_combine;
+      // The combine and append-KV have their own pipelines; they stay whatever pipeline the
+      // attention uses.
+      return config.pipeline != *options.pipeline &&
+             config.family != Family::fwd_splitkv_combine &&
+             config.family != Family::fwd_appendkv;
     });
   if (options.disk_cache)
     dispatch.cache = std::make_shared<jit::KernelCache>(
