@@ -46,6 +46,8 @@ class ProblemHandle {
                                uintptr_t page_indptr, uintptr_t page_indices);
   void set_key_lengths_on_device(uintptr_t seqlen_k_per_batch, int64_t max_seqlen_k);
   void set_append(int64_t seqlen_knew, const std::string& rope, int64_t rotary_dim, bool rotate_q);
+  // append.rope_theta (0: tables) and append.rope_position_offsets (empty: none).
+  void set_rope_base(double theta, std::vector<int64_t> position_offsets);
   void set_deterministic(bool deterministic);
 
   // A NumPy array as the view of `field`; `writable` for outputs and caches updated in place.
