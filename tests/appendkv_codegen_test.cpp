@@ -50,11 +50,11 @@ std::string refusal(const KernelConfig& c) {
 }
 
 TEST(AppendKvCodegen, EnumeratedConfigsAreBuiltOrRefusedByDtype) {
-  const auto configs = enumerate::enumerate_kernels(
-                           enumerate::load_arch_spec(Arch::sm90),
-                           enumerate::load_sweep_config("appendkv"),
-                           enumerate::load_profile("full"), enumerate::FilterSet{})
-                           .configs;
+  const auto configs =
+      enumerate::enumerate_kernels(enumerate::load_arch_spec(Arch::sm90),
+                                   enumerate::load_sweep_config("appendkv"),
+                                   enumerate::load_profile("full"), enumerate::FilterSet{})
+          .configs;
   ASSERT_FALSE(configs.empty());
   int64_t built = 0;
   for (const KernelConfig& c : configs) {
@@ -94,11 +94,11 @@ TEST(AppendKvCodegen, SupportChecksNameTheField) {
 TEST(AppendKvCodegen, SourcesSelectPagingAndRope) {
   const std::string paged = codegen::generate_appendkv_source(appendkv_config(
       DType::fp16, 192, 128, PageTableKind::sglang_page_list, RopeKind::half_rotated));
-  EXPECT_NE(paged.find("tilefmha::fmha::AppendKvTraits<\n    tilefmha::tile::half_t"), std::string::npos)
+  EXPECT_NE(paged.find("tilefmha::fmha::AppendKvTraits<\n    tilefmha::tile::half_t"),
+            std::string::npos)
       << paged;
   EXPECT_NE(paged.find("/*hdim=*/192"), std::string::npos) << paged;
-  EXPECT_NE(paged.find("/*paged=*/true, tilefmha::fmha::RopeMode::half_rotated"),
-            std::string::npos)
+  EXPECT_NE(paged.find("/*paged=*/true, tilefmha::fmha::RopeMode::half_rotated"), std::string::npos)
       << paged;
   const std::string contiguous = codegen::generate_appendkv_source(
       appendkv_config(DType::fp32, 64, 64, PageTableKind::none, RopeKind::interleaved));
@@ -161,8 +161,8 @@ Problem paged_append(bool with_output, bool rotate_q) {
 }
 
 TEST(AppendKvDispatch, LaunchCoversKeyValueAndQueryRows) {
-  const KernelConfig c =
-      appendkv_config(DType::bf16, 128, 128, PageTableKind::vllm_block_table, RopeKind::half_rotated);
+  const KernelConfig c = appendkv_config(DType::bf16, 128, 128, PageTableKind::vllm_block_table,
+                                         RopeKind::half_rotated);
   // bf16 hdim 128: 16 chunks of 16 bytes, 16 lanes a row, 8 rows per 128-thread CTA.
   const Problem keys_only = paged_append(false, false);
   EXPECT_EQ(codegen::appendkv_rows(keys_only), 2 * 3 * 1 * 2);

@@ -296,10 +296,9 @@ class AppendKvGpu : public ::testing::Test {
     int64_t bad = 0;
     const auto check = [&](const TensorView& gpu, const TensorView& ref, const char* what) {
       const auto got = mirror.download(gpu);
-      const runtime::Agreement a =
-          testing::compare(ref, got.view, tolerance.atol, tolerance.rtol);
-      std::printf("  %-40s %-2s max abs err %.2e over %lld\n", name.c_str(), what,
-                  a.max_abs_error, static_cast<long long>(a.compared));
+      const runtime::Agreement a = testing::compare(ref, got.view, tolerance.atol, tolerance.rtol);
+      std::printf("  %-40s %-2s max abs err %.2e over %lld\n", name.c_str(), what, a.max_abs_error,
+                  static_cast<long long>(a.compared));
       bad += a.mismatches + (a.compared == ref.numel() ? 0 : 1);
     };
     check(device.k, host.k, "k");

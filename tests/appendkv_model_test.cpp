@@ -65,8 +65,7 @@ std::vector<double> rotated(std::vector<double> row, RopeKind rope, int64_t rota
     const int64_t re = rope == RopeKind::interleaved ? 2 * f : f;
     const int64_t im = rope == RopeKind::interleaved ? 2 * f + 1 : f + half;
     const double angle = position * std::pow(theta, -2.0 * f / rotary_dim);
-    const std::complex<double> z =
-        std::complex<double>(row[re], row[im]) * std::polar(1.0, angle);
+    const std::complex<double> z = std::complex<double>(row[re], row[im]) * std::polar(1.0, angle);
     row[re] = z.real();
     row[im] = z.imag();
   }
@@ -160,8 +159,7 @@ TEST(AppendKvModel, AppendWithOutputAttendsOverTheAppendedCache) {
   AppendKv a = s.spec(RopeKind::interleaved, kDim);
   a.rope_theta = 10000.0;
   a.rotate_q = true;
-  const Problem chained =
-      s.builder(a).o(s.o.view()).causal(MaskAlign::bottom_right).build();
+  const Problem chained = s.builder(a).o(s.o.view()).causal(MaskAlign::bottom_right).build();
   ASSERT_TRUE(appends_then_attends(chained));
   reference::run(chained);
 

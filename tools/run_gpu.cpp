@@ -84,8 +84,9 @@ Validation validate_against_reference(const std::vector<Problem>& stages, const 
     reference::run(on_cpu);
     if (stage.family == Family::fwd_appendkv) {
       for (const GpuRun::WrittenInput& input : gpu.written_inputs) {
-        const TensorView& expected = input.name == "k" ? stage.k : input.name == "v" ? stage.v
-                                                                                      : stage.q;
+        const TensorView& expected = input.name == "k"   ? stage.k
+                                     : input.name == "v" ? stage.v
+                                                         : stage.q;
         const auto tolerance = runtime::output_tolerance(stage.dtype);
         runtime::Agreement agreement;
         agreement.add(input.written.view, expected, tolerance);

@@ -149,10 +149,10 @@ TILEFMHA_DEVICE void move_row(const AppendKvParams& p, const Row<typename Traits
 #pragma unroll
           for (int e = 0; e < kVector; ++e) {
             const int index = d + e;
-            partner[c][e] = index < rotary && index < row.dim
-                                ? tile::to_float(row.source[index < half ? index + half
-                                                                         : index - half])
-                                : 0.0f;
+            partner[c][e] =
+                index < rotary && index < row.dim
+                    ? tile::to_float(row.source[index < half ? index + half : index - half])
+                    : 0.0f;
           }
         }
       }
@@ -198,8 +198,7 @@ template <bool Paged>
 TILEFMHA_DEVICE long long cache_offset(const AppendKvParams& p, const TokenStrides& s, long long b,
                                        long long key, long long h) {
   if constexpr (Paged) {
-    const long long first =
-        p.page_indptr != nullptr ? p.page_indptr[b] : b * p.page_table_stride;
+    const long long first = p.page_indptr != nullptr ? p.page_indptr[b] : b * p.page_table_stride;
     const long long page = p.page_table[first + key / p.page_size];
     return page * s.batch + (key % p.page_size) * s.seq + h * s.head;
   } else {
@@ -240,8 +239,7 @@ TILEFMHA_DEVICE void append_kv(const AppendKvParams& p) {
     void* target = is_k ? p.k : p.v;
     row.dim = int(is_k ? p.hdim_q : p.hdim_v);
     row.source = static_cast<const T*>(source) + b * from.batch + t * from.seq + h * from.head;
-    row.target =
-        static_cast<T*>(target) + appendkv::cache_offset<Traits::kPaged>(p, to, b, key, h);
+    row.target = static_cast<T*>(target) + appendkv::cache_offset<Traits::kPaged>(p, to, b, key, h);
     // Paged rows are as aligned as the pool's page, slot and head strides.
     row.vector = appendkv::vectorizable<kVector>(source, from, row.dim) &&
                  appendkv::vectorizable<kVector>(target, to, row.dim);
@@ -253,15 +251,14 @@ TILEFMHA_DEVICE void append_kv(const AppendKvParams& p) {
     const long long bi = r / p.nhead_q;
     const long long i = bi % p.seqlen_q;
     const long long b = bi / p.seqlen_q;
-    T* q = static_cast<T*>(p.q) + b * p.q_strides.batch + i * p.q_strides.seq +
-           h * p.q_strides.head;
+    T* q =
+        static_cast<T*>(p.q) + b * p.q_strides.batch + i * p.q_strides.seq + h * p.q_strides.head;
     row.dim = int(p.hdim_q);
     row.source = q;
     row.target = q;
     row.vector = appendkv::vectorizable<kVector>(p.q, p.q_strides, row.dim);
     row.rotate = true;
-    row.position =
-        p.seqlen_k[b] + i + (p.position_offsets != nullptr ? p.position_offsets[b] : 0);
+    row.position = p.seqlen_k[b] + i + (p.position_offsets != nullptr ? p.position_offsets[b] : 0);
   }
   appendkv::move_row<Traits>(p, row, active, lane);
 }

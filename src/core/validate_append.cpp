@@ -18,8 +18,7 @@ int64_t positions_needed(const Problem& p, int64_t& worst_sequence) {
   for (int64_t b = 0; b < p.batch; ++b) {
     int64_t rotated = p.append.seqlen_knew;
     if (p.append.rotate_q) rotated = std::max(rotated, p.query_length(b));
-    const int64_t end =
-        rotated > 0 ? p.key_length(b) + p.append.position_offset(b) + rotated : 0;
+    const int64_t end = rotated > 0 ? p.key_length(b) + p.append.position_offset(b) + rotated : 0;
     if (end > needed) {
       needed = end;
       worst_sequence = b;
@@ -41,9 +40,8 @@ void check_position_offsets(const Problem& p) {
     // The first rotated position of sequence b; with device lengths only the offset is known.
     const int64_t cached = p.seqlen_k_per_batch.empty() ? 0 : p.key_length(b);
     if (cached + a.position_offset(b) < 0)
-      fail(cat("append.rope_position_offsets[", b, "] = ", a.position_offset(b),
-               " puts sequence ", b, "'s first RoPE position at ", cached + a.position_offset(b),
-               " (negative)"));
+      fail(cat("append.rope_position_offsets[", b, "] = ", a.position_offset(b), " puts sequence ",
+               b, "'s first RoPE position at ", cached + a.position_offset(b), " (negative)"));
   }
 }
 

@@ -33,8 +33,8 @@ const float* rope_table(const TensorView& view, const char* field, long long& ro
     fail(ErrorKind::invalid_problem,
          std::string(field) + " is in host memory; the GPU kernel needs a device view");
   if (view.stride[1] != 1)
-    fail(ErrorKind::not_supported, std::string(field) + ".stride[1] = " +
-                                       std::to_string(view.stride[1]) +
+    fail(ErrorKind::not_supported, std::string(field) +
+                                       ".stride[1] = " + std::to_string(view.stride[1]) +
                                        ": the GPU kernel needs contiguous frequencies");
   row_stride = view.stride[0];
   return static_cast<const float*>(view.data);

@@ -66,8 +66,7 @@ Engine::Engine(EngineOptions options) : state_(std::make_unique<State>()) {
     std::erase_if(dispatch.candidates, [&](const KernelConfig& config) {
       // The combine and append-KV have their own pipelines; they stay whatever pipeline the
       // attention uses.
-      return config.pipeline != *options.pipeline &&
-             config.family != Family::fwd_splitkv_combine &&
+      return config.pipeline != *options.pipeline && config.family != Family::fwd_splitkv_combine &&
              config.family != Family::fwd_appendkv;
     });
   if (options.disk_cache)

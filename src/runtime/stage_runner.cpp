@@ -176,8 +176,8 @@ void run_stages(const Plan& plan, const Problem& problem, const Registry& regist
   indices.block_table = bind(device.block_table, paged.block_table, layout.block_table);
   indices.page_indptr = bind(device.page_indptr, paged.page_indptr, layout.page_indptr);
   indices.page_indices = bind(device.page_indices, paged.page_indices, layout.page_indices);
-  indices.rope_position_offsets = upload(problem.append.rope_position_offsets,
-                                         layout.rope_position_offsets, workspace, stream);
+  indices.rope_position_offsets =
+      upload(problem.append.rope_position_offsets, layout.rope_position_offsets, workspace, stream);
   int64_t* key_lengths_after =
       layout.key_lengths_after < 0
           ? nullptr
@@ -194,9 +194,8 @@ void run_stages(const Plan& plan, const Problem& problem, const Registry& regist
     try {
       const jit::CUfunction function =
           stage.function != nullptr ? stage.function : registry.function(stage.kernel);
-      const templates::StageLaunch launch{launched,    indices, split,
-                                          function,    stage.shape, stream,
-                                          key_lengths_after};
+      const templates::StageLaunch launch{launched, indices,          split, function, stage.shape,
+                                          stream,   key_lengths_after};
       stage.kernel_template->launch(stage.kernel, launch);
     } catch (const Error& error) {
       throw stage_error(error, stage, problem);
@@ -207,9 +206,8 @@ void run_stages(const Plan& plan, const Problem& problem, const Registry& regist
   if (plan.attention) {
     const Plan& attention = *plan.attention;
     const jit::CUdeviceptr nested =
-        attention.workspace.bytes > 0
-            ? workspace + static_cast<jit::CUdeviceptr>(layout.attention)
-            : 0;
+        attention.workspace.bytes > 0 ? workspace + static_cast<jit::CUdeviceptr>(layout.attention)
+                                      : 0;
     run_stages(attention, attention_stage_problem(problem, key_lengths_after), registry, stream,
                nested);
   }
