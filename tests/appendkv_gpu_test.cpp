@@ -263,8 +263,9 @@ TEST(AppendKvGpuCases, ProblemsValidateAndTheReferenceFillsEveryNewSlot) {
         const auto at = p.is_paged() ? p.page_slot(b, key) : Problem::PageSlot{b, key};
         EXPECT_FALSE(std::isnan(numeric::load(p.k, {at.page, at.slot, 1, c.hdim - 1})));
       }
-    if (c.attend)
+    if (c.attend) {
       EXPECT_FALSE(std::isnan(numeric::load(p.o, {2, c.seqlen_knew - 1, kHeadsQ - 1, 0})));
+    }
   }
 }
 
