@@ -346,6 +346,29 @@ TEST_F(AppendKvGpu, DeviceKeyLengths) {
   EXPECT_EQ(mismatches(mirror, host.problem(), c.name), 0) << plan.explanation();
 }
 
+// Device RoPE position offsets (with angles from rope_theta) and device key lengths.
+TEST_F(AppendKvGpu, DevicePositionOffsets) {
+  AppendCase c = append_cases()[2];  // half-rotated from a base, offsets {3, 1000, 0}
+  ASSERT_TRUE(c.theta);
+  AppendProblem host(c, 8);
+  runtime::DeviceMirror mirror(host.problem());
+  auto lengths = upload(host.problem().seqlen_k_per_batch);
+  auto offsets = upload(host.problem().append.rope_position_offsets);
+  Problem device = mirror.device_problem();
+  device.seqlen_k_per_batch.clear();
+  device.seqlen_k = *std::max_element(kLengths.begin(), kLengths.end());
+  device.device_indices.seqlen_k = reinterpret_cast<const int64_t*>(lengths->address());
+  device.append.rope_position_offsets.clear();
+  device.device_indices.rope_position_offsets =
+      reinterpret_cast<const int64_t*>(offsets->address());
+  const EnginePlan plan = engine_->plan(device);
+  EXPECT_EQ(plan.workspace_bytes(), 0) << "nothing to upload";
+  jit::Stream stream;
+  engine_->run(plan, device, stream.handle());
+  stream.synchronize();
+  EXPECT_EQ(mismatches(mirror, host.problem(), c.name), 0) << plan.explanation();
+}
+
 TEST_F(AppendKvGpu, AppendThenAttendIsOnePlan) {
   uint64_t seed = 200;
   for (const AppendCase& c : attend_cases()) {

@@ -261,6 +261,27 @@ TEST(AppendKvValidation, DeviceKeyLengthsAreAcceptedAndBoundTheCapacity) {
   expect_error(none, "needs the cache length of every sequence");
 }
 
+TEST(AppendKvValidation, DevicePositionOffsetsNeedARopeBase) {
+  AppendSetup s(2);
+  const auto* offsets = reinterpret_cast<const int64_t*>(uintptr_t{1} << 20);
+  HostTensor cos(DType::fp32, {32, kDim / 2}), sin(DType::fp32, {32, kDim / 2});
+  AppendKv tables = s.spec(RopeKind::interleaved, kDim);
+  tables.rope_cos = cos.view();
+  tables.rope_sin = sin.view();
+  expect_error(s.builder(tables).rope_offsets_on_device(offsets).peek(),
+               "device_indices.rope_position_offsets needs append.rope_theta > 0");
+  AppendKv theta = s.spec(RopeKind::interleaved, kDim);
+  theta.rope_theta = 10000.0;
+  const Problem on_device = s.builder(theta).rope_offsets_on_device(offsets).o(s.o.view()).peek();
+  EXPECT_EQ(validation_error(on_device), "");
+  // The attention after the append takes no offsets.
+  EXPECT_EQ(attention_after_append(on_device).device_indices.rope_position_offsets, nullptr);
+  theta.rope_position_offsets = {0, 0, 0};
+  expect_error(s.builder(theta).rope_offsets_on_device(offsets).peek(), "are both set");
+  // The reference cannot read them.
+  EXPECT_THROW(reference::run(on_device), Error);
+}
+
 TEST(AppendKvValidation, TheAttentionAfterTheAppendMustBeValid) {
   AppendSetup s(2);
   // O with the wrong head dim: named as the append -> attend problem's O.

@@ -120,8 +120,12 @@ struct DeviceIndexArrays {
   const int32_t* block_table = nullptr;
   const int64_t* page_indptr = nullptr;
   const int32_t* page_indices = nullptr;
+  // append.rope_position_offsets (batch entries); needs append.rope_theta, since tables cannot
+  // be checked against positions the host cannot read.
+  const int64_t* rope_position_offsets = nullptr;
   bool any() const {
-    return seqstart_q || seqstart_k || seqlen_k || block_table || page_indptr || page_indices;
+    return seqstart_q || seqstart_k || seqlen_k || block_table || page_indptr || page_indices ||
+           rope_position_offsets;
   }
   bool page_table() const { return block_table || page_indptr || page_indices; }
 };
@@ -245,6 +249,9 @@ class ProblemBuilder {
   // that the table can hold the longest sequence; the kernels trust the entries.
   ProblemBuilder& block_table_on_device(const int32_t* block_table);
   ProblemBuilder& page_list_on_device(const int64_t* page_indptr, const int32_t* page_indices);
+  // Append-KV's RoPE position offsets in device memory (int64, batch entries); the angles must
+  // then come from append.rope_theta.
+  ProblemBuilder& rope_offsets_on_device(const int64_t* rope_position_offsets);
 
   ProblemBuilder& scale(double softmax_scale);
   ProblemBuilder& softcap(double cap);

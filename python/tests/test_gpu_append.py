@@ -61,8 +61,11 @@ def test_paged_append_matches_the_cpu_reference(page_size, layout, form):
     if layout == "hnd":
         rope.update(rope_theta=10000.0, rope_position_offsets=[3, 1000, 0])
     gpu = [x.cuda() for x in (k_pool, v_pool, q)]
+    gpu_rope = dict(rope)
+    if layout == "hnd" and form == "page_list":  # the offsets stay on the device
+        gpu_rope["rope_position_offsets"] = torch.tensor([3, 1000, 0], device="cuda")
     after = tilefmha.append_kv(gpu[0], gpu[1], k_new.cuda(), v_new.cuda(), LENGTHS,
-                               layout=layout, q=gpu[2], **tables(cache, form), **rope)
+                               layout=layout, q=gpu[2], **tables(cache, form), **gpu_rope)
     expected = tilefmha.append_kv(k_pool, v_pool, k_new, v_new, LENGTHS, layout=layout, q=q,
                                   **tables(cache, form), **rope)
     np.testing.assert_array_equal(after, expected)

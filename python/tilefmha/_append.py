@@ -4,11 +4,11 @@ new keys and on the queries (family fwd_appendkv)."""
 import numpy as np
 
 from . import _core
-from ._backends import select_backend
+from ._backends import is_cuda, select_backend
 from ._dtypes import attention_dtype
 from ._features import Features
 from ._forward import inputs
-from ._paging import DeviceKeyLengths, PageTable, key_lengths, page_pools
+from ._paging import DeviceKeyLengths, PageTable, device_index, key_lengths, page_pools
 from ._shapes import index_list, require_rank
 
 _NEW_TOKENS = {
@@ -101,6 +101,10 @@ def _build_append(be, k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table,
     batch, seqlen_knew, nhead_k, hdim_q = (int(n) for n in k_new.shape)
     nhead_q, seqlen_q = (int(q.shape[2]), int(q.shape[1])) if q is not None else (nhead_k, 0)
     lengths = key_lengths(seqlens_k, max_seqlen_k, on_device)
+    device_offsets = None
+    if on_device and rope_position_offsets is not None and is_cuda(rope_position_offsets):
+        device_offsets = device_index(rope_position_offsets, "rope_position_offsets", 1, True)
+        rope_position_offsets = None
     problem = _core.Problem("fwd_appendkv")
     problem.set_dtype(engine_dtype)
     problem.set_shape(batch, nhead_q, nhead_k, seqlen_q, 0, hdim_q, int(v_new.shape[3]))
@@ -124,8 +128,10 @@ def _build_append(be, k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table,
         if rope_cos is not None and rope_theta is not None:
             raise ValueError("rope_theta and rope_cos/rope_sin are both given: pass the tables "
                              "or the base, not both")
-        if rope_cos is None and rope_theta is None and isinstance(lengths, DeviceKeyLengths):
-            # Tables must cover the longest position, which device lengths keep from the host.
+        on_device_positions = isinstance(lengths, DeviceKeyLengths) or device_offsets is not None
+        if rope_cos is None and rope_theta is None and on_device_positions:
+            # Tables must cover the longest position, which device lengths (or offsets) keep
+            # from the host.
             rope_theta = _DEFAULT_THETA
         if rope_cos is None and rope_theta is None:
             rotated = max(seqlen_knew, seqlen_q if rotate_q else 0)
@@ -140,13 +146,16 @@ def _build_append(be, k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table,
         offsets = [] if rope_position_offsets is None else index_list(rope_position_offsets,
                                                                       "rope_position_offsets")
         problem.set_rope_base(0.0 if rope_theta is None else float(rope_theta), offsets)
+    if device_offsets is not None:
+        problem.set_rope_offsets_on_device(device_offsets.data_ptr())
     be.attach(problem, "k", k, writable=True)
     be.attach(problem, "v", v, writable=True)
     be.attach(problem, "append.k_new", k_new)
     be.attach(problem, "append.v_new", v_new)
     if q is not None:
         be.attach(problem, "q", q, writable=bool(rotate_q))
-    return problem, q, lengths
+    # The device copies must outlive the launch; the caller's call frame holds them.
+    return problem, q, (lengths, device_offsets)
 
 
 def _lengths_after(lengths, seqlen_knew):
@@ -173,7 +182,7 @@ def append_kv(k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table=None, pa
     neither, rope_tables() covering every rotated position (base 10000; on the GPU with CUDA
     seqlens_k, rope_theta = 10000 instead, since the positions stay on the device).
     rope_position_offsets [batch]: added to sequence b's RoPE positions (not to where tokens
-    land).
+    land); a CUDA tensor stays on the device on the GPU (the angles then come from rope_theta).
 
     CUDA tensors run on the GPU (one kernel for K, V and Q, on the current stream). CUDA
     seqlens_k stay on the device (give max_seqlen_k, the longest cached count): the call
@@ -181,7 +190,7 @@ def append_kv(k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table=None, pa
     seqlen_knew: an int64 NumPy array, or a CUDA tensor for CUDA seqlens_k.
     """
     be = select_backend(backend, k_new)
-    problem, _, lengths = _build_append(
+    problem, _, (lengths, _offsets) = _build_append(
         be, k_cache, v_cache, k_new, v_new, seqlens_k, block_table=block_table,
         page_indptr=page_indptr, page_indices=page_indices, page_size=page_size, layout=layout,
         rope=rope, rotary_dim=rotary_dim, rope_cos=rope_cos, rope_sin=rope_sin,

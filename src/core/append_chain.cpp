@@ -16,6 +16,7 @@ Problem attention_after_append(const Problem& problem) {
   attend.family = problem.is_paged() ? Family::fwd_pagedkv : Family::fwd;
   const int64_t appended = problem.append.seqlen_knew;
   attend.append = AppendKv{};
+  attend.device_indices.rope_position_offsets = nullptr;
   if (!attend.seqlen_k_per_batch.empty()) {
     int64_t longest = 0;
     for (int64_t& keys : attend.seqlen_k_per_batch) {

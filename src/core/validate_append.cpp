@@ -29,6 +29,16 @@ int64_t positions_needed(const Problem& p, int64_t& worst_sequence) {
 
 void check_position_offsets(const Problem& p) {
   const AppendKv& a = p.append;
+  if (p.device_indices.rope_position_offsets != nullptr) {
+    if (!a.rope_position_offsets.empty())
+      fail(
+          "append.rope_position_offsets and device_indices.rope_position_offsets are both set; "
+          "pass the offsets on the host or on the device");
+    if (a.rope == RopeKind::none || !(a.rope_theta > 0))
+      fail(
+          "device_indices.rope_position_offsets needs append.rope_theta > 0: RoPE tables cannot "
+          "be checked against positions the host cannot read");
+  }
   if (a.rope_position_offsets.empty()) return;
   if (a.rope == RopeKind::none)
     fail(cat("append.rope_position_offsets has ", a.rope_position_offsets.size(),

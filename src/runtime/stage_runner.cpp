@@ -177,7 +177,8 @@ void run_stages(const Plan& plan, const Problem& problem, const Registry& regist
   indices.page_indptr = bind(device.page_indptr, paged.page_indptr, layout.page_indptr);
   indices.page_indices = bind(device.page_indices, paged.page_indices, layout.page_indices);
   indices.rope_position_offsets =
-      upload(problem.append.rope_position_offsets, layout.rope_position_offsets, workspace, stream);
+      bind(device.rope_position_offsets, problem.append.rope_position_offsets,
+           layout.rope_position_offsets);
   int64_t* key_lengths_after =
       layout.key_lengths_after < 0
           ? nullptr
