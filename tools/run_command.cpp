@@ -55,6 +55,7 @@ void run(const RunOptions& given) {
     backend = "gpu " + gpu.device_name;
     if (options.explain) std::printf("%s", gpu.explanation.c_str());
     if (options.validate) validation = validate_against_reference(stages, gpu);
+    keep_written_inputs(stages, gpu);
   } else {
     seconds = run_on_cpu(stages);
   }

@@ -1,7 +1,9 @@
 #include "run_gpu.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "host_buffer.hpp"
@@ -72,6 +74,21 @@ GpuRun run_on_gpu(const std::vector<Problem>& stages, std::optional<Pipeline> pi
     }
   }
   return result;
+}
+
+void keep_written_inputs(const std::vector<Problem>& stages, const GpuRun& gpu) {
+  for (const Problem& stage : stages) {
+    if (stage.family != Family::fwd_appendkv) continue;
+    for (const GpuRun::WrittenInput& input : gpu.written_inputs) {
+      const TensorView& host = input.name == "k"   ? stage.k
+                               : input.name == "v" ? stage.v
+                                                   : stage.q;
+      // The device buffer mirrors the host view's whole extent, padding included.
+      const size_t bytes = std::min(input.written.bytes.size(),
+                                    static_cast<size_t>(host.extent() * dtype_size(host.dtype)));
+      std::memcpy(host.data, input.written.bytes.data(), bytes);
+    }
+  }
 }
 
 Validation validate_against_reference(const std::vector<Problem>& stages, const GpuRun& gpu) {

@@ -32,6 +32,11 @@ struct GpuRun {
 // (EngineOptions::pipeline).
 GpuRun run_on_gpu(const std::vector<Problem>& stages, std::optional<Pipeline> pipeline);
 
+// Copies the inputs the GPU wrote in place (gpu.written_inputs) into the host problems' views,
+// so that saved outputs (k_appended.npy...) are the GPU's. After any validation, which needs the
+// host inputs as they were.
+void keep_written_inputs(const std::vector<Problem>& stages, const GpuRun& gpu);
+
 struct Validation {
   bool passed = true;
   std::string report;  // one line per compared output: max abs / rel error vs the tolerance
