@@ -387,6 +387,12 @@ TEST_F(AppendKvGpu, AppendThenAttendIsOnePlan) {
       EXPECT_NE(plan.explanation().find("then attention over the appended cache"),
                 std::string::npos)
           << plan.explanation();
+      const std::vector<KernelConfig> kernels = plan.kernels();
+      ASSERT_GE(kernels.size(), 2u) << plan.explanation();
+      EXPECT_EQ(kernels.front().family, Family::fwd_appendkv);
+      const Family attention = c.table == PageTableKind::none ? Family::fwd : Family::fwd_pagedkv;
+      EXPECT_TRUE(kernels[1].family == attention || kernels[1].family == Family::fwd_splitkv)
+          << plan.explanation();
       jit::Stream stream;
       engine_->run(plan, device, stream.handle());
       stream.synchronize();

@@ -33,7 +33,7 @@ int64_t EnginePlan::workspace_bytes() const {
   return plan_ ? plan_->workspace.bytes : 0;
 }
 int64_t EnginePlan::num_stages() const {
-  return plan_ ? static_cast<int64_t>(plan_->stages.size()) : 0;
+  return static_cast<int64_t>(kernels().size());
 }
 int64_t EnginePlan::num_splits() const {
   return plan_ ? plan_->num_splits : 1;
@@ -45,8 +45,9 @@ const std::string& EnginePlan::explanation() const {
 
 std::vector<KernelConfig> EnginePlan::kernels() const {
   std::vector<KernelConfig> out;
-  if (plan_)
-    for (const runtime::PlannedStage& stage : plan_->stages) out.push_back(stage.kernel);
+  // An append -> attend plan launches its nested attention plan after its own stages.
+  for (const runtime::Plan* plan = plan_.get(); plan != nullptr; plan = plan->attention.get())
+    for (const runtime::PlannedStage& stage : plan->stages) out.push_back(stage.kernel);
   return out;
 }
 
