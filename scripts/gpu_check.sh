@@ -20,7 +20,8 @@
 #            validated against the CPU reference: every paged shape through the sm80_mma paged
 #            kernels (both KV layouts, any-size and specialized pages); a mismatch fails the stage
 #   sass     cuobjdump of the hdim-128 sm90_ws kernels: HGMMA count, registers, spills
-#   serving_bench  bench/serving_bench.py: paged decode beside contiguous decode and SDPA cuDNN, batch
+#   serving_bench  bench/serving_bench.py: paged decode beside contiguous decode and SDPA
+#            cuDNN, batch
 #            prefill beside the varlen forward (TILEFMHA_SERVING_ARGS, e.g. "--only decode")
 #   env      the quick start's main job (`run --backend auto`, as scripts/quickstart.sh runs it
 #            after building) and `python3 -m tilefmha` (the environment report)

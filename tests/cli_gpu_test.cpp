@@ -111,3 +111,23 @@ TEST(CliGpu, PagedDecodeAndBatchPrefill) {
       "--seqlens-q 5,0,40 --seqlens-k 60,3,40 --nhead-q 4 --nhead-k 1 --causal "
       "bottom_right --lse");
 }
+
+// fwd_appendkv on the GPU is one append -> attend plan: the caches (and Q when it rotates) and
+// O are each compared with the reference, contiguous and paged, RoPE from tables.
+TEST(CliGpu, AppendThenAttend) {
+  if (const auto why = tilefmha::jit::gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  const std::string out = validated_output(
+      "--family fwd_appendkv -b 3 --seqlen-q 4 --seqlen-k 96 --seqlens-k 37,0,70 --nhead-q 8 "
+      "--nhead-k 2 --hdim-q 128 --rope half_rotated --rotary-dim 64 --rotate-q --causal "
+      "bottom_right");
+  EXPECT_NE(out.find("k: max abs err"), std::string::npos) << out;
+  EXPECT_NE(out.find("v: max abs err"), std::string::npos) << out;
+  EXPECT_NE(out.find("q: max abs err"), std::string::npos) << out;
+  expect_validates(
+      "--family fwd_appendkv --page-table vllm --page-size 16 -b 3 --seqlen-q 1 --seqlen-k 300 "
+      "--seqlens-k 200,17,0 --nhead-q 8 --nhead-k 2 --hdim-q 64 --rope interleaved --causal "
+      "bottom_right --lse");
+  expect_validates(
+      "--family fwd_appendkv --page-table sglang --page-size 1 --kv-layout hnd -b 2 "
+      "--seqlen-q 3 --seqlen-k 64 --seqlens-k 10,40 --dtype fp16 --hdim-q 96");
+}

@@ -54,7 +54,8 @@ void run(const RunOptions& given) {
     seconds = gpu.seconds;
     backend = "gpu " + gpu.device_name;
     if (options.explain) std::printf("%s", gpu.explanation.c_str());
-    if (options.validate) validation = validate_against_reference(stages);
+    if (options.validate) validation = validate_against_reference(stages, gpu);
+    keep_written_inputs(stages, gpu);
   } else {
     seconds = run_on_cpu(stages);
   }

@@ -24,13 +24,9 @@ std::vector<Problem> stage_problems(const RunSpec& spec) {
       return {with_family(p, Family::fwd_splitkv), with_family(p, Family::fwd_splitkv_combine)};
     case RunStages::backward:
       return {with_family(p, Family::fwd), with_family(p, Family::bwd_dq_dk_dv)};
-    case RunStages::append: {
-      // The attention after the append sees the cached and the new keys.
-      Problem attend = with_family(p, p.is_paged() ? Family::fwd_pagedkv : Family::fwd);
-      for (int64_t& keys : attend.seqlen_k_per_batch) keys += p.append.seqlen_knew;
-      attend.append = AppendKv{};
-      return {p, attend};
-    }
+    // The run's O makes it one append -> attend problem (attention_after_append), planned as
+    // one plan on the GPU and run as append then forward by the reference.
+    case RunStages::append: return {p};
   }
   return {p};
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 
 #include "host_buffer.hpp"
 #include "jit/cuda_driver.hpp"
@@ -38,10 +40,11 @@ void tally(Validation& validation, const runtime::Agreement& agreement) {
 GpuRun run_on_gpu(const std::vector<Problem>& stages, std::optional<Pipeline> pipeline) {
   for (const Problem& stage : stages) {
     const Family f = stage.family;
-    if (f != Family::fwd && f != Family::fwd_pagedkv && f != Family::batch_prefill)
+    if (f != Family::fwd && f != Family::fwd_pagedkv && f != Family::batch_prefill &&
+        f != Family::fwd_appendkv)
       throw Error(ErrorKind::not_supported,
-                  "--backend gpu runs families fwd, fwd_pagedkv and batch_prefill so far (asked "
-                  "for " +
+                  "--backend gpu runs families fwd, fwd_pagedkv, batch_prefill and fwd_appendkv "
+                  "so far (asked for " +
                       std::string(to_string(f)) + "); use --backend cpu");
   }
   if (const std::string why = jit::gpu_unavailable_reason(); !why.empty())
@@ -56,22 +59,46 @@ GpuRun run_on_gpu(const std::vector<Problem>& stages, std::optional<Pipeline> pi
   GpuRun result;
   result.device_name = engine.device_name();
   for (const Problem& stage : stages) {
-    runtime::DeviceMirror mirror(stage);
-    const EnginePlan plan = engine.plan(mirror.device_problem());
+    auto mirror = std::make_unique<runtime::DeviceMirror>(stage);
+    const EnginePlan plan = engine.plan(mirror->device_problem());
     result.explanation += plan.explanation();
-    engine.run(plan, mirror.device_problem());  // first run: module load
+    engine.run(plan, mirror->device_problem());  // first run: module load
     context.synchronize();
+    // Append-KV rotates Q in place: the timed run starts again from the host inputs.
+    const bool writes_inputs = stage.family == Family::fwd_appendkv;
+    if (writes_inputs) mirror = std::make_unique<runtime::DeviceMirror>(stage);
     const auto start = std::chrono::steady_clock::now();
-    engine.run(plan, mirror.device_problem());
+    engine.run(plan, mirror->device_problem());
     context.synchronize();
     result.seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    mirror.copy_outputs_to(stage);
+    mirror->copy_outputs_to(stage);
+    if (writes_inputs) {
+      const Problem& device = mirror->device_problem();
+      result.written_inputs.push_back({"k", mirror->download(device.k)});
+      result.written_inputs.push_back({"v", mirror->download(device.v)});
+      if (stage.append.rotate_q) result.written_inputs.push_back({"q", mirror->download(device.q)});
+    }
   }
   return result;
 }
 
-Validation validate_against_reference(const std::vector<Problem>& stages) {
+void keep_written_inputs(const std::vector<Problem>& stages, const GpuRun& gpu) {
+  for (const Problem& stage : stages) {
+    if (stage.family != Family::fwd_appendkv) continue;
+    for (const GpuRun::WrittenInput& input : gpu.written_inputs) {
+      const TensorView& host = input.name == "k"   ? stage.k
+                               : input.name == "v" ? stage.v
+                                                   : stage.q;
+      // The device buffer mirrors the host view's whole extent, padding included.
+      const size_t bytes = std::min(input.written.bytes.size(),
+                                    static_cast<size_t>(host.extent() * dtype_size(host.dtype)));
+      std::memcpy(host.data, input.written.bytes.data(), bytes);
+    }
+  }
+}
+
+Validation validate_against_reference(const std::vector<Problem>& stages, const GpuRun& gpu) {
   Validation validation;
   for (const Problem& stage : stages) {
     Problem on_cpu = stage;
@@ -79,6 +106,18 @@ Validation validate_against_reference(const std::vector<Problem>& stages) {
     on_cpu.o = o.view;
     on_cpu.lse = lse.view;
     reference::run(on_cpu);
+    if (stage.family == Family::fwd_appendkv) {
+      for (const GpuRun::WrittenInput& input : gpu.written_inputs) {
+        const TensorView& expected = input.name == "k"   ? stage.k
+                                     : input.name == "v" ? stage.v
+                                                         : stage.q;
+        const auto tolerance = runtime::output_tolerance(stage.dtype);
+        runtime::Agreement agreement;
+        agreement.add(input.written.view, expected, tolerance);
+        validation.passed = validation.passed && agreement.mismatches == 0;
+        validation.report += agreement_line(input.name.c_str(), agreement, tolerance) + "\n";
+      }
+    }
     const auto o_tolerance = runtime::output_tolerance(stage.out_dtype);
     runtime::Agreement o_agreement;
     o_agreement.add(stage.o, o.view, o_tolerance);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/device_mirror.hpp"
 #include "tilefmha/problem.hpp"
 
 namespace tilefmha::cli {
@@ -15,6 +16,13 @@ struct GpuRun {
   double seconds = 0;  // one warm run (after the first, which may JIT and load)
   std::string device_name;
   std::string explanation;  // the plan's choice per stage (EnginePlan::explanation)
+  // Inputs a stage writes in place (fwd_appendkv: the K/V caches, and Q when it rotates), as the
+  // GPU left them; the host problems keep their inputs for the reference.
+  struct WrittenInput {
+    std::string name;
+    runtime::DeviceMirror::HostBytes written;
+  };
+  std::vector<WrittenInput> written_inputs;
 };
 
 // Runs the stages on the GPU through one Engine (the `full` profile, the disk cache); the results
@@ -25,6 +33,11 @@ struct GpuRun {
 // (EngineOptions::pipeline).
 GpuRun run_on_gpu(const std::vector<Problem>& stages, std::optional<Pipeline> pipeline);
 
+// Copies the inputs the GPU wrote in place (gpu.written_inputs) into the host problems' views,
+// so that saved outputs (k_appended.npy...) are the GPU's. After any validation, which needs the
+// host inputs as they were.
+void keep_written_inputs(const std::vector<Problem>& stages, const GpuRun& gpu);
+
 struct Validation {
   bool passed = true;
   std::string report;        // one line per compared output: max abs / rel error vs the tolerance
@@ -34,7 +47,9 @@ struct Validation {
 };
 
 // Recomputes the stages on the CPU reference into separate buffers and compares every element
-// of O (and LSE) with what the GPU wrote into the host views.
-Validation validate_against_reference(const std::vector<Problem>& stages);
+// of O (and LSE) with what the GPU wrote into the host views, and the inputs the GPU wrote in
+// place (gpu.written_inputs) with the reference's. The reference writes those into the host
+// problems' views.
+Validation validate_against_reference(const std::vector<Problem>& stages, const GpuRun& gpu);
 
 }  // namespace tilefmha::cli

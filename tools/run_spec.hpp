@@ -16,7 +16,8 @@ enum class RunStages : uint8_t {
   forward,   // fwd, fwd_pagedkv, batch_prefill
   splitkv,   // fwd_splitkv partials, then fwd_splitkv_combine into O
   backward,  // a forward for O and LSE, then bwd_dot_do_o, bwd_dq_dk_dv, bwd_convert_dq
-  append     // fwd_appendkv into the caches, then a forward (fwd or fwd_pagedkv) over them
+  append     // fwd_appendkv into the caches, then a forward (fwd or fwd_pagedkv) over them: one
+             // fwd_appendkv problem with O (attention_after_append)
 };
 
 struct RunSpec {

@@ -47,12 +47,14 @@ class EnginePlan {
   // Device bytes a run needs in its workspace (0: none). Runs that pass no workspace use one the
   // plan owns.
   int64_t workspace_bytes() const;
+  // Kernel launches per run (an append -> attend plan counts its attention's too).
   int64_t num_stages() const;
   // Split count of a forward problem planned as split-KV + combine (1: one pass).
   int64_t num_splits() const;
   // One line per stage: the kernel and why it was chosen.
   const std::string& explanation() const;
-  // The stages' kernels in launch order, in their launch forms.
+  // The stages' kernels in launch order, in their launch forms (an append -> attend plan: the
+  // append kernel, then the attention's).
   std::vector<KernelConfig> kernels() const;
 
  private:

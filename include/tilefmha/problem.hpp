@@ -72,16 +72,31 @@ struct PagedKv {
 };
 
 // Append-KV writes seqlen_knew new tokens per sequence into the cache (K, V views, contiguous
-// or paged) at positions key_length(b) + t, rotating new K (and Q when rotate_q) by RoPE at the
-// same absolute positions. Q row i of sequence b has position key_length(b) + i.
+// or paged) at cache positions key_length(b) + t, rotating new K (and Q when rotate_q) by RoPE.
+// The RoPE position of new key t is key_length(b) + t + position_offset(b); Q row i of sequence b
+// has RoPE position key_length(b) + i + position_offset(b).
+//
+// A fwd_appendkv problem that also sets O asks for attention after the append: Q attends to the
+// cached and the new keys (attention_after_append() is that second problem), one plan on the GPU.
 struct AppendKv {
   int64_t seqlen_knew = 0;
   TensorView k_new, v_new;  // [batch, seqlen_knew, nhead_k, dim]
   RopeKind rope = RopeKind::none;
   int64_t rotary_dim = 0;  // even, <= hdim_q
-  // fp32 [max_position, rotary_dim / 2]
+  // fp32 [max_position, rotary_dim / 2]: cos and sin of every rotated position's angles.
   TensorView rope_cos, rope_sin;
+  // > 0: no tables; the angles are position * rope_theta^(-2f / rotary_dim), computed in double
+  // (the usual RoPE base, e.g. 10000). 0: the tables give them.
+  double rope_theta = 0.0;
+  // Optional, batch entries: added to sequence b's RoPE positions (not to where tokens are
+  // stored), for caches whose slot index is not the token's absolute position (e.g. evicted
+  // prefixes). Empty: no offset.
+  std::vector<int64_t> rope_position_offsets;
   bool rotate_q = false;  // rotates Q in place
+
+  int64_t position_offset(int64_t b) const {
+    return rope_position_offsets.empty() ? 0 : rope_position_offsets[static_cast<size_t>(b)];
+  }
 };
 
 // Split-KV: split s covers keys [s * chunk, min((s + 1) * chunk, key_length(b))) where
@@ -110,8 +125,12 @@ struct DeviceIndexArrays {
   // a table shorter than its sequence, a length past the longest) is reported by name instead
   // of read out of bounds. It costs a synchronize and copies, so it cannot be graph-captured.
   bool checked = false;
+  // append.rope_position_offsets (batch entries); needs append.rope_theta, since tables cannot
+  // be checked against positions the host cannot read.
+  const int64_t* rope_position_offsets = nullptr;
   bool any() const {
-    return seqstart_q || seqstart_k || seqlen_k || block_table || page_indptr || page_indices;
+    return seqstart_q || seqstart_k || seqlen_k || block_table || page_indptr || page_indices ||
+           rope_position_offsets;
   }
   bool page_table() const { return block_table || page_indptr || page_indices; }
 };
@@ -198,6 +217,14 @@ struct Problem {
   std::string describe() const;
 };
 
+// The attention a fwd_appendkv problem with O asks for after its append: family fwd (contiguous
+// cache) or fwd_pagedkv (paged), the append fields cleared, and key counts key_length(b) +
+// seqlen_knew (host lengths updated; device lengths keep their pointer, which the GPU plan
+// re-points at the updated counts it writes, and seqlen_k, their bound, grows by seqlen_knew).
+Problem attention_after_append(const Problem& problem);
+// Whether `problem` is a fwd_appendkv that also attends (O set).
+bool appends_then_attends(const Problem& problem);
+
 // Keys per split of split-KV, rounded to kSplitKvGranule so that GPU tiles never straddle
 // two splits.
 inline constexpr int64_t kSplitKvGranule = 128;
@@ -229,6 +256,9 @@ class ProblemBuilder {
   ProblemBuilder& page_list_on_device(const int64_t* page_indptr, const int32_t* page_indices);
   // DeviceIndexArrays::checked: validate the device arrays on the host before each run.
   ProblemBuilder& checked_device_indices(bool checked);
+  // Append-KV's RoPE position offsets in device memory (int64, batch entries); the angles must
+  // then come from append.rope_theta.
+  ProblemBuilder& rope_offsets_on_device(const int64_t* rope_position_offsets);
 
   ProblemBuilder& scale(double softmax_scale);
   ProblemBuilder& softcap(double cap);

@@ -16,7 +16,8 @@ void forward(const Problem& problem);
 void forward_splitkv(const Problem& problem);
 // fwd_splitkv_combine: O (and LSE) from split.o_acc / split.lse_acc.
 void splitkv_combine(const Problem& problem);
-// fwd_appendkv: new K/V (RoPE'd) into the cache; Q rotated in place when rotate_q.
+// fwd_appendkv: new K/V (RoPE'd) into the cache; Q rotated in place when rotate_q. Appends only:
+// run() also attends afterwards when the problem sets O.
 void append_kv(const Problem& problem);
 // bwd_dot_do_o: bwd.d = rowsum(dO * O).
 void backward_dot_do_o(const Problem& problem);

@@ -49,6 +49,10 @@ PYBIND11_MODULE(_core, m) {
            py::arg("num_pages"), py::arg("page_indptr"), py::arg("page_indices"))
       .def("set_append", &ProblemHandle::set_append, py::arg("seqlen_knew"), py::arg("rope"),
            py::arg("rotary_dim"), py::arg("rotate_q"))
+      .def("set_rope_base", &ProblemHandle::set_rope_base, py::arg("theta"),
+           py::arg("position_offsets"))
+      .def("set_rope_offsets_on_device", &ProblemHandle::set_rope_offsets_on_device,
+           py::arg("position_offsets"))
       .def("set_deterministic", &ProblemHandle::set_deterministic, py::arg("deterministic"))
       .def("attach_host", &ProblemHandle::attach_host, py::arg("field"), py::arg("array"),
            py::arg("writable") = false)

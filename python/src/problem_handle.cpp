@@ -185,6 +185,17 @@ void ProblemHandle::set_page_list(const std::string& layout, int64_t page_size, 
   builder_.paged(std::move(paged));
 }
 
+void ProblemHandle::set_rope_base(double theta, std::vector<int64_t> position_offsets) {
+  AppendKv append = builder_.peek().append;
+  append.rope_theta = theta;
+  append.rope_position_offsets = std::move(position_offsets);
+  builder_.append(std::move(append));
+}
+
+void ProblemHandle::set_rope_offsets_on_device(uintptr_t position_offsets) {
+  builder_.rope_offsets_on_device(reinterpret_cast<const int64_t*>(position_offsets));
+}
+
 void ProblemHandle::set_append(int64_t seqlen_knew, const std::string& rope, int64_t rotary_dim,
                                bool rotate_q) {
   AppendKv append = builder_.peek().append;

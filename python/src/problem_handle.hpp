@@ -47,6 +47,10 @@ class ProblemHandle {
   void set_key_lengths_on_device(uintptr_t seqlen_k_per_batch, int64_t max_seqlen_k);
   void set_checked_indices(bool checked) { builder_.checked_device_indices(checked); }
   void set_append(int64_t seqlen_knew, const std::string& rope, int64_t rotary_dim, bool rotate_q);
+  // append.rope_theta (0: tables) and append.rope_position_offsets (empty: none).
+  void set_rope_base(double theta, std::vector<int64_t> position_offsets);
+  // append's RoPE position offsets in device memory (int64, batch entries).
+  void set_rope_offsets_on_device(uintptr_t position_offsets);
   void set_deterministic(bool deterministic);
 
   // A NumPy array as the view of `field`; `writable` for outputs and caches updated in place.

@@ -17,7 +17,7 @@ The PyTorch autograd wrapper lives in ``tilefmha.torch`` (imports torch on use).
 ``python3 -m tilefmha`` prints the environment (GPU, driver, NVRTC, kernel cache).
 """
 
-from ._append import append_kv, rope_tables
+from ._append import append_kv, append_kv_and_attend, rope_tables
 from ._backends import is_cuda
 from ._backward import attention_backward
 from ._core import gpu_unavailable_reason
@@ -28,6 +28,7 @@ from ._warmup import WarmupReport, warmup
 
 __all__ = [
     "append_kv",
+    "append_kv_and_attend",
     "attention",
     "attention_backward",
     "attention_varlen",

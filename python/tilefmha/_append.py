@@ -4,10 +4,11 @@ new keys and on the queries (family fwd_appendkv)."""
 import numpy as np
 
 from . import _core
-from ._backends import select_backend
+from ._backends import is_cuda, select_backend
 from ._dtypes import attention_dtype
+from ._features import Features
 from ._forward import inputs
-from ._paging import PageTable, page_pools
+from ._paging import DeviceKeyLengths, PageTable, device_index, key_lengths, page_pools
 from ._shapes import index_list, require_rank
 
 _NEW_TOKENS = {
@@ -18,6 +19,7 @@ _NEW_TOKENS = {
 _CACHE_DIMS = "[batch, capacity, nhead_k, hdim]"
 # NumPy 2 moved TooHardError into numpy.exceptions.
 _TOO_HARD = getattr(getattr(np, "exceptions", np), "TooHardError")
+_DEFAULT_THETA = 10000.0
 _ROPE_KINDS = {None: "none", "none": "none", "interleaved": "interleaved",
                "half_rotated": "half_rotated", "neox": "half_rotated"}
 
@@ -30,8 +32,21 @@ def rope_tables(positions, rotary_dim, base=10000.0):
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
 
+def _span(x):
+    """[first, last] byte addresses a strided torch tensor touches."""
+    if x.numel() == 0:
+        return None
+    extent = sum((n - 1) * abs(stride) for n, stride in zip(x.shape, x.stride()))
+    return x.data_ptr(), x.data_ptr() + (extent + 1) * x.element_size() - 1
+
+
 def _shares_memory(a, b):
-    """Whether two arrays overlap in memory; an overlap too costly to decide counts as one."""
+    """Whether two arrays overlap in memory; an overlap too costly to decide counts as one. CUDA
+    tensors count as overlapping when their address ranges do (interleaved views of one buffer
+    included), which errs on the side of refusing."""
+    if hasattr(a, "data_ptr") and hasattr(b, "data_ptr") and (a.is_cuda or b.is_cuda):
+        first, second = _span(a), _span(b)
+        return bool(first and second and first[0] <= second[1] and second[0] <= first[1])
     try:
         return np.shares_memory(a, b, max_work=1 << 20)
     except _TOO_HARD:
@@ -49,26 +64,12 @@ def _refuse_aliasing(written):
                                  "in place; pass separate arrays")
 
 
-def append_kv(k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table=None, page_indptr=None,
-              page_indices=None, page_size=None, layout="nhd", rope=None, rotary_dim=None,
-              rope_cos=None, rope_sin=None, q=None, rotate_q=False, dtype=None, backend="auto"):
-    """Writes k_new/v_new [batch, seqlen_knew, nhead_k, hdim] into the caches in place.
-
-    New token t of sequence b lands at key position seqlens_k[b] + t. The caches are contiguous
-    [batch, capacity, nhead_k, hdim] (any strides), or page pools as in paged_attention() when a
-    block_table (or page_indptr + page_indices) is given. rope: None, 'interleaved' or
-    'half_rotated' (GPT-NeoX, alias 'neox') rotates the new keys by their absolute positions
-    over the first rotary_dim (default hdim) dimensions; rotate_q=True also rotates q
-    [batch, seqlen_q, nhead_q, hdim] in place, query i at position seqlens_k[b] + i. rope_cos and
-    rope_sin default to rope_tables() covering every rotated position.
-
-    Runs on the CPU reference (CUDA tensors raise NotImplementedError). Returns the key counts
-    after the append, seqlens_k + seqlen_knew, as an int64 NumPy array.
-    """
-    be = select_backend(backend, k_new)
-    if be.name != "cpu":
-        raise NotImplementedError("append_kv runs on the CPU reference only so far (no GPU "
-                                  "append-KV kernel yet); pass host tensors")
+def _build_append(be, k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table, page_indptr,
+                  page_indices, page_size, layout, rope, rotary_dim, rope_cos, rope_sin,
+                  rope_theta, rope_position_offsets, q, rotate_q, max_seqlen_k, dtype):
+    """The fwd_appendkv problem of one call, its tensors attached (q read-only unless it
+    rotates; O not yet). Returns (problem, q view, key lengths) where the lengths are a host
+    list or a DeviceKeyLengths."""
     if rope not in _ROPE_KINDS:
         raise ValueError(f"rope = {rope!r}: expected None, 'interleaved' or 'half_rotated'")
     rope_kind = _ROPE_KINDS[rope]
@@ -76,6 +77,7 @@ def append_kv(k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table=None, pa
         # Without q there is nothing to rotate; ignoring the request would leave the caller's
         # queries unrotated against rotated keys.
         raise ValueError("rotate_q=True needs q, the queries to rotate")
+    on_device = be.name == "gpu"
     engine_dtype = attention_dtype(k_new, dtype, field="k_new")
     named = {"k_new": k_new, "v_new": v_new}
     if q is not None:
@@ -88,7 +90,7 @@ def append_kv(k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table=None, pa
     if paged:
         k, v, held = page_pools(be, k_cache, v_cache, layout, page_size)
         pages = PageTable.from_arguments(layout, held, int(k.shape[0]), block_table, page_indptr,
-                                         page_indices)
+                                         page_indices, on_device=on_device)
     else:
         k, v = be.tensor(k_cache, "k_cache"), be.tensor(v_cache, "v_cache")
         require_rank(k, 4, "k_cache", _CACHE_DIMS)
@@ -98,11 +100,18 @@ def append_kv(k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table=None, pa
 
     batch, seqlen_knew, nhead_k, hdim_q = (int(n) for n in k_new.shape)
     nhead_q, seqlen_q = (int(q.shape[2]), int(q.shape[1])) if q is not None else (nhead_k, 0)
-    lengths = index_list(seqlens_k, "seqlens_k")
+    lengths = key_lengths(seqlens_k, max_seqlen_k, on_device)
+    device_offsets = None
+    if on_device and rope_position_offsets is not None and is_cuda(rope_position_offsets):
+        device_offsets = device_index(rope_position_offsets, "rope_position_offsets", 1, True)
+        rope_position_offsets = None
     problem = _core.Problem("fwd_appendkv")
     problem.set_dtype(engine_dtype)
     problem.set_shape(batch, nhead_q, nhead_k, seqlen_q, 0, hdim_q, int(v_new.shape[3]))
-    problem.set_key_lengths(lengths)
+    if isinstance(lengths, DeviceKeyLengths):
+        lengths.configure(problem)
+    else:
+        problem.set_key_lengths(lengths)
     if pages is not None:
         pages.configure(problem)
     if rope_kind != "none" and rotary_dim is None:
@@ -116,16 +125,115 @@ def append_kv(k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table=None, pa
             missing = "rope_sin" if rope_sin is None else "rope_cos"
             raise ValueError(f"{missing} is None but its partner table is given: pass rope_cos "
                              "and rope_sin together, or neither (rope_tables() defaults)")
-        if rope_cos is None and rope_sin is None:
+        if rope_cos is not None and rope_theta is not None:
+            raise ValueError("rope_theta and rope_cos/rope_sin are both given: pass the tables "
+                             "or the base, not both")
+        on_device_positions = isinstance(lengths, DeviceKeyLengths) or device_offsets is not None
+        if rope_cos is None and rope_theta is None and on_device_positions:
+            # Tables must cover the longest position, which device lengths (or offsets) keep
+            # from the host.
+            rope_theta = _DEFAULT_THETA
+        if rope_cos is None and rope_theta is None:
             rotated = max(seqlen_knew, seqlen_q if rotate_q else 0)
-            rope_cos, rope_sin = rope_tables(max(lengths, default=0) + rotated, int(rotary_dim))
-        be.attach(problem, "append.rope_cos", be.float32_array(rope_cos, "rope_cos"))
-        be.attach(problem, "append.rope_sin", be.float32_array(rope_sin, "rope_sin"))
+            offsets = ([0] * len(lengths) if rope_position_offsets is None else
+                       index_list(rope_position_offsets, "rope_position_offsets"))
+            ends = [n + max(offset, 0) for n, offset in zip(lengths, offsets)]
+            rope_cos, rope_sin = rope_tables(max(ends, default=0) + rotated, int(rotary_dim))
+        if rope_cos is not None:
+            be.attach(problem, "append.rope_cos", be.float32_array(rope_cos, "rope_cos"))
+            be.attach(problem, "append.rope_sin", be.float32_array(rope_sin, "rope_sin"))
+    if rope_theta is not None or rope_position_offsets is not None:
+        offsets = [] if rope_position_offsets is None else index_list(rope_position_offsets,
+                                                                      "rope_position_offsets")
+        problem.set_rope_base(0.0 if rope_theta is None else float(rope_theta), offsets)
+    if device_offsets is not None:
+        problem.set_rope_offsets_on_device(device_offsets.data_ptr())
     be.attach(problem, "k", k, writable=True)
     be.attach(problem, "v", v, writable=True)
     be.attach(problem, "append.k_new", k_new)
     be.attach(problem, "append.v_new", v_new)
     if q is not None:
         be.attach(problem, "q", q, writable=bool(rotate_q))
-    be.run(problem)
+    # The device copies must outlive the launch; the caller's call frame holds them.
+    return problem, q, (lengths, device_offsets)
+
+
+def _lengths_after(lengths, seqlen_knew):
+    """seqlens_k + seqlen_knew: a CUDA tensor for device lengths (no host sync), else NumPy."""
+    if isinstance(lengths, DeviceKeyLengths):
+        return lengths.lengths + seqlen_knew
     return np.asarray(lengths, dtype=np.int64) + seqlen_knew
+
+
+def append_kv(k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table=None, page_indptr=None,
+              page_indices=None, page_size=None, layout="nhd", rope=None, rotary_dim=None,
+              rope_cos=None, rope_sin=None, rope_theta=None, rope_position_offsets=None, q=None,
+              rotate_q=False, max_seqlen_k=None, dtype=None, backend="auto"):
+    """Writes k_new/v_new [batch, seqlen_knew, nhead_k, hdim] into the caches in place.
+
+    New token t of sequence b lands at key position seqlens_k[b] + t. The caches are contiguous
+    [batch, capacity, nhead_k, hdim] (any strides), or page pools as in paged_attention() when a
+    block_table (or page_indptr + page_indices) is given. rope: None, 'interleaved' or
+    'half_rotated' (GPT-NeoX, alias 'neox') rotates the new keys by their absolute positions
+    over the first rotary_dim (default hdim) dimensions; rotate_q=True also rotates q
+    [batch, seqlen_q, nhead_q, hdim] in place, query i at position seqlens_k[b] + i.
+    The angles come from rope_cos and rope_sin [positions, rotary_dim // 2], or from a base,
+    rope_theta (angle = position * rope_theta ** (-2 f / rotary_dim), computed in double); with
+    neither, rope_tables() covering every rotated position (base 10000; on the GPU with CUDA
+    seqlens_k, rope_theta = 10000 instead, since the positions stay on the device).
+    rope_position_offsets [batch]: added to sequence b's RoPE positions (not to where tokens
+    land); a CUDA tensor stays on the device on the GPU (the angles then come from rope_theta).
+
+    CUDA tensors run on the GPU (one kernel for K, V and Q, on the current stream). CUDA
+    seqlens_k stay on the device (give max_seqlen_k, the longest cached count): the call
+    neither copies nor synchronizes. Returns the key counts after the append, seqlens_k +
+    seqlen_knew: an int64 NumPy array, or a CUDA tensor for CUDA seqlens_k.
+    """
+    be = select_backend(backend, k_new)
+    problem, _, (lengths, _offsets) = _build_append(
+        be, k_cache, v_cache, k_new, v_new, seqlens_k, block_table=block_table,
+        page_indptr=page_indptr, page_indices=page_indices, page_size=page_size, layout=layout,
+        rope=rope, rotary_dim=rotary_dim, rope_cos=rope_cos, rope_sin=rope_sin,
+        rope_theta=rope_theta, rope_position_offsets=rope_position_offsets, q=q,
+        rotate_q=rotate_q, max_seqlen_k=max_seqlen_k, dtype=dtype)
+    be.run(problem)
+    return _lengths_after(lengths, int(k_new.shape[1]))
+
+
+def append_kv_and_attend(q, k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table=None,
+                         page_indptr=None, page_indices=None, page_size=None, layout="nhd",
+                         rope=None, rotary_dim=None, rope_cos=None, rope_sin=None,
+                         rope_theta=None, rope_position_offsets=None, rotate_q=False,
+                         max_seqlen_k=None, return_lse=False, dtype=None, backend="auto",
+                         **features):
+    """append_kv() then attention of q [batch, seqlen_q, nhead_q, hdim] over the cached and the
+    new keys (seqlens_k[b] + seqlen_knew of them), as one engine problem: on the GPU one plan,
+    the append kernel then the attention kernels on one stream, the attention reading the key
+    counts the append kernel wrote (no host round trip, CUDA-graph capturable with CUDA
+    seqlens_k and page tables). Arguments as in append_kv(); rotate_q rotates q in place before
+    it attends. Feature keywords as in attention() (causal='bottom_right' aligns the queries
+    with the newest keys). Returns o (and lse) as paged_attention() does.
+    """
+    be = select_backend(backend, q)
+    problem, q_view, _ = _build_append(
+        be, k_cache, v_cache, k_new, v_new, seqlens_k, block_table=block_table,
+        page_indptr=page_indptr, page_indices=page_indices, page_size=page_size, layout=layout,
+        rope=rope, rotary_dim=rotary_dim, rope_cos=rope_cos, rope_sin=rope_sin,
+        rope_theta=rope_theta, rope_position_offsets=rope_position_offsets, q=q,
+        rotate_q=rotate_q, max_seqlen_k=max_seqlen_k, dtype=dtype)
+    batch, seqlen_q, nhead_q, _ = (int(n) for n in q_view.shape)
+    hdim_v = int(v_new.shape[3])
+    feature_set = Features(**features)
+    if feature_set.has_logit_inputs():
+        raise ValueError("append_kv_and_attend takes no bias, alibi_slopes or sink_logits yet")
+    feature_set.configure(problem)
+    o = be.empty_like_layout(q_view, (batch, seqlen_q, nhead_q, hdim_v))
+    be.attach(problem, "o", o, writable=True)
+    lse = None
+    if return_lse:
+        lse = be.empty_float32((batch, nhead_q, seqlen_q))
+        be.attach(problem, "lse", lse, writable=True)
+    be.run(problem)
+    if return_lse:
+        return be.result(o), be.result(lse)
+    return be.result(o)

@@ -80,7 +80,7 @@ class PageTable:
                                   _int32_list(self.page_indices, "page_indices"))
 
 
-def _device_index(x, field, ndim, long):
+def device_index(x, field, ndim, long):
     """A CUDA integer tensor as a contiguous int32 (or int64 with `long`) device copy."""
     if not is_cuda(x):
         raise ValueError(f"{field} must be on the GPU like the rest of the page table")
@@ -112,14 +112,14 @@ class DevicePageTable:
                 raise ValueError("pass either block_table or page_indptr + page_indices, not "
                                  "both")
             return DevicePageTable(layout, page_size, num_pages,
-                                   block_table=_device_index(block_table, "block_table", 2,
+                                   block_table=device_index(block_table, "block_table", 2,
                                                              False), checked=checked)
         if page_indptr is None or page_indices is None:
             raise ValueError("a paged cache needs block_table [batch, max_pages] or "
                              "page_indptr [batch + 1] with page_indices")
         return DevicePageTable(layout, page_size, num_pages,
-                               page_indptr=_device_index(page_indptr, "page_indptr", 1, True),
-                               page_indices=_device_index(page_indices, "page_indices", 1, False),
+                               page_indptr=device_index(page_indptr, "page_indptr", 1, True),
+                               page_indices=device_index(page_indices, "page_indices", 1, False),
                                checked=checked)
 
     def configure(self, problem):
@@ -144,7 +144,7 @@ class DeviceKeyLengths:
                              "longest sequence from device memory would synchronize")
         if isinstance(max_seqlen_k, bool) or int(max_seqlen_k) != max_seqlen_k or max_seqlen_k < 0:
             raise ValueError(f"max_seqlen_k = {max_seqlen_k!r} must be a non-negative int")
-        self.lengths = _device_index(seqlens_k, "seqlens_k", 1, True)
+        self.lengths = device_index(seqlens_k, "seqlens_k", 1, True)
         self.max_seqlen_k = int(max_seqlen_k)
 
     def configure(self, problem):

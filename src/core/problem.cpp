@@ -145,6 +145,11 @@ ProblemBuilder& ProblemBuilder::group_on_device(const int64_t* seqstart_q,
   return *this;
 }
 
+ProblemBuilder& ProblemBuilder::rope_offsets_on_device(const int64_t* rope_position_offsets) {
+  problem_.device_indices.rope_position_offsets = rope_position_offsets;
+  return *this;
+}
+
 ProblemBuilder& ProblemBuilder::key_lengths_on_device(const int64_t* seqlen_k_per_batch) {
   problem_.device_indices.seqlen_k = seqlen_k_per_batch;
   return *this;

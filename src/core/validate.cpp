@@ -22,6 +22,7 @@ void validate(const Problem& problem) {
   check_backward_views(problem);
   check_key_capacity(problem);
   check_memory_space(problem);
+  check_append_chain(problem);
 }
 
 }  // namespace tilefmha

@@ -96,6 +96,8 @@ void check_fp8(const Problem& problem);
 void check_family_paging(const Problem& problem);
 void check_page_table(const Problem& problem);
 void check_append(const Problem& problem);
+// Runs last: a fwd_appendkv with O must also make a valid attention after the append.
+void check_append_chain(const Problem& problem);
 void check_split(const Problem& problem);
 void check_main_views(const Problem& problem);
 void check_backward_views(const Problem& problem);

@@ -20,6 +20,10 @@ FamilyUse main_use(const Problem& p) {
     case Family::fwd_splitkv: return {Use::reads, Use::reads, Use::reads, Use::none};
     case Family::fwd_splitkv_combine: return {Use::none, Use::none, Use::none, Use::writes};
     case Family::fwd_appendkv:
+      // With O set the problem attends after the append, reading Q (rotated first, when asked).
+      if (appends_then_attends(p))
+        return {p.append.rotate_q ? Use::writes : Use::reads, Use::writes, Use::writes,
+                Use::writes};
       return {p.append.rotate_q ? Use::writes : Use::none, Use::writes, Use::writes, Use::none};
     case Family::bwd_dot_do_o: return {Use::none, Use::none, Use::none, Use::reads};
     case Family::bwd_dq_dk_dv: return {Use::reads, Use::reads, Use::reads, Use::none};

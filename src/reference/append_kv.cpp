@@ -55,11 +55,11 @@ void require_supported(const Problem& p) {
   require(p.v, "v");
   require(p.append.k_new, "append.k_new");
   require(p.append.v_new, "append.v_new");
-  if (p.append.rope != RopeKind::none) {
+  if (p.append.rope != RopeKind::none && p.append.rope_theta <= 0) {
     require(p.append.rope_cos, "append.rope_cos");
     require(p.append.rope_sin, "append.rope_sin");
-    if (p.append.rotate_q) require(p.q, "q");
   }
+  if (p.append.rotate_q || appends_then_attends(p)) require(p.q, "q");
 }
 
 void append_kv_head(const Problem& p, int64_t b, int64_t hk) {
@@ -68,7 +68,7 @@ void append_kv_head(const Problem& p, int64_t b, int64_t hk) {
   for (int64_t t = 0; t < a.seqlen_knew; ++t) {
     const int64_t position = p.key_length(b) + t;
     load_row(a.k_new, a.k_new.offset({b, t, hk, 0}), k_row);
-    detail::apply_rope(a, position, k_row.data());
+    detail::apply_rope(a, position + a.position_offset(b), k_row.data());
     store_row(p.k, cache_row(p, p.k, b, position, hk), k_row);
     load_row(a.v_new, a.v_new.offset({b, t, hk, 0}), v_row);
     store_row(p.v, cache_row(p, p.v, b, position, hk), v_row);
@@ -81,7 +81,7 @@ void rotate_q_head(const Problem& p, int64_t b, int64_t h) {
     const detail::RowIndex index = detail::query_row(p, b, i);
     const int64_t base = p.q.offset({index.batch, index.seq, h, 0});
     load_row(p.q, base, row);
-    detail::apply_rope(p.append, p.key_length(b) + i, row.data());
+    detail::apply_rope(p.append, p.key_length(b) + i + p.append.position_offset(b), row.data());
     store_row(p.q, base, row);
   }
 }

@@ -15,7 +15,11 @@ void run(const Problem& problem) {
     case Family::batch_prefill: return forward(problem);
     case Family::fwd_splitkv: return forward_splitkv(problem);
     case Family::fwd_splitkv_combine: return splitkv_combine(problem);
-    case Family::fwd_appendkv: return append_kv(problem);
+    case Family::fwd_appendkv:
+      append_kv(problem);
+      // With O set the problem also asks for the attention over the appended cache.
+      if (appends_then_attends(problem)) forward(attention_after_append(problem));
+      return;
     case Family::bwd_dot_do_o: return backward_dot_do_o(problem);
     case Family::bwd_dq_dk_dv: return backward_dq_dk_dv(problem);
     case Family::bwd_convert_dq: return backward_convert_dq(problem);

@@ -42,6 +42,9 @@ DeviceMirror::DeviceMirror(const Problem& host) : device_(host) {
        {&Problem::q, &Problem::k, &Problem::v, &Problem::o, &Problem::lse, &Problem::bias,
         &Problem::alibi_slopes, &Problem::sink_logits})
     device_.*member = mirror(host.*member, is_output(host, host.*member));
+  for (TensorView AppendKv::*member :
+       {&AppendKv::k_new, &AppendKv::v_new, &AppendKv::rope_cos, &AppendKv::rope_sin})
+    device_.append.*member = mirror(host.append.*member, false);
 }
 
 jit::DeviceBuffer* DeviceMirror::find_buffer(const void* device_data) const {

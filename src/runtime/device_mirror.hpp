@@ -1,6 +1,8 @@
-// A device copy of a host Problem: every tensor the problem names is copied to GPU memory with
-// the same shape and strides, outputs are poisoned (all bits set: NaN in every float dtype) so
-// an element a kernel forgets to write cannot pass validation, and results copy back.
+// A device copy of a host Problem: every tensor the problem names (append-KV's new tokens and RoPE
+// tables too) is copied to GPU memory with the same shape and strides, outputs are poisoned (all
+// bits set: NaN in every float dtype) so an element a kernel forgets to write cannot pass
+// validation, and results copy back. Append-KV's caches and Q are copied, not poisoned: it
+// writes into them in place.
 #pragma once
 
 #include <cstddef>

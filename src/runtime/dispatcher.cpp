@@ -95,6 +95,10 @@ std::vector<CandidateVerdict> Dispatcher::explain(const Problem& problem) const 
       all.insert(all.end(), stage_verdicts.begin(), stage_verdicts.end());
     }
   }
+  if (appends_then_attends(problem)) {
+    auto attention = explain(attention_after_append(problem));
+    all.insert(all.end(), attention.begin(), attention.end());
+  }
   return all;
 }
 
@@ -118,7 +122,7 @@ PlannedStage Dispatcher::prepare_stage(const KernelConfig& kernel, const Problem
   return stage;
 }
 
-std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem) {
+std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem, bool own_workspace) {
   auto plan = std::make_shared<Plan>();
   plan->key = PlanKey::of(problem);
   std::ostringstream why;
@@ -166,8 +170,15 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem) {
       describe(best, plan->stages.back(), stage_verdicts.size() - 1);
     }
   }
-  plan->workspace = workspace_layout(problem, plan->num_splits);
-  if (plan->workspace.bytes > 0)
+  // Append -> attend: the attention is planned as its own problem (whatever split or paged form
+  // it takes) and nested, so one plan and one workspace serve both.
+  if (appends_then_attends(problem)) {
+    plan->attention = build_plan(attention_after_append(problem), /*own_workspace=*/false);
+    why << "then attention over the appended cache:\n" << plan->attention->explanation;
+  }
+  const int64_t attention_bytes = plan->attention ? plan->attention->workspace.bytes : 0;
+  plan->workspace = workspace_layout(problem, plan->num_splits, attention_bytes);
+  if (own_workspace && plan->workspace.bytes > 0)
     plan->owned_workspace = std::make_unique<OwnedWorkspace>(plan->workspace.bytes);
   plan->explanation = why.str();
   return plan;
@@ -191,7 +202,7 @@ void Dispatcher::run(const Plan& plan, const Problem& problem, jit::CUstream str
                      jit::CUdeviceptr workspace) const {
   if (problem.device_indices.checked && problem.device_indices.any())
     check_device_indices(problem, stream);
-  if (plan.workspace.bytes == 0 || workspace != 0) {
+  if (plan.workspace.bytes == 0 || workspace != 0 || !plan.owned_workspace) {
     run_stages(plan, problem, registry_, stream, workspace);
     return;
   }

@@ -64,7 +64,8 @@ class Dispatcher {
                                         const Problem& problem, Family stage) const;
   PlannedStage prepare_stage(const KernelConfig& kernel, const Problem& problem,
                              int64_t num_splits);
-  std::shared_ptr<Plan> build_plan(const Problem& problem);
+  // `own_workspace`: allocate the plan's workspace (a nested attention plan uses its parent's).
+  std::shared_ptr<Plan> build_plan(const Problem& problem, bool own_workspace = true);
 
   Registry& registry_;
   DeviceInfo device_;

@@ -33,7 +33,7 @@ int64_t EnginePlan::workspace_bytes() const {
   return plan_ ? plan_->workspace.bytes : 0;
 }
 int64_t EnginePlan::num_stages() const {
-  return plan_ ? static_cast<int64_t>(plan_->stages.size()) : 0;
+  return static_cast<int64_t>(kernels().size());
 }
 int64_t EnginePlan::num_splits() const {
   return plan_ ? plan_->num_splits : 1;
@@ -45,8 +45,9 @@ const std::string& EnginePlan::explanation() const {
 
 std::vector<KernelConfig> EnginePlan::kernels() const {
   std::vector<KernelConfig> out;
-  if (plan_)
-    for (const runtime::PlannedStage& stage : plan_->stages) out.push_back(stage.kernel);
+  // An append -> attend plan launches its nested attention plan after its own stages.
+  for (const runtime::Plan* plan = plan_.get(); plan != nullptr; plan = plan->attention.get())
+    for (const runtime::PlannedStage& stage : plan->stages) out.push_back(stage.kernel);
   return out;
 }
 
@@ -64,8 +65,10 @@ Engine::Engine(EngineOptions options) : state_(std::make_unique<State>()) {
                              options.kernels.end());
   if (options.pipeline)
     std::erase_if(dispatch.candidates, [&](const KernelConfig& config) {
-      // The combine has its own pipeline; it stays whatever pipeline the attention uses.
-      return config.pipeline != *options.pipeline && config.family != Family::fwd_splitkv_combine;
+      // The combine and append-KV have their own pipelines; they stay whatever pipeline the
+      // attention uses.
+      return config.pipeline != *options.pipeline && config.family != Family::fwd_splitkv_combine &&
+             config.family != Family::fwd_appendkv;
     });
   if (options.disk_cache)
     dispatch.cache = std::make_shared<jit::KernelCache>(

@@ -20,6 +20,8 @@ struct FwdDeviceIndices {
   const int32_t* block_table = nullptr;
   const int64_t* page_indptr = nullptr;
   const int32_t* page_indices = nullptr;
+  // append.rope_position_offsets (fwd_appendkv), null when absent.
+  const int64_t* rope_position_offsets = nullptr;
 };
 
 // For a problem validate() accepted (Dispatcher::plan validates once; a run does not again):

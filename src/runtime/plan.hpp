@@ -42,6 +42,12 @@ struct WorkspaceLayout {
   // key block and write O = 0, LSE = -inf, but their K/V tensor maps and pointers still need a
   // non-empty tensor (TMA takes no zero extent). Never read.
   int64_t empty_kv = -1;
+  // Append-KV: append.rope_position_offsets (int64 upload); in an append -> attend plan also the
+  // key counts after the append (int64 [batch], written by the append kernel, read by the
+  // attention) and the attention plan's own workspace.
+  int64_t rope_position_offsets = -1;
+  int64_t key_lengths_after = -1;
+  int64_t attention = -1;
   int64_t bytes = 0;
   // Shape of the partials: [num_splits, batch_rows, nhead_q, seq_rows, hdim_v].
   int64_t batch_rows = 0;
@@ -85,6 +91,10 @@ struct Plan {
   std::unique_ptr<OwnedWorkspace> owned_workspace;
   // Why each stage's kernel was chosen (shown by `--explain`).
   std::string explanation;
+  // An append -> attend plan (fwd_appendkv with O): the attention's plan, run after `stages` on
+  // the same stream with its workspace at workspace.attention and its key counts read from
+  // workspace.key_lengths_after. Null otherwise.
+  std::shared_ptr<const Plan> attention;
 };
 
 }  // namespace tilefmha::runtime

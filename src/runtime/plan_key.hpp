@@ -72,6 +72,18 @@ inline const auto kPlanKeyFields = std::make_tuple(
     PlanKeyField{"fp8.kind", [](const Problem& p) { return p.fp8.kind; }},
     PlanKeyField{"split.num_splits", [](const Problem& p) { return p.split.num_splits; }},
     PlanKeyField{"append.rope", [](const Problem& p) { return p.append.rope; }},
+    // The append kernel's grid covers seqlen_knew tokens (and Q rows when rotate_q); the
+    // attention after it sees seqlen_knew more keys.
+    PlanKeyField{"append.seqlen_knew", [](const Problem& p) { return p.append.seqlen_knew; }},
+    PlanKeyField{"append.rotate_q", [](const Problem& p) { return p.append.rotate_q; }},
+    // 0: none, 1: host (a workspace upload), 2: device.
+    PlanKeyField{"append.rope_position_offsets",
+                 [](const Problem& p) {
+                   return p.device_indices.rope_position_offsets != nullptr
+                              ? 2
+                              : (p.append.rope_position_offsets.empty() ? 0 : 1);
+                 }},
+    PlanKeyField{"append.attends", [](const Problem& p) { return appends_then_attends(p); }},
     PlanKeyField{"bwd.deterministic", [](const Problem& p) { return p.bwd.deterministic; }},
     PlanKeyField{"bwd.dbias", [](const Problem& p) { return !p.bwd.dbias.empty(); }});
 

@@ -83,7 +83,8 @@ Error stage_error(const Error& error, const PlannedStage& stage, const Problem& 
 
 }  // namespace
 
-WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits) {
+WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits,
+                                 int64_t attention_bytes) {
   WorkspaceLayout layout;
   layout.seqstart_q = reserve_index(layout, problem.seqstart_q);
   layout.seqstart_k = reserve_index(layout, problem.seqstart_k);
@@ -110,7 +111,19 @@ WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits) {
     layout.o_acc = reserve(layout, rows * problem.hdim_v * int64_t{4});
     layout.lse_acc = reserve(layout, rows * int64_t{4});
   }
+  layout.rope_position_offsets = reserve_index(layout, problem.append.rope_position_offsets);
+  if (appends_then_attends(problem)) {
+    layout.key_lengths_after = reserve(layout, problem.batch * int64_t{sizeof(int64_t)});
+    if (attention_bytes > 0) layout.attention = reserve(layout, attention_bytes);
+  }
   return layout;
+}
+
+Problem attention_stage_problem(const Problem& problem, const int64_t* key_lengths_after) {
+  Problem attend = attention_after_append(problem);
+  attend.seqlen_k_per_batch.clear();
+  attend.device_indices.seqlen_k = key_lengths_after;
+  return attend;
 }
 
 SplitKv workspace_partials(const WorkspaceLayout& layout, const Problem& problem,
@@ -163,6 +176,14 @@ void run_stages(const Plan& plan, const Problem& problem, const Registry& regist
   indices.block_table = bind(device.block_table, paged.block_table, layout.block_table);
   indices.page_indptr = bind(device.page_indptr, paged.page_indptr, layout.page_indptr);
   indices.page_indices = bind(device.page_indices, paged.page_indices, layout.page_indices);
+  indices.rope_position_offsets =
+      bind(device.rope_position_offsets, problem.append.rope_position_offsets,
+           layout.rope_position_offsets);
+  int64_t* key_lengths_after =
+      layout.key_lengths_after < 0
+          ? nullptr
+          : reinterpret_cast<int64_t*>(workspace +
+                                       static_cast<jit::CUdeviceptr>(layout.key_lengths_after));
   const SplitKv split = plan.num_splits > 1
                             ? workspace_partials(layout, problem, plan.num_splits, workspace)
                             : problem.split;
@@ -174,11 +195,22 @@ void run_stages(const Plan& plan, const Problem& problem, const Registry& regist
     try {
       const jit::CUfunction function =
           stage.function != nullptr ? stage.function : registry.function(stage.kernel);
-      const templates::StageLaunch launch{launched, indices, split, function, stage.shape, stream};
+      const templates::StageLaunch launch{launched, indices,          split, function, stage.shape,
+                                          stream,   key_lengths_after};
       stage.kernel_template->launch(stage.kernel, launch);
     } catch (const Error& error) {
       throw stage_error(error, stage, problem);
     }
+  }
+  // Append -> attend: the attention reads the counts the append kernel just wrote, on the same
+  // stream, so nothing waits on the host and a captured graph replays both with new lengths.
+  if (plan.attention) {
+    const Plan& attention = *plan.attention;
+    const jit::CUdeviceptr nested =
+        attention.workspace.bytes > 0 ? workspace + static_cast<jit::CUdeviceptr>(layout.attention)
+                                      : 0;
+    run_stages(attention, attention_stage_problem(problem, key_lengths_after), registry, stream,
+               nested);
   }
 }
 

@@ -10,7 +10,14 @@
 namespace tilefmha::runtime {
 
 // The workspace of `problem` planned with `num_splits` (> 1: split-KV partials of a fwd problem).
-WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits);
+// `attention_bytes`: the workspace of the attention plan that follows an append (fwd_appendkv
+// with O), nested in this one.
+WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits,
+                                 int64_t attention_bytes = 0);
+
+// The attention problem an append -> attend plan runs after its append: key counts read from
+// `key_lengths_after` (device) instead of any host vector.
+Problem attention_stage_problem(const Problem& problem, const int64_t* key_lengths_after);
 
 // The split partials of a plan, as fp32 views into `workspace` (device address).
 SplitKv workspace_partials(const WorkspaceLayout& layout, const Problem& problem,

@@ -1,5 +1,5 @@
 // The attention kernel templates (families fwd and fwd_splitkv on each pipeline, the paged
-// families on sm80_mma, and the split-KV combine), one file per pipeline; the table
+// families on sm80_mma, the split-KV combine and append-KV), one file per pipeline; the table
 // (template_table.cpp) lists them.
 #pragma once
 
@@ -17,5 +17,6 @@ const KernelTemplate& pagedkv_sm80_template();
 const KernelTemplate& batch_prefill_sm90_template();
 const KernelTemplate& batch_prefill_sm80_template();
 const KernelTemplate& combine_template();
+const KernelTemplate& appendkv_template();
 
 }  // namespace tilefmha::templates

@@ -37,6 +37,9 @@ struct StageLaunch {
   jit::CUfunction function = nullptr;
   jit::LaunchShape shape;
   jit::CUstream stream = nullptr;
+  // Append-KV as the first stage of an append -> attend plan: where it writes the key counts
+  // after the append (plan workspace), which the attention stage reads. Null otherwise.
+  int64_t* key_lengths_after = nullptr;
 };
 
 class KernelTemplate {

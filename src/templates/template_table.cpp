@@ -16,8 +16,8 @@ struct TableEntry {
 };
 
 // Every kernel template. A new family or pipeline is one line here and one template file.
-const std::array<TableEntry, 10>& table() {
-  static const std::array<TableEntry, 10> entries = {{
+const std::array<TableEntry, 11>& table() {
+  static const std::array<TableEntry, 11> entries = {{
       {Family::fwd, Pipeline::sm90_ws, fwd_sm90_template()},
       {Family::fwd, Pipeline::sm80_mma, fwd_sm80_template()},
       {Family::fwd, Pipeline::simt_f32, fwd_simt_template()},
@@ -28,6 +28,7 @@ const std::array<TableEntry, 10>& table() {
       {Family::batch_prefill, Pipeline::sm90_ws, batch_prefill_sm90_template()},
       {Family::batch_prefill, Pipeline::sm80_mma, batch_prefill_sm80_template()},
       {Family::fwd_splitkv_combine, Pipeline::combine, combine_template()},
+      {Family::fwd_appendkv, Pipeline::appendkv, appendkv_template()},
   }};
   return entries;
 }

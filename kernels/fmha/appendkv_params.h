@@ -1,0 +1,67 @@
+// The append-KV kernel's launch parameters (fmha/appendkv.h): one plain aggregate shared verbatim
+// by host code (runtime/appendkv_params.cpp fills it) and device code (which receives it by
+// value). Only built-in types, so host and NVRTC lay it out identically; sizes and strides are
+// 64-bit and in elements, every view's dim stride is 1.
+#pragma once
+
+#include "fmha/fwd_params.h"
+
+namespace tilefmha::fmha {
+
+enum class RopeMode : int { none = 0, interleaved = 1, half_rotated = 2 };
+
+struct AppendKvParams {
+  // New tokens [batch, seqlen_knew, nhead_k, hdim].
+  const void* k_new;
+  const void* v_new;
+  TokenStrides k_new_strides, v_new_strides;
+  // The caches: contiguous [batch, capacity, nhead_k, hdim], or page pools whose strides are
+  // [page, slot, head] (the views' batch, seq and head strides, whatever the KvLayout).
+  void* k;
+  void* v;
+  TokenStrides k_strides, v_strides;
+  // Q [batch, seqlen_q, nhead_q, hdim_q], rotated in place; null unless rotate_q.
+  void* q;
+  TokenStrides q_strides;
+
+  long long batch;
+  long long nhead_q;
+  long long nhead_k;
+  long long seqlen_q;
+  long long seqlen_knew;
+  long long hdim_q;
+  long long hdim_v;
+
+  // Cached key counts before the append (device, batch entries): new token t of sequence b goes
+  // to key seqlen_k[b] + t.
+  const long long* seqlen_k;
+  // Null, or where the kernel writes seqlen_k[b] + seqlen_knew for a following attention stage
+  // (plan workspace), so that no host round trip sits between the two launches.
+  long long* seqlen_k_after;
+
+  // Paged caches, as FwdParams: key j of sequence b lives in page pages_b[j / page_size], slot
+  // j % page_size, pages_b = page_table + page_indptr[b] (SGLang) or + b * page_table_stride
+  // (vLLM, page_indptr null). Null page_table: contiguous caches.
+  const int* page_table;
+  const long long* page_indptr;
+  long long page_table_stride;
+  long long page_size;
+
+  // RoPE over the first rotary_dim dims: pairs (2f, 2f + 1) (interleaved) or (f, f + rd / 2)
+  // (half_rotated). Angles from fp32 tables [position, rotary_dim / 2] (row stride
+  // rope_table_stride), or, with null tables, position * rope_theta^(-2f / rotary_dim).
+  RopeMode rope;
+  long long rotary_dim;
+  const float* rope_cos;
+  const float* rope_sin;
+  long long rope_cos_stride, rope_sin_stride;
+  double rope_theta;
+  // Null, or per-sequence offsets added to the RoPE positions (not to the cache slots).
+  const long long* position_offsets;
+
+  // Rows of each part of the launch: the grid's y index picks K (0), V (1) or Q (2).
+  long long k_rows;  // batch * seqlen_knew * nhead_k
+  long long q_rows;  // batch * seqlen_q * nhead_q, 0 unless Q rotates
+};
+
+}  // namespace tilefmha::fmha

@@ -1,0 +1,169 @@
+"""Append-KV on the GPU: tilefmha.append_kv and tilefmha.append_kv_and_attend on CUDA tensors
+against the CPU reference on the same inputs. Contiguous caches and shuffled page pools (pages of
+1, 16 and 1024 tokens, both pool layouts, both page-table forms), RoPE none / interleaved /
+half-rotated over rotary_dim < hdim from tables or from a base with position offsets, Q rotated
+in place, GQA, an empty cache; device key lengths (no host sync); and the append -> attend plan
+captured in a CUDA graph and replayed with new device lengths. Skipped (and reported as skipped)
+without PyTorch, a CUDA GPU or a usable driver."""
+
+import numpy as np
+import pytest
+
+import tilefmha
+from gpu_support import captured, gpu_skip_reason, torch
+from paged_cache import PagedCache
+
+pytestmark = pytest.mark.skipif(bool(gpu_skip_reason()), reason=gpu_skip_reason() or "GPU")
+
+BF16 = 1.6e-2
+LENGTHS = [37, 0, 70]
+
+
+def bf16(rng, *shape):
+    return torch.from_numpy(rng.uniform(-1, 1, shape).astype(np.float32)).to(torch.bfloat16)
+
+
+def pools(rng, page_size, layout, new_tokens, dim=128):
+    """A shuffled page pool holding LENGTHS cached tokens (NaN elsewhere) with room for the new
+    ones, as bf16 CPU tensors, and its PagedCache (tables)."""
+    capacity = max(LENGTHS) + new_tokens
+    k = rng.uniform(-1, 1, (3, capacity, 2, dim)).astype(np.float32)
+    v = rng.uniform(-1, 1, (3, capacity, 2, dim)).astype(np.float32)
+    cache = PagedCache(rng, k, v, LENGTHS, page_size, layout,
+                       spare_pages=-(-new_tokens // page_size) + 1)
+    return (torch.from_numpy(cache.k_pool).to(torch.bfloat16),
+            torch.from_numpy(cache.v_pool).to(torch.bfloat16), cache)
+
+
+def tables(cache, form):
+    if form == "block_table":
+        return {"block_table": cache.block_table}
+    return {"page_indptr": cache.page_indptr, "page_indices": cache.page_indices}
+
+
+def assert_same_cache(gpu, cpu):
+    # NaN slots (never written) must stay NaN; written ones must agree.
+    gpu, cpu = gpu.cpu().float(), cpu.float()
+    assert torch.equal(torch.isnan(gpu), torch.isnan(cpu))
+    torch.testing.assert_close(gpu.nan_to_num(), cpu.nan_to_num(), rtol=BF16, atol=BF16)
+
+
+@pytest.mark.parametrize("form", ["block_table", "page_list"])
+@pytest.mark.parametrize("layout", ["nhd", "hnd"])
+@pytest.mark.parametrize("page_size", [1, 16, 1024])
+def test_paged_append_matches_the_cpu_reference(page_size, layout, form):
+    rng = np.random.default_rng(page_size + (layout == "hnd"))
+    new = 19 if page_size == 16 else 2
+    k_pool, v_pool, cache = pools(rng, page_size, layout, new)
+    k_new, v_new, q = bf16(rng, 3, new, 2, 128), bf16(rng, 3, new, 2, 128), bf16(rng, 3, new, 8, 128)
+    rope = {"rope": "neox" if page_size != 1 else "interleaved", "rotary_dim": 64,
+            "rotate_q": form == "block_table"}
+    if layout == "hnd":
+        rope.update(rope_theta=10000.0, rope_position_offsets=[3, 1000, 0])
+    gpu = [x.cuda() for x in (k_pool, v_pool, q)]
+    gpu_rope = dict(rope)
+    if layout == "hnd" and form == "page_list":  # the offsets stay on the device
+        gpu_rope["rope_position_offsets"] = torch.tensor([3, 1000, 0], device="cuda")
+    after = tilefmha.append_kv(gpu[0], gpu[1], k_new.cuda(), v_new.cuda(), LENGTHS,
+                               layout=layout, q=gpu[2], **tables(cache, form), **gpu_rope)
+    expected = tilefmha.append_kv(k_pool, v_pool, k_new, v_new, LENGTHS, layout=layout, q=q,
+                                  **tables(cache, form), **rope)
+    np.testing.assert_array_equal(after, expected)
+    assert_same_cache(gpu[0], k_pool)
+    assert_same_cache(gpu[1], v_pool)
+    torch.testing.assert_close(gpu[2].cpu().float(), q.float(), rtol=BF16, atol=BF16)
+
+
+@pytest.mark.parametrize("rope", [None, "interleaved", "half_rotated"])
+@pytest.mark.parametrize("dtype_name", ["float16", "float32"])
+def test_contiguous_append_with_device_lengths(rope, dtype_name):
+    dtype = getattr(torch, dtype_name)
+    rng = np.random.default_rng(5)
+    k_cache = torch.from_numpy(rng.uniform(-1, 1, (3, 96, 2, 64)).astype(np.float32)).to(dtype)
+    v_cache = k_cache.clone()
+    k_new = torch.from_numpy(rng.uniform(-1, 1, (3, 4, 2, 64)).astype(np.float32)).to(dtype)
+    v_new = torch.from_numpy(rng.uniform(-1, 1, (3, 4, 2, 64)).astype(np.float32)).to(dtype)
+    q = torch.from_numpy(rng.uniform(-1, 1, (3, 4, 8, 64)).astype(np.float32)).to(dtype)
+    extra = {} if rope is None else {"rope": rope, "rotary_dim": 48, "rotate_q": True, "q": q}
+    gpu = {name: x.cuda() for name, x in (("k", k_cache), ("v", v_cache), ("q", q))}
+    extra_gpu = dict(extra, q=gpu["q"]) if rope is not None else extra
+    lengths = torch.tensor(LENGTHS, device="cuda")
+    after = tilefmha.append_kv(gpu["k"], gpu["v"], k_new.cuda(), v_new.cuda(), lengths,
+                               max_seqlen_k=max(LENGTHS), **extra_gpu)
+    assert after.is_cuda and after.tolist() == [n + 4 for n in LENGTHS]
+    # On the GPU with device lengths and no tables, the angles come from base 10000; the CPU
+    # tables of rope_tables() use the same base.
+    tilefmha.append_kv(k_cache, v_cache, k_new, v_new, LENGTHS, **extra)
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-3
+    torch.testing.assert_close(gpu["k"].cpu(), k_cache, rtol=tolerance, atol=tolerance)
+    torch.testing.assert_close(gpu["v"].cpu(), v_cache, rtol=tolerance, atol=tolerance)
+    torch.testing.assert_close(gpu["q"].cpu(), q, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("form", ["block_table", "page_list"])
+def test_append_then_attend_matches_the_cpu_reference(form):
+    rng = np.random.default_rng(11)
+    k_pool, v_pool, cache = pools(rng, 16, "nhd", 1)
+    k_new, v_new, q = bf16(rng, 3, 1, 2, 128), bf16(rng, 3, 1, 2, 128), bf16(rng, 3, 1, 8, 128)
+    call = {"rope": "neox", "rope_theta": 10000.0, "rotate_q": True, "causal": "bottom_right",
+            "return_lse": True, **tables(cache, form)}
+    gpu = [x.cuda() for x in (q, k_pool, v_pool)]
+    o, lse = tilefmha.append_kv_and_attend(gpu[0], gpu[1], gpu[2], k_new.cuda(), v_new.cuda(),
+                                           torch.tensor(LENGTHS, device="cuda"),
+                                           max_seqlen_k=max(LENGTHS), **call)
+    expected_o, expected_lse = tilefmha.append_kv_and_attend(q, k_pool, v_pool, k_new, v_new,
+                                                             LENGTHS, **call)
+    torch.testing.assert_close(o.cpu().float(), expected_o.float(), rtol=BF16, atol=BF16)
+    torch.testing.assert_close(lse.cpu(), expected_lse, rtol=1e-3, atol=1e-3)
+    assert_same_cache(gpu[1], k_pool)
+
+
+def test_contiguous_append_then_attend():
+    rng = np.random.default_rng(12)
+    k_cache, v_cache = bf16(rng, 3, 96, 2, 64), bf16(rng, 3, 96, 2, 64)
+    k_new, v_new, q = bf16(rng, 3, 5, 2, 64), bf16(rng, 3, 5, 2, 64), bf16(rng, 3, 5, 8, 64)
+    call = {"rope": "interleaved", "rotary_dim": 32, "causal": "bottom_right"}
+    gpu = [x.cuda() for x in (q, k_cache, v_cache)]
+    o = tilefmha.append_kv_and_attend(gpu[0], gpu[1], gpu[2], k_new.cuda(), v_new.cuda(),
+                                      LENGTHS, **call)
+    expected = tilefmha.append_kv_and_attend(q, k_cache, v_cache, k_new, v_new, LENGTHS, **call)
+    torch.testing.assert_close(o.cpu().float(), expected.float(), rtol=BF16, atol=BF16)
+
+
+def test_append_then_attend_replays_in_a_cuda_graph_with_new_lengths():
+    """One decode step captured (device lengths and block table), replayed twice: the captured
+    lengths, then one token later with new tokens written into the captured inputs."""
+    rng = np.random.default_rng(13)
+    k_pool, v_pool, cache = pools(rng, 16, "nhd", 2)
+    q = bf16(rng, 3, 1, 8, 128).cuda()
+    k_new, v_new = bf16(rng, 3, 1, 2, 128).cuda(), bf16(rng, 3, 1, 2, 128).cuda()
+    lengths = torch.tensor(LENGTHS, device="cuda")
+    block_table = torch.from_numpy(cache.block_table).cuda()
+    gpu_k, gpu_v = k_pool.cuda(), v_pool.cuda()
+    host_k, host_v = k_pool.clone(), v_pool.clone()
+
+    def step():
+        return tilefmha.append_kv_and_attend(q, gpu_k, gpu_v, k_new, v_new, lengths,
+                                             block_table=block_table,
+                                             max_seqlen_k=max(LENGTHS) + 1, rope="neox",
+                                             rope_theta=10000.0, causal="bottom_right")
+
+    graph, o = captured(step)
+    # The warm-up call in captured() appended too: restart from the host caches.
+    gpu_k.copy_(host_k)
+    gpu_v.copy_(host_v)
+    for shift in (0, 1):
+        if shift:
+            k_new.copy_(bf16(rng, 3, 1, 2, 128))
+            v_new.copy_(bf16(rng, 3, 1, 2, 128))
+            lengths.add_(1)
+        o.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        step_lengths = [n + shift for n in LENGTHS]
+        expected = tilefmha.append_kv_and_attend(q.cpu(), host_k, host_v, k_new.cpu(),
+                                                 v_new.cpu(), step_lengths,
+                                                 block_table=cache.block_table, rope="neox",
+                                                 rope_theta=10000.0, causal="bottom_right")
+        torch.testing.assert_close(o.cpu().float(), expected.float(), rtol=BF16, atol=BF16)
+        assert_same_cache(gpu_k, host_k)

@@ -1,0 +1,31 @@
+// Codegen of the append-KV kernel (kernels/fmha/appendkv.h; family fwd_appendkv, pipeline
+// appendkv): support check, translation unit and launch shape. The kernel is specialized on the
+// element type, the widest head dim max(hdim_q, hdim_v), warps, whether the cache is paged and
+// the RoPE kind; block_m, block_n, block_k, stages, the padding flags, page_size and kv_layout do
+// not shape it (it checks every bound, reads the page size at run time and addresses pools
+// through strides).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "jit/module.hpp"
+#include "tilefmha/kernel_config.hpp"
+#include "tilefmha/problem.hpp"
+
+namespace tilefmha::codegen {
+
+// Throws Error(not_supported) naming the first field (and its value) the kernel lacks.
+void check_supported_appendkv(const KernelConfig& config);
+std::string generate_appendkv_source(const KernelConfig& config);
+int threads_per_block_appendkv(const KernelConfig& config);
+// The kernel takes no shared memory: each row goes register to global.
+int64_t shared_bytes_appendkv(const KernelConfig& config);
+// Rows the launch moves: new K and V rows (batch x seqlen_knew x nhead_k each), and Q rows
+// (batch x seqlen_q x nhead_q) when Q rotates.
+int64_t appendkv_rows(const Problem& problem);
+// One CTA per rows-per-CTA of appendkv_rows(problem). Throws Error(not_supported) when the
+// problem's head dims exceed the kernel's or the rows exceed the grid.
+jit::LaunchShape launch_shape_appendkv(const KernelConfig& config, const Problem& problem);
+
+}  // namespace tilefmha::codegen

@@ -1,0 +1,245 @@
+// The append-KV kernel with no GPU: enumerated fwd_appendkv configs pass the support check (and
+// others are refused naming the field), the template table serves the family, sources select
+// the paged path and RoPE kind, every variant compiles with NVRTC for sm_80 and sm_90a without
+// spills, the launch covers K, V and Q rows, and an append -> attend problem is planned as the
+// append kernel then the attention's kernels, with the key counts and the attention's workspace
+// nested in one workspace.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "codegen/appendkv.hpp"
+#include "enumerate/arch_spec.hpp"
+#include "enumerate/enumerator.hpp"
+#include "enumerate/profile.hpp"
+#include "enumerate/sweep_config.hpp"
+#include "runtime/candidates.hpp"
+#include "runtime/dispatcher.hpp"
+#include "runtime/plan_key.hpp"
+#include "runtime/stage_runner.hpp"
+#include "support/compile_cases.hpp"
+#include "support/gpu_availability.hpp"
+#include "support/refusal.hpp"
+#include "templates/template_table.hpp"
+
+namespace tilefmha {
+namespace {
+
+KernelConfig appendkv_config(DType dtype, int hdim_q, int hdim_v, PageTableKind table,
+                             RopeKind rope) {
+  KernelConfig c;
+  c.family = Family::fwd_appendkv;
+  c.pipeline = Pipeline::appendkv;
+  c.arch = Arch::sm80;
+  c.dtype = c.out_dtype = dtype;
+  c.hdim_q = hdim_q;
+  c.hdim_v = hdim_v;
+  c.block_m = c.block_n = 64;
+  c.block_k = hdim_q;
+  c.warps = 4;
+  c.stages = 1;
+  c.pad_seqlen_q = c.pad_seqlen_k = c.pad_hdim_q = c.pad_hdim_v = true;
+  c.page_table = table;
+  c.rope = rope;
+  return c;
+}
+
+std::string refusal(const KernelConfig& c) {
+  return testing::not_supported_message([&] { codegen::check_supported_appendkv(c); });
+}
+
+TEST(AppendKvCodegen, EnumeratedConfigsAreBuiltOrRefusedByDtype) {
+  const auto configs =
+      enumerate::enumerate_kernels(enumerate::load_arch_spec(Arch::sm90),
+                                   enumerate::load_sweep_config("appendkv"),
+                                   enumerate::load_profile("full"), enumerate::FilterSet{})
+          .configs;
+  ASSERT_FALSE(configs.empty());
+  int64_t built = 0;
+  for (const KernelConfig& c : configs) {
+    const auto rejection = templates::build_rejection(c);
+    if (is_fp8(c.dtype)) {
+      ASSERT_TRUE(rejection.has_value()) << c.name();
+      EXPECT_EQ(rejection->field, "dtype") << rejection->text;
+    } else {
+      EXPECT_FALSE(rejection.has_value()) << c.name() << ": " << rejection->text;
+      ++built;
+    }
+  }
+  EXPECT_GT(built, 0);
+}
+
+TEST(AppendKvCodegen, SupportChecksNameTheField) {
+  const KernelConfig good =
+      appendkv_config(DType::bf16, 128, 128, PageTableKind::none, RopeKind::none);
+  EXPECT_EQ(refusal(good), "");
+  KernelConfig c = good;
+  c.dtype = c.out_dtype = DType::fp8_e4m3;
+  testing::expect_names_field(refusal(c), "dtype");
+  c = good;
+  c.mode = Mode::group;
+  testing::expect_names_field(refusal(c), "mode");
+  c = good;
+  c.mask = MaskKind::causal;
+  testing::expect_names_field(refusal(c), "mask");
+  c = good;
+  c.hdim_v = 512;
+  testing::expect_names_field(refusal(c), "hdim_v");
+  c = good;
+  c.family = Family::fwd;
+  testing::expect_names_field(refusal(c), "family");
+}
+
+TEST(AppendKvCodegen, SourcesSelectPagingAndRope) {
+  const std::string paged = codegen::generate_appendkv_source(appendkv_config(
+      DType::fp16, 192, 128, PageTableKind::sglang_page_list, RopeKind::half_rotated));
+  EXPECT_NE(paged.find("tilefmha::fmha::AppendKvTraits<\n    tilefmha::tile::half_t"),
+            std::string::npos)
+      << paged;
+  EXPECT_NE(paged.find("/*hdim=*/192"), std::string::npos) << paged;
+  EXPECT_NE(paged.find("/*paged=*/true, tilefmha::fmha::RopeMode::half_rotated"), std::string::npos)
+      << paged;
+  const std::string contiguous = codegen::generate_appendkv_source(
+      appendkv_config(DType::fp32, 64, 64, PageTableKind::none, RopeKind::interleaved));
+  EXPECT_NE(contiguous.find("/*paged=*/false, tilefmha::fmha::RopeMode::interleaved"),
+            std::string::npos)
+      << contiguous;
+}
+
+std::vector<testing::CompileCase> compile_cases() {
+  std::vector<testing::CompileCase> cases;
+  for (const KernelConfig& c :
+       {appendkv_config(DType::bf16, 128, 128, PageTableKind::vllm_block_table,
+                        RopeKind::half_rotated),
+        appendkv_config(DType::fp16, 64, 64, PageTableKind::sglang_page_list,
+                        RopeKind::interleaved),
+        appendkv_config(DType::fp16, 256, 256, PageTableKind::none, RopeKind::half_rotated),
+        appendkv_config(DType::fp32, 256, 256, PageTableKind::none, RopeKind::interleaved),
+        appendkv_config(DType::fp32, 32, 32, PageTableKind::vllm_block_table, RopeKind::none),
+        appendkv_config(DType::bf16, 192, 128, PageTableKind::none, RopeKind::none)})
+    cases.push_back({c, codegen::generate_appendkv_source(c)});
+  return cases;
+}
+
+TEST(AppendKvCodegen, CompilesForSm80) {
+  if (!testing::nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
+  testing::expect_compiles(compile_cases(), "sm_80");
+}
+
+TEST(AppendKvCodegen, CompilesForSm90a) {
+  if (!testing::nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
+  testing::expect_compiles(compile_cases(), "sm_90a");
+}
+
+// A decode append over a vLLM block table: 3 sequences, 8 query heads on 2 KV heads, 1 new token
+// each, pages of 16. Planning reads shapes and traits only, so the views point nowhere.
+Problem paged_append(bool with_output, bool rotate_q) {
+  const auto fake = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  PagedKv paged;
+  paged.table = PageTableKind::vllm_block_table;
+  paged.page_size = 16;
+  paged.num_pages = 12;
+  paged.max_pages_per_seq = 4;
+  paged.block_table = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  AppendKv append;
+  append.seqlen_knew = 1;
+  append.k_new = bshd(fake, DType::bf16, 3, 1, 2, 128, MemorySpace::device);
+  append.v_new = append.k_new;
+  append.rope = RopeKind::half_rotated;
+  append.rotary_dim = 64;
+  append.rope_theta = 10000.0;
+  append.rotate_q = rotate_q;
+  ProblemBuilder builder(Family::fwd_appendkv);
+  builder.dtype(DType::bf16).shape(3, 8, 2, 1, 0, 128, 128).key_lengths({40, 0, 63});
+  builder.paged(paged).append(append);
+  builder.q(bshd(fake, DType::bf16, 3, 1, 8, 128, MemorySpace::device));
+  if (with_output) builder.o(bshd(fake, DType::bf16, 3, 1, 8, 128, MemorySpace::device));
+  const TensorView pool = bshd(fake, DType::bf16, 12, 16, 2, 128, MemorySpace::device);
+  builder.k(pool).v(pool);
+  return builder.build();
+}
+
+TEST(AppendKvDispatch, LaunchCoversKeyValueAndQueryRows) {
+  const KernelConfig c = appendkv_config(DType::bf16, 128, 128, PageTableKind::vllm_block_table,
+                                         RopeKind::half_rotated);
+  // bf16 hdim 128: 16 chunks of 16 bytes, 16 lanes a row, 8 rows per 128-thread CTA.
+  const Problem keys_only = paged_append(false, false);
+  EXPECT_EQ(codegen::appendkv_rows(keys_only), 2 * 3 * 1 * 2);
+  EXPECT_EQ(codegen::launch_shape_appendkv(c, keys_only).grid[0], 2u);
+  const Problem with_q = paged_append(false, true);
+  EXPECT_EQ(codegen::appendkv_rows(with_q), 2 * 3 * 1 * 2 + 3 * 1 * 8);
+  EXPECT_EQ(codegen::launch_shape_appendkv(c, with_q).grid[0], 5u);
+  EXPECT_EQ(codegen::launch_shape_appendkv(c, with_q).block[0], 128u);
+}
+
+runtime::Dispatcher dispatcher_for(runtime::Registry& registry) {
+  runtime::DispatcherOptions options;
+  options.candidates = runtime::default_candidates(
+      Arch::sm90, {Family::fwd_appendkv, Family::fwd_pagedkv, Family::fwd, Family::fwd_splitkv,
+                   Family::fwd_splitkv_combine});
+  return runtime::Dispatcher(registry, {Arch::sm90, 132, "test"}, options);
+}
+
+TEST(AppendKvDispatch, AppendThenAttendExplainsBothStages) {
+  runtime::Registry registry;
+  runtime::Dispatcher dispatcher = dispatcher_for(registry);
+  const auto verdicts = dispatcher.explain(paged_append(true, true));
+  ASSERT_FALSE(verdicts.empty());
+  const auto best_of = [&](Family family) -> const runtime::CandidateVerdict* {
+    for (const auto& verdict : verdicts)
+      if (verdict.kernel.family == family && verdict.rejection.empty()) return &verdict;
+    return nullptr;
+  };
+  const auto* append = best_of(Family::fwd_appendkv);
+  ASSERT_NE(append, nullptr);
+  EXPECT_EQ(append->kernel.page_table, PageTableKind::vllm_block_table);
+  EXPECT_EQ(append->kernel.rope, RopeKind::half_rotated);
+  const auto* attend = best_of(Family::fwd_pagedkv);
+  ASSERT_NE(attend, nullptr) << "the attention over the paged cache has a kernel";
+  // Append only: no attention verdicts.
+  for (const auto& verdict : dispatcher.explain(paged_append(false, true)))
+    EXPECT_EQ(verdict.kernel.family, Family::fwd_appendkv) << verdict.kernel.name();
+}
+
+TEST(AppendKvDispatch, WorkspaceNestsTheAttentionAfterTheKeyCounts) {
+  Problem chained = paged_append(true, true);
+  chained.append.rope_position_offsets = {0, 5, 1};
+  const runtime::WorkspaceLayout layout = runtime::workspace_layout(chained, 1, 4096);
+  EXPECT_GE(layout.seqlen_k, 0);
+  EXPECT_GE(layout.rope_position_offsets, 0);
+  ASSERT_GE(layout.key_lengths_after, 0);
+  ASSERT_GE(layout.attention, layout.key_lengths_after + 3 * 8);
+  EXPECT_EQ(layout.attention % 256, 0);
+  EXPECT_GE(layout.bytes, layout.attention + 4096);
+  // Append only: no key counts after, no nested attention.
+  const runtime::WorkspaceLayout plain = runtime::workspace_layout(paged_append(false, true), 1);
+  EXPECT_EQ(plain.key_lengths_after, -1);
+  EXPECT_EQ(plain.attention, -1);
+
+  // The attention stage reads the counts the append wrote, never the host vector.
+  const auto* after = reinterpret_cast<const int64_t*>(uintptr_t{1} << 24);
+  const Problem attend = runtime::attention_stage_problem(chained, after);
+  EXPECT_EQ(attend.family, Family::fwd_pagedkv);
+  EXPECT_TRUE(attend.seqlen_k_per_batch.empty());
+  EXPECT_EQ(attend.device_indices.seqlen_k, after);
+  EXPECT_EQ(attend.seqlen_k, 64);  // the longest cached length 63 plus one new token
+}
+
+TEST(AppendKvDispatch, PlanKeysTellAppendShapesApart) {
+  const Problem base = paged_append(true, true);
+  Problem no_output = paged_append(false, true);
+  EXPECT_FALSE(runtime::PlanKey::of(base) == runtime::PlanKey::of(no_output));
+  Problem more_tokens = base;
+  more_tokens.append.seqlen_knew = 2;
+  EXPECT_FALSE(runtime::PlanKey::of(base) == runtime::PlanKey::of(more_tokens));
+  Problem unrotated = base;
+  unrotated.append.rotate_q = false;
+  EXPECT_FALSE(runtime::PlanKey::of(base) == runtime::PlanKey::of(unrotated));
+  Problem other_lengths = base;
+  other_lengths.seqlen_k_per_batch = {1, 2, 3};
+  EXPECT_TRUE(runtime::PlanKey::of(base) == runtime::PlanKey::of(other_lengths));
+}
+
+}  // namespace
+}  // namespace tilefmha

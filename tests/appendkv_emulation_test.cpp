@@ -1,0 +1,242 @@
+// The append-KV kernel's own code (kernels/fmha/appendkv.h), compiled for the host against the
+// stand-ins of tests/emulation/ and run with one std::thread per CUDA thread (a std::barrier per
+// warp for __syncwarp), on the parameters runtime::make_appendkv_params builds and the grid
+// codegen::launch_shape_appendkv sizes, against the CPU reference: contiguous caches and paged
+// pools (vLLM and SGLang, NHD and HND, pages of 1, 16 and 1024), every RoPE kind from tables or
+// a base with position offsets, Q rotated in place, 16-byte and element-wise paths, fp32, fp16
+// and bf16, and the key counts after the append. It checks indexing, the vector and scalar
+// paths, the warp ordering of the in-place rotation and that the grid covers every row; the
+// GPU itself (PTX, memory model) is appendkv_gpu_test's.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "codegen/appendkv.hpp"
+#include "core/numeric.hpp"
+#include "fmha/appendkv.h"
+#include "runtime/appendkv_params.hpp"
+#include "runtime/tolerance.hpp"
+#include "support/tensor_pool.hpp"
+#include "tilefmha/reference.hpp"
+#include "tilefmha/validate.hpp"
+
+namespace tilefmha {
+namespace {
+
+using testing::TensorPool;
+
+// Runs append_kv<Traits> over `grid` blocks of `threads` threads, block by block.
+template <class Traits>
+void emulate(const fmha::AppendKvParams& params, const jit::LaunchShape& shape) {
+  ASSERT_EQ(shape.block[0] % 32, 0u);
+  for (unsigned block = 0; block < shape.grid[0]; ++block) {
+    std::vector<std::unique_ptr<std::barrier<>>> warps;
+    for (unsigned w = 0; w < shape.block[0] / 32; ++w)
+      warps.push_back(std::make_unique<std::barrier<>>(32));
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < shape.block[0]; ++t)
+      threads.emplace_back([&, t] {
+        threadIdx = {t, 0, 0};
+        blockIdx = {block, 0, 0};
+        emulated_warp = warps[t / 32].get();
+        fmha::append_kv<Traits>(params);
+      });
+    for (std::thread& thread : threads) thread.join();
+  }
+}
+
+struct Case {
+  std::string name;
+  DType dtype;
+  int64_t hdim;
+  PageTableKind table = PageTableKind::none;
+  KvLayout layout = KvLayout::nhd;
+  int64_t page_size = 0;
+  RopeKind rope = RopeKind::none;
+  int64_t rotary_dim = 0;
+  bool theta = false;
+  int64_t seqlen_knew = 5;
+};
+
+constexpr int64_t kBatch = 3, kHeadsQ = 8, kHeadsK = 2, kCapacity = 48;
+const std::vector<int64_t> kLengths = {17, 0, 40};
+
+// One fwd_appendkv problem with its own tensors; two built from one seed are identical.
+struct Setup {
+  TensorPool pool;
+  std::vector<int64_t> lengths = kLengths;
+  Problem problem;
+
+  Setup(const Case& c, uint64_t seed) : pool(seed) {
+    ProblemBuilder b(Family::fwd_appendkv);
+    b.dtype(c.dtype).shape(kBatch, kHeadsQ, kHeadsK, c.seqlen_knew, 0, c.hdim, c.hdim);
+    b.key_lengths(lengths);
+    int64_t pages = 0;
+    if (c.table != PageTableKind::none) {
+      PagedKv p;
+      p.table = c.table;
+      p.layout = c.layout;
+      p.page_size = c.page_size;
+      std::vector<int64_t> counts;
+      for (int64_t n : lengths)
+        counts.push_back((n + c.seqlen_knew + c.page_size - 1) / c.page_size);
+      pages = std::accumulate(counts.begin(), counts.end(), int64_t{0}) + 1;
+      std::vector<int32_t> order(pages);
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), pool.rng());
+      p.num_pages = pages;
+      const int64_t widest = *std::max_element(counts.begin(), counts.end());
+      int64_t next = 0;
+      if (c.table == PageTableKind::vllm_block_table) {
+        p.max_pages_per_seq = widest;
+        p.block_table.assign(kBatch * widest, 0);
+        for (int64_t s = 0; s < kBatch; ++s)
+          for (int64_t n = 0; n < counts[s]; ++n) p.block_table[s * widest + n] = order[next++];
+      } else {
+        p.page_indptr = {0};
+        for (int64_t s = 0; s < kBatch; ++s) {
+          for (int64_t n = 0; n < counts[s]; ++n) p.page_indices.push_back(order[next++]);
+          p.page_indptr.push_back(static_cast<int64_t>(p.page_indices.size()));
+        }
+      }
+      b.paged(p);
+    }
+    const auto cache = [&] {
+      if (c.table == PageTableKind::none)
+        return pool.uniform(c.dtype, {kBatch, kCapacity, kHeadsK, c.hdim}, -1, 1);
+      const int64_t ps = c.page_size, page = ps * kHeadsK * c.hdim;
+      return c.layout == KvLayout::nhd
+                 ? pool.strided(c.dtype, pages * page, {pages, ps, kHeadsK, c.hdim},
+                                {page, kHeadsK * c.hdim, c.hdim, 1}, -1, 1)
+                 : pool.strided(c.dtype, pages * page, {pages, ps, kHeadsK, c.hdim},
+                                {page, c.hdim, ps * c.hdim, 1}, -1, 1);
+    };
+    const TensorView k = cache(), v = cache();
+    b.k(k).v(v);
+    AppendKv a;
+    a.seqlen_knew = c.seqlen_knew;
+    a.k_new = pool.uniform(c.dtype, {kBatch, c.seqlen_knew, kHeadsK, c.hdim}, -1, 1);
+    a.v_new = pool.uniform(c.dtype, {kBatch, c.seqlen_knew, kHeadsK, c.hdim}, -1, 1);
+    a.rope = c.rope;
+    a.rotary_dim = c.rotary_dim;
+    a.rotate_q = c.rope != RopeKind::none;
+    if (c.rope != RopeKind::none && c.theta) {
+      a.rope_theta = 500.0;
+      a.rope_position_offsets = {7, 0, 300};
+    } else if (c.rope != RopeKind::none) {
+      const int64_t positions = kCapacity + c.seqlen_knew, half = c.rotary_dim / 2;
+      a.rope_cos = pool.uniform(DType::fp32, {positions, half}, -1, 1);
+      a.rope_sin = pool.uniform(DType::fp32, {positions, half}, -1, 1);
+    }
+    b.append(a);
+    b.q(pool.uniform(c.dtype, {kBatch, c.seqlen_knew, kHeadsQ, c.hdim}, -1, 1));
+    problem = b.build();
+  }
+};
+
+// The problem's views flagged as device memory (they stay host memory, which the emulated
+// threads read), as make_appendkv_params requires.
+Problem as_device(Problem p) {
+  for (TensorView* view :
+       {&p.q, &p.k, &p.v, &p.append.k_new, &p.append.v_new, &p.append.rope_cos, &p.append.rope_sin})
+    view->space = MemorySpace::device;
+  return p;
+}
+
+KernelConfig config_of(const Case& c) {
+  KernelConfig k;
+  k.family = Family::fwd_appendkv;
+  k.pipeline = Pipeline::appendkv;
+  k.arch = Arch::sm80;
+  k.dtype = k.out_dtype = c.dtype;
+  k.hdim_q = k.hdim_v = static_cast<int32_t>((c.hdim + 31) / 32 * 32);
+  k.warps = 4;
+  k.page_table = c.table;
+  k.rope = c.rope;
+  return k;
+}
+
+template <class Element, int Hdim, bool Paged, fmha::RopeMode Rope>
+void check(const Case& c) {
+  SCOPED_TRACE(c.name);
+  const KernelConfig config = config_of(c);
+  ASSERT_EQ(std::max(config.hdim_q, config.hdim_v), Hdim) << "the traits below must be codegen's";
+  ASSERT_EQ(config.page_table != PageTableKind::none, Paged);
+  Setup emulated(c, 5), expected(c, 5);
+  ASSERT_NO_THROW(validate(emulated.problem));
+  const Problem device = as_device(emulated.problem);
+  runtime::FwdDeviceIndices indices;
+  indices.seqlen_k_per_batch = emulated.problem.seqlen_k_per_batch.data();
+  indices.block_table = emulated.problem.paged.block_table.data();
+  indices.page_indptr = emulated.problem.paged.page_indptr.data();
+  indices.page_indices = emulated.problem.paged.page_indices.data();
+  indices.rope_position_offsets = emulated.problem.append.rope_position_offsets.empty()
+                                      ? nullptr
+                                      : emulated.problem.append.rope_position_offsets.data();
+  std::vector<int64_t> after(kBatch, -1);
+  const fmha::AppendKvParams params = runtime::make_appendkv_params(device, indices, after.data());
+  emulate<fmha::AppendKvTraits<Element, Hdim, 4, Paged, Rope>>(
+      params, codegen::launch_shape_appendkv(config, device));
+
+  reference::run(expected.problem);
+  const runtime::Tolerance tolerance = runtime::output_tolerance(c.dtype);
+  for (const auto& [got, want, name] :
+       {std::tuple{&emulated.problem.k, &expected.problem.k, "k"},
+        std::tuple{&emulated.problem.v, &expected.problem.v, "v"},
+        std::tuple{&emulated.problem.q, &expected.problem.q, "q"}}) {
+    runtime::Agreement agreement;
+    agreement.add(*got, *want, tolerance);
+    EXPECT_EQ(agreement.mismatches, 0) << name << ": max abs err " << agreement.max_abs_error;
+    EXPECT_EQ(agreement.compared, want->numel()) << name;
+  }
+  for (int64_t b = 0; b < kBatch; ++b) EXPECT_EQ(after[b], kLengths[b] + c.seqlen_knew);
+}
+
+TEST(AppendKvEmulation, PagedBf16HalfRotatedVectorPartners) {
+  check<tile::bfloat16_t, 128, true, fmha::RopeMode::half_rotated>(
+      {"vllm nhd page 16", DType::bf16, 128, PageTableKind::vllm_block_table, KvLayout::nhd, 16,
+       RopeKind::half_rotated, 64, false, 19});
+}
+
+TEST(AppendKvEmulation, ContiguousFp16HalfRotatedElementPartnersFromABase) {
+  // rotary_dim / 2 = 12: partners are not whole 8-element chunks.
+  check<tile::half_t, 96, false, fmha::RopeMode::half_rotated>(
+      {"contiguous theta", DType::fp16, 96, PageTableKind::none, KvLayout::nhd, 0,
+       RopeKind::half_rotated, 24, true});
+}
+
+TEST(AppendKvEmulation, PagedFp32InterleavedPageOfOneHnd) {
+  check<float, 64, true, fmha::RopeMode::interleaved>(
+      {"sglang hnd page 1", DType::fp32, 64, PageTableKind::sglang_page_list, KvLayout::hnd, 1,
+       RopeKind::interleaved, 48});
+}
+
+TEST(AppendKvEmulation, ElementWisePathForARaggedHeadDim) {
+  // hdim 36 is no multiple of the 8-element chunk: every row moves element by element.
+  check<tile::bfloat16_t, 64, false, fmha::RopeMode::interleaved>(
+      {"contiguous hdim 36", DType::bf16, 36, PageTableKind::none, KvLayout::nhd, 0,
+       RopeKind::interleaved, 20, true, 3});
+  check<tile::half_t, 64, false, fmha::RopeMode::half_rotated>(
+      {"contiguous hdim 36 half", DType::fp16, 36, PageTableKind::none, KvLayout::nhd, 0,
+       RopeKind::half_rotated, 36, false, 2});
+}
+
+TEST(AppendKvEmulation, PagesOf1024WithoutRope) {
+  check<tile::half_t, 128, true, fmha::RopeMode::none>(
+      {"vllm hnd page 1024", DType::fp16, 128, PageTableKind::vllm_block_table, KvLayout::hnd, 1024,
+       RopeKind::none, 0, false, 2});
+  check<float, 256, true, fmha::RopeMode::half_rotated>(
+      {"sglang nhd page 1024 fp32 hdim 256", DType::fp32, 256, PageTableKind::sglang_page_list,
+       KvLayout::nhd, 1024, RopeKind::half_rotated, 256, true, 2});
+}
+
+}  // namespace
+}  // namespace tilefmha

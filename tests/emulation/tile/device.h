@@ -1,0 +1,63 @@
+// Host stand-in for kernels/tile/device.h (see tests/emulation/README.md): CUDA's built-in
+// names as thread-locals and plain functions.
+#pragma once
+
+#include <barrier>
+#include <cmath>
+#include <cstring>
+
+#define TILEFMHA_DEVICE inline
+#define __device__
+#define __forceinline__
+
+struct EmulatedIndex {
+  unsigned x = 0, y = 0, z = 0;
+};
+inline thread_local EmulatedIndex threadIdx, blockIdx;
+// The barrier of the calling thread's warp.
+inline thread_local std::barrier<>* emulated_warp = nullptr;
+
+inline void __syncwarp(unsigned = 0xFFFFFFFFu) {
+  emulated_warp->arrive_and_wait();
+}
+
+struct uint4 {
+  unsigned x, y, z, w;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) {
+  return {x, y, z, w};
+}
+inline float __uint_as_float(unsigned bits) {
+  float value;
+  std::memcpy(&value, &bits, 4);
+  return value;
+}
+inline unsigned __float_as_uint(float value) {
+  unsigned bits;
+  std::memcpy(&bits, &value, 4);
+  return bits;
+}
+
+namespace tilefmha::tile {
+
+using u16 = unsigned short;
+using u32 = unsigned int;
+using u64 = unsigned long long;
+
+template <class A, class B>
+struct same_type {
+  static constexpr bool value = false;
+};
+template <class A>
+struct same_type<A, A> {
+  static constexpr bool value = true;
+};
+
+inline float bits_as_float(u32 bits) {
+  return __uint_as_float(bits);
+}
+inline u32 float_as_bits(float value) {
+  return __float_as_uint(value);
+}
+
+}  // namespace tilefmha::tile
