@@ -181,10 +181,13 @@ void bind_page_table(fmha::FwdParams& params, const Problem& p, const FwdDeviceI
 fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indices,
                                 Pipeline pipeline, const SplitKv* split) {
   const bool paged = p.family == Family::fwd_pagedkv || p.family == Family::batch_prefill;
-  if (p.family != Family::fwd && p.family != Family::fwd_splitkv && !paged)
+  // The backward kernels take the forward's fields (BwdParams::fwd) to reuse its hooks.
+  const bool backward = p.is_backward();
+  if (p.family != Family::fwd && p.family != Family::fwd_splitkv && !paged && !backward)
     fail(ErrorKind::not_supported,
          "family = " + std::string(to_string(p.family)) +
-             ": FwdParams serve the fwd, fwd_splitkv, fwd_pagedkv and batch_prefill families");
+             ": FwdParams serve the fwd, fwd_splitkv, fwd_pagedkv, batch_prefill and backward "
+             "families");
   if (paged && pipeline != Pipeline::sm80_mma)
     fail(ErrorKind::not_supported, "family = " + std::string(to_string(p.family)) + ": the " +
                                        std::string(to_string(pipeline)) +
@@ -228,11 +231,11 @@ fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indice
   // Split partials replace O and LSE, which the combine writes (and the sink logit, which it adds).
   if (split != nullptr) {
     bind_split_partials(params, p, *split);
-  } else {
+  } else if (!(backward && p.o.empty())) {  // only bwd_dot_do_o reads O
     params.o = p.o.data;
     params.o_strides = token_strides(p.o, "o", chunked);
   }
-  if (p.return_lse && split == nullptr) {
+  if ((p.return_lse || backward) && split == nullptr) {
     require_device(p.lse, "lse");
     params.lse = static_cast<float*>(p.lse.data);
     params.lse_batch_stride = p.lse.stride[0];

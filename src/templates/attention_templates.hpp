@@ -1,6 +1,6 @@
 // The attention kernel templates (families fwd and fwd_splitkv on each pipeline, the paged
-// families on sm80_mma, and the split-KV combine), one file per pipeline; the table
-// (template_table.cpp) lists them.
+// families on sm80_mma, the split-KV combine, and the three backward stages), one file per
+// pipeline; the table (template_table.cpp) lists them.
 #pragma once
 
 #include "templates/kernel_template.hpp"
@@ -15,5 +15,8 @@ const KernelTemplate& splitkv_sm80_template();
 const KernelTemplate& pagedkv_sm80_template();
 const KernelTemplate& batch_prefill_sm80_template();
 const KernelTemplate& combine_template();
+const KernelTemplate& bwd_dot_do_o_template();
+const KernelTemplate& bwd_dq_dk_dv_sm80_template();
+const KernelTemplate& bwd_convert_dq_template();
 
 }  // namespace tilefmha::templates

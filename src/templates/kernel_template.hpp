@@ -9,6 +9,7 @@
 #include <string>
 
 #include "jit/module.hpp"
+#include "runtime/bwd_params.hpp"
 #include "runtime/fwd_params.hpp"
 #include "templates/rejection.hpp"
 #include "tilefmha/kernel_config.hpp"
@@ -37,6 +38,9 @@ struct StageLaunch {
   jit::CUfunction function = nullptr;
   jit::LaunchShape shape;
   jit::CUstream stream = nullptr;
+  // The backward stages' D and dQ accumulator (the problem's or the plan workspace's); null for
+  // forward stages.
+  const runtime::BackwardScratch* backward = nullptr;
 };
 
 class KernelTemplate {
