@@ -165,7 +165,12 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem) {
       describe(best, plan->stages.back(), stage_verdicts.size() - 1);
     }
   }
-  plan->workspace = workspace_layout(problem, plan->num_splits);
+  // A deterministic backward sums dQ over one accumulator slice per key block of its kernel.
+  int64_t dq_slices = 1;
+  for (const PlannedStage& stage : plan->stages)
+    if (stage.kernel.family == Family::bwd_dq_dk_dv && stage.kernel.block_n > 0)
+      dq_slices = (problem.seqlen_k + stage.kernel.block_n - 1) / stage.kernel.block_n;
+  plan->workspace = workspace_layout(problem, plan->num_splits, dq_slices);
   if (plan->workspace.bytes > 0)
     plan->owned_workspace = std::make_unique<OwnedWorkspace>(plan->workspace.bytes);
   plan->explanation = why.str();

@@ -9,8 +9,9 @@
 
 namespace tilefmha::runtime {
 
-// The workspace of `problem` planned with `num_splits` (> 1: split-KV partials of a fwd problem).
-WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits);
+// The workspace of `problem` planned with `num_splits` (> 1: split-KV partials of a fwd problem);
+// a deterministic backward keeps `dq_slices` slices of the dQ accumulator (one per key block).
+WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits, int64_t dq_slices = 1);
 
 // The split partials of a plan, as fp32 views into `workspace` (device address).
 SplitKv workspace_partials(const WorkspaceLayout& layout, const Problem& problem,
