@@ -223,6 +223,13 @@ TEST(BwdCodegen, CompilesForSm80AndSm90a) {
       cases.push_back({c, codegen::generate_bwd_rows_source(c)});
     }
   }
+  // The sm86/sm89 tile of hdim 128 (99 KiB of shared memory): 64 keys on 4 warps.
+  KernelConfig narrow = grad_config(DType::fp16, 128, 64);
+  narrow.block_n = 64;
+  narrow.warps = 4;
+  narrow.stages = 1;
+  narrow.mask = MaskKind::causal;
+  cases.push_back({narrow, codegen::generate_bwd_sm80_source(narrow)});
   // Every hook of the gradient kernel: group mode, window mask, soft cap, deterministic dQ, a
   // padded head dim.
   KernelConfig featured = grad_config(DType::bf16, 96, 64);
