@@ -102,9 +102,9 @@ int64_t mismatches(const char* name, const TensorView& expected, const TensorVie
     largest = std::max(largest, std::fabs(numeric::load(expected.data, expected.dtype, offset)));
     ++rows;
   });
-  const double rtol = dtype == DType::bf16 ? 3e-2 : 1e-2;
+  const runtime::Tolerance tolerance = runtime::gradient_tolerance(dtype, largest);
   const runtime::Agreement agreement =
-      testing::compare(expected, actual, rtol * largest + 1e-3, rtol);
+      testing::compare(expected, actual, tolerance.atol, tolerance.rtol);
   std::printf("    %s: max abs err %.3e (largest %.3e) over %lld, %lld mismatches\n", name,
               agreement.max_abs_error, largest, static_cast<long long>(agreement.compared),
               static_cast<long long>(agreement.mismatches));
