@@ -241,6 +241,24 @@ TEST(BwdSm80Emulated, Fp16VarlenWindowSinksSoftcapPaddedHeadDim) {
   expect_gradients_match(c);
 }
 
+// Per-sequence key counts in batch mode: dK and dV rows past a sequence's keys are zero, and a
+// key block past them all (sequence 1 here) still writes its zeros.
+TEST(BwdSm80Emulated, BatchModeKeyLengths) {
+  TensorPool pool(6);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::fp16, {2, 2, 2, 50, 150, 64, 64})
+                    .key_lengths({150, 40})
+                    .causal(MaskAlign::bottom_right)
+                    .build(),
+                false);
+  using Grad = fmha::BwdTraits<half_t, 64, 64, 64, 64, 4, false, false, false, fmha::WindowMask,
+                               false, false>;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(
+      c.kernels, grad_config(DType::fp16, 64, 64, 64, 4, MaskKind::causal));
+  expect_gradients_match(c);
+}
+
 // Deterministic mode: one dQ slice per key block, summed in order by the convert kernel.
 TEST(BwdSm80Emulated, DeterministicSlices) {
   TensorPool pool(5);
