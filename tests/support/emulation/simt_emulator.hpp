@@ -10,6 +10,7 @@
 
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -54,18 +55,30 @@ class Cta {
       f.context.uc_link = &scheduler_;
       makecontext(&f.context, reinterpret_cast<void (*)()>(&Cta::entry), 1, static_cast<int>(t));
     }
-    for (;;) {
-      bool ran = false;
-      for (size_t t = 0; t < fibers_.size(); ++t) {
-        Fiber& f = fibers_[t];
-        if (f.done || f.wait != Wait::none) continue;
-        current_ = static_cast<int>(t);
-        swapcontext(&scheduler_, &f.context);
-        ran = true;
+    // Each warp runs as far as it can (to a __syncthreads or its end) before the next one
+    // starts, in ascending warp order between one pair of barriers and descending between the
+    // next: a read of shared memory that no barrier orders after another warp's write then
+    // sees stale data in one of the two orders.
+    const size_t warps = (fibers_.size() + 31) / 32;
+    for (int phase = 0;; ++phase) {
+      bool progress = false;
+      for (size_t i = 0; i < warps; ++i) {
+        const size_t w = phase % 2 == 0 ? i : warps - 1 - i;
+        for (;;) {
+          for (size_t t = w * 32; t < std::min(fibers_.size(), w * 32 + 32); ++t) {
+            Fiber& f = fibers_[t];
+            if (f.done || f.wait != Wait::none) continue;
+            current_ = static_cast<int>(t);
+            swapcontext(&scheduler_, &f.context);
+            progress = true;
+          }
+          if (!release_warp(w)) break;
+          progress = true;
+        }
       }
       if (all_done()) break;
-      const bool released = release();
-      if (!ran && !released) {
+      if (release_barrier()) progress = true;
+      if (!progress) {
         current_cta() = previous;
         throw std::runtime_error("emulated CTA deadlocked: threads wait at different barriers");
       }
@@ -84,12 +97,42 @@ class Cta {
   Dim3 block_dim() const { return {static_cast<unsigned>(fibers_.size()), 1, 1}; }
 
   void sync_threads() { wait(Wait::cta); }
+
+  // cp.async: a copy lands only when its thread waits for its group (cp.async.wait_group), so a
+  // kernel that reads a tile before waiting for it reads stale shared memory.
+  void async_copy(unsigned char* destination, const void* source, bool in_bounds) {
+    fibers_[current_].open_group.push_back({destination, source, in_bounds});
+  }
+  void async_commit() {
+    Fiber& f = fibers_[current_];
+    f.groups.push_back(std::move(f.open_group));
+    f.open_group.clear();
+  }
+  void async_wait(int pending_groups) {
+    Fiber& f = fibers_[current_];
+    while (static_cast<int>(f.groups.size()) > pending_groups) {
+      for (const Copy& copy : f.groups.front()) {
+        if (copy.in_bounds)
+          std::memcpy(copy.destination, copy.source, 16);
+        else
+          std::memset(copy.destination, 0, 16);
+      }
+      f.groups.erase(f.groups.begin());
+    }
+  }
   void sync_warp() { wait(Wait::warp); }
   LaneSlot& slot(int thread) { return slots_[thread]; }
 
  private:
   enum class Wait { none, warp, cta };
+  struct Copy {
+    unsigned char* destination;
+    const void* source;
+    bool in_bounds;
+  };
   struct Fiber {
+    std::vector<Copy> open_group;
+    std::vector<std::vector<Copy>> groups;
     ucontext_t context;
     std::unique_ptr<char[]> stack;
     bool done = false;
@@ -115,30 +158,27 @@ class Cta {
     return true;
   }
 
-  // Releases every complete warp rendezvous, and the CTA barrier once every live thread waits
-  // there (exited threads count as arrived, as on the hardware).
-  bool release() {
-    bool released = false;
-    for (size_t w = 0; w * 32 < fibers_.size(); ++w) {
-      bool complete = true;
-      for (size_t t = w * 32; t < std::min(fibers_.size(), w * 32 + 32); ++t)
-        complete = complete && !fibers_[t].done && fibers_[t].wait == Wait::warp;
-      if (!complete) continue;
-      for (size_t t = w * 32; t < std::min(fibers_.size(), w * 32 + 32); ++t)
-        fibers_[t].wait = Wait::none;
-      released = true;
-    }
-    bool barrier = true, anyone = false;
+  // Releases warp w's rendezvous once all 32 lanes wait there.
+  bool release_warp(size_t w) {
+    const size_t end = std::min(fibers_.size(), w * 32 + 32);
+    for (size_t t = w * 32; t < end; ++t)
+      if (fibers_[t].done || fibers_[t].wait != Wait::warp) return false;
+    for (size_t t = w * 32; t < end; ++t) fibers_[t].wait = Wait::none;
+    return true;
+  }
+
+  // Releases the CTA barrier once every live thread waits there (exited threads count as
+  // arrived, as on the hardware).
+  bool release_barrier() {
+    bool anyone = false;
     for (const Fiber& f : fibers_) {
       if (f.done) continue;
+      if (f.wait != Wait::cta) return false;
       anyone = true;
-      barrier = barrier && f.wait == Wait::cta;
     }
-    if (barrier && anyone) {
-      for (Fiber& f : fibers_) f.wait = Wait::none;
-      released = true;
-    }
-    return released;
+    if (!anyone) return false;
+    for (Fiber& f : fibers_) f.wait = Wait::none;
+    return true;
   }
 
   Dim3 grid_, block_;
