@@ -85,8 +85,8 @@ Case make_case(TensorPool& pool, Problem forward, bool deterministic) {
 template <class DotTraits, class GradTraits, class ConvertTraits>
 void run_emulated(const Problem& host, const KernelConfig& grad_config) {
   Problem p = host;
-  for (TensorView* view :
-       {&p.q, &p.k, &p.v, &p.o, &p.lse, &p.bwd.d_o, &p.bwd.dq, &p.bwd.dk, &p.bwd.dv})
+  for (TensorView* view : {&p.q, &p.k, &p.v, &p.o, &p.lse, &p.sink_logits, &p.bwd.d_o, &p.bwd.dq,
+                           &p.bwd.dk, &p.bwd.dv})
     *view = as_device(*view);
   runtime::FwdDeviceIndices indices;
   indices.seqstart_q = p.seqstart_q.empty() ? nullptr : p.seqstart_q.data();
@@ -238,6 +238,26 @@ TEST(BwdSm80Emulated, Fp16VarlenWindowSinksSoftcapPaddedHeadDim) {
   KernelConfig config = grad_config(DType::fp16, 72, 64, 64, 4, MaskKind::window, Mode::group);
   config.softcap = config.pad_hdim_q = config.pad_hdim_v = true;
   run_emulated<Dot<half_t>, Grad, Convert<half_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// More queries than keys under a bottom-right causal mask: the first rows see no key (LSE =
+// -inf, no gradient). Sink logits join the forward's LSE, which is all the backward needs of
+// them. Head dim 32 on the 128 x 128 tile of 8 warps.
+TEST(BwdSm80Emulated, Fp16Hdim32FullyMaskedRowsAndSinkLogits) {
+  TensorPool pool(7);
+  const TensorView sinks = pool.uniform(DType::fp32, {2}, -1, 1);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::fp16, {1, 2, 1, 150, 77, 32, 32})
+                    .causal(MaskAlign::bottom_right)
+                    .sink_logits(sinks)
+                    .build(),
+                false);
+  using Grad = fmha::BwdTraits<half_t, 32, 32, 128, 128, 8, false, false, false, fmha::WindowMask,
+                               false, false>;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(
+      c.kernels, grad_config(DType::fp16, 32, 128, 128, 8, MaskKind::causal));
   expect_gradients_match(c);
 }
 

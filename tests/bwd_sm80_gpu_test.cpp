@@ -131,7 +131,8 @@ class BwdSm80Gpu : public ::testing::Test {
     const Problem& h = c.host;
     std::vector<DeviceView> inputs;
     Problem d = h;
-    for (TensorView* view : {&d.q, &d.k, &d.v, &d.o, &d.lse, &d.bwd.d_o}) {
+    for (TensorView* view : {&d.q, &d.k, &d.v, &d.o, &d.lse, &d.sink_logits, &d.bwd.d_o}) {
+      if (view->empty()) continue;
       inputs.push_back(to_device(*view, false));
       *view = inputs.back().view;
     }
@@ -218,6 +219,17 @@ TEST_F(BwdSm80Gpu, Bf16Hdim64VarlenTopLeft) {
                                                   {0, 50, 150, 279}, 4, 1, 64, 64)
                                .causal()
                                .build());
+}
+
+// More queries than keys under bottom-right causal: the first rows see no key (no gradient).
+// Sink logits are in the forward's LSE, all the backward needs of them.
+TEST_F(BwdSm80Gpu, Fp16Hdim64FullyMaskedRowsAndSinkLogits) {
+  TensorPool pool(10);
+  const TensorView sinks = pool.uniform(DType::fp32, {4}, -1, 1);
+  expect_matches_reference(pool, batch(pool, DType::fp16, {2, 4, 2, 150, 77, 64, 64})
+                                     .causal(MaskAlign::bottom_right)
+                                     .sink_logits(sinks)
+                                     .build());
 }
 
 TEST_F(BwdSm80Gpu, DeterministicRepeatsAreBitIdentical) {
