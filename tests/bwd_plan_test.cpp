@@ -105,6 +105,22 @@ TEST(BwdPlan, OnePlanOfThreeStagesInOrder) {
   EXPECT_GT(plan->stages[1].shape.dynamic_shared_bytes, 48u * 1024);
 }
 
+TEST(BwdPlan, OnlyTheWholeBackwardIsPlanned) {
+  Sm80Planner planner;
+  for (Family family : {Family::bwd_dot_do_o, Family::bwd_convert_dq}) {
+    Problem p = with_scratch(backward(1, 2, 2, 64, 64, 64));
+    p.family = family;
+    try {
+      planner.dispatcher.plan(p);
+      ADD_FAILURE() << "planned " << to_string(family);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::not_supported);
+      EXPECT_EQ(e.field(), "family");
+      EXPECT_NE(std::string(e.what()).find("bwd_dq_dk_dv"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(BwdPlan, DeterministicStagesTakeDeterministicKernels) {
   Sm80Planner planner;
   Problem p = backward(2, 8, 2, 77, 130, 64).build();

@@ -179,6 +179,14 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem) {
 
 std::shared_ptr<const Plan> Dispatcher::plan(const Problem& problem) {
   validate(problem);
+  // The backward runs as one plan of its three stages, which a problem of family bwd_dq_dk_dv
+  // describes completely; the other two families describe one stage's views only.
+  if (problem.family == Family::bwd_dot_do_o || problem.family == Family::bwd_convert_dq)
+    throw Error(ErrorKind::not_supported,
+                "family = " + std::string(to_string(problem.family)) +
+                    ": the GPU runs the backward as one plan of its three stages; plan a problem "
+                    "of family bwd_dq_dk_dv",
+                "family");
   const PlanKey key = PlanKey::of(problem);
   {
     std::shared_lock lock(mutex_);
