@@ -43,6 +43,21 @@ TEST(CliGpu, PortableHeadDims) {
   expect_validates("--seqlen-q 130 --hdim-q 72 --nhead-q 7 --nhead-k 1");
 }
 
+// The backward (forward, then the three backward stages as one plan) against the CPU
+// reference's dQ, dK, dV: GQA with bottom-right causal and ragged lengths, varlen with an empty
+// sequence in fp16, a window with sink tokens and a soft cap in deterministic mode.
+TEST(CliGpu, BackwardOnThePortablePath) {
+  expect_validates(
+      "--family bwd --seqlen-q 77 --seqlen-k 130 --nhead-q 8 --nhead-k 2 --hdim-q 128 "
+      "--causal bottom_right");
+  expect_validates(
+      "--family bwd --dtype fp16 --mode group --seqlens-q 5,0,130 --seqlens-k 9,4,200 "
+      "--causal top_left --hdim-q 64");
+  expect_validates(
+      "--family bwd --seqlen-q 100 --seqlen-k 160 --window 32,4 --sink-tokens 2 --softcap 20 "
+      "--hdim-q 64 --deterministic");
+}
+
 TEST(CliGpu, PlainBf16) {
   expect_validates("--seqlen-q 256 --hdim-q 128 --input-seed 1");
 }

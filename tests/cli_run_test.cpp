@@ -142,6 +142,11 @@ TEST(CliRun, BadFlagsMissingFilesAndInvalidProblemsExitTwo) {
   EXPECT_EQ(run_cli("run --no-such-flag").exit_code, 2);
   EXPECT_EQ(run_cli("run --dtype int7").exit_code, 2);
   EXPECT_EQ(run_cli("run --window 3").exit_code, 2);
+  const CliResult forward_deterministic = run_cli("run --deterministic");
+  EXPECT_EQ(forward_deterministic.exit_code, 2);
+  EXPECT_NE(forward_deterministic.output.find("--deterministic applies to the backward"),
+            std::string::npos)
+      << forward_deterministic.output;
 
   // Without a GPU the GPU backend is a usage error; --validate alone needs --backend gpu.
   if (!jit::gpu_unavailable_reason().empty()) {
@@ -276,6 +281,15 @@ TEST(CliRun, BackwardSavesGradientsShapedLikeTheirInputs) {
     }
     EXPECT_NEAR(total, 0.0, 1e-2 * magnitude + 1e-6) << "row " << row;
   }
+
+  // Deterministic mode computes the same gradients on the CPU reference (every sum there runs
+  // in a fixed order already).
+  const CliResult deterministic = run_cli(
+      "run --family bwd -b 2 --seqlen-q 6 --seqlen-k 10 --nhead-q 4 --nhead-k 2 --hdim-q 32 "
+      "--hdim-v 16 --bias elementwise --deterministic --save " +
+      (dir / "det").string());
+  ASSERT_EQ(deterministic.exit_code, 0) << deterministic.output;
+  EXPECT_EQ(file_bytes(dir / "dq.npy"), file_bytes(dir / "det" / "dq.npy"));
 
   const fs::path group = dir / "group";
   const CliResult grouped = run_cli(

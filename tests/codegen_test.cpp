@@ -102,8 +102,8 @@ TEST(Codegen, RefusesWhatNoTemplateImplements) {
   c.pipeline = Pipeline::sm90_ws;
   expect_refused(c, "sm90_ws");  // this sample is an sm80 kernel
   c = good;
-  c.family = Family::bwd_dq_dk_dv;
-  expect_refused(c, "family = bwd_dq_dk_dv");
+  c.family = Family::fwd_appendkv;
+  expect_refused(c, "family = fwd_appendkv");
   c = good;
   c.dtype = c.out_dtype = DType::fp32;
   expect_refused(c, "dtype = fp32");

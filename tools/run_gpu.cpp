@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <tuple>
 
+#include "core/numeric.hpp"
+#include "core/tensor_iteration.hpp"
 #include "host_buffer.hpp"
 #include "jit/cuda_driver.hpp"
 #include "jit/module.hpp"
@@ -40,10 +44,12 @@ void tally(Validation& validation, const runtime::Agreement& agreement) {
 GpuRun run_on_gpu(const std::vector<Problem>& stages, std::optional<Pipeline> pipeline) {
   for (const Problem& stage : stages) {
     const Family f = stage.family;
+    // bwd_dq_dk_dv is the whole backward (the engine plans its three stages).
     if (f != Family::fwd && f != Family::fwd_pagedkv && f != Family::batch_prefill &&
-        f != Family::fwd_appendkv)
+        f != Family::fwd_appendkv && f != Family::bwd_dq_dk_dv)
       throw Error(ErrorKind::not_supported,
-                  "--backend gpu runs families fwd, fwd_pagedkv, batch_prefill and fwd_appendkv "
+                  "--backend gpu runs families fwd, fwd_pagedkv, batch_prefill, fwd_appendkv and "
+                  "the backward "
                   "so far (asked for " +
                       std::string(to_string(f)) + "); use --backend cpu");
   }
@@ -98,9 +104,40 @@ void keep_written_inputs(const std::vector<Problem>& stages, const GpuRun& gpu) 
   }
 }
 
+// dQ, dK and dV of a backward stage against reference::backward into separate buffers.
+void validate_backward(const Problem& stage, Validation& validation) {
+  Problem on_cpu = stage;
+  HostBuffer dq(stage.bwd.dq), dk(stage.bwd.dk), dv(stage.bwd.dv), d(stage.bwd.d),
+      dq_acc(stage.bwd.dq_acc), dbias(stage.bwd.dbias);
+  on_cpu.bwd.dq = dq.view;
+  on_cpu.bwd.dk = dk.view;
+  on_cpu.bwd.dv = dv.view;
+  on_cpu.bwd.d = d.view;
+  on_cpu.bwd.dq_acc = dq_acc.view;
+  on_cpu.bwd.dbias = dbias.view;
+  reference::backward(on_cpu);
+  for (const auto& [name, gpu, ref] :
+       {std::tuple{"dq", &stage.bwd.dq, &dq.view}, std::tuple{"dk", &stage.bwd.dk, &dk.view},
+        std::tuple{"dv", &stage.bwd.dv, &dv.view}}) {
+    double magnitude = 0;  // the reference's largest gradient sets the bound
+    for_each_element(*ref, [&](int64_t, int64_t offset) {
+      magnitude = std::max(magnitude, std::fabs(numeric::load(ref->data, ref->dtype, offset)));
+    });
+    const runtime::Tolerance tolerance = runtime::gradient_tolerance(stage.out_dtype, magnitude);
+    runtime::Agreement agreement;
+    agreement.add(*gpu, *ref, tolerance);
+    validation.passed = validation.passed && agreement.mismatches == 0;
+    validation.report += agreement_line(name, agreement, tolerance) + "\n";
+  }
+}
+
 Validation validate_against_reference(const std::vector<Problem>& stages, const GpuRun& gpu) {
   Validation validation;
   for (const Problem& stage : stages) {
+    if (stage.is_backward()) {
+      validate_backward(stage, validation);
+      continue;
+    }
     Problem on_cpu = stage;
     HostBuffer o(stage.o), lse(stage.lse);
     on_cpu.o = o.view;

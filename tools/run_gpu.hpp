@@ -27,8 +27,9 @@ struct GpuRun {
 
 // Runs the stages on the GPU through one Engine (the `full` profile, the disk cache); the results
 // land in the host problems' output views. A fwd stage's split.num_splits is the engine's split
-// request (0: automatic, 1: one pass, n: n splits). Throws Error(invalid_argument) when no GPU is
-// usable and Error(not_supported) for families the GPU backend does not run yet.
+// request (0: automatic, 1: one pass, n: n splits); a bwd_dq_dk_dv stage runs the whole backward.
+// Throws Error(invalid_argument) when no GPU is usable and Error(not_supported) for families the
+// GPU backend does not run yet.
 // `pipeline`, when set, restricts the engine's candidates to that pipeline
 // (EngineOptions::pipeline).
 GpuRun run_on_gpu(const std::vector<Problem>& stages, std::optional<Pipeline> pipeline);
@@ -48,8 +49,12 @@ struct Validation {
 
 // Recomputes the stages on the CPU reference into separate buffers and compares every element
 // of O (and LSE) with what the GPU wrote into the host views, and the inputs the GPU wrote in
-// place (gpu.written_inputs) with the reference's. The reference writes those into the host
-// problems' views.
+// place (gpu.written_inputs) with the reference's (the reference writes those into the host
+// problems' views); a backward stage compares dQ, dK and dV (runtime::gradient_tolerance).
 Validation validate_against_reference(const std::vector<Problem>& stages, const GpuRun& gpu);
+// The same for stages that write no input in place.
+inline Validation validate_against_reference(const std::vector<Problem>& stages) {
+  return validate_against_reference(stages, GpuRun{});
+}
 
 }  // namespace tilefmha::cli

@@ -200,6 +200,8 @@ void add_run_options(CLI::App& command, RunOptions& o) {
   add_optional(command, "--sink-logit", o.sink_logit,
                "Learnable sink logit of every head (sink_logits.npy overrides)");
   command.add_flag("--lse", o.lse, "Also return and save the log-sum-exp");
+  command.add_flag("--deterministic", o.deterministic,
+                   "Backward: bitwise-reproducible dQ (no atomics ordering on the GPU)");
 
   command.add_option("--dropout", o.dropout, "Dropout probability")->capture_default_str();
   add_u64(command, "--seed", o.seed, "Dropout seed, 0..2^64-1 [default: 0]");

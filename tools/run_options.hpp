@@ -39,6 +39,7 @@ struct RunOptions {
   std::optional<std::string> bias;
   std::optional<double> sink_logit;
   bool lse = false;
+  bool deterministic = false;  // backward: bitwise-reproducible dQ
 
   double dropout = 0.0;
   std::optional<uint64_t> seed;    // default 0

@@ -410,6 +410,9 @@ RunSpec resolve_run_spec(const RunOptions& o, InputDir* input) {
   spec.want_lse = o.lse;
   // Backward reads the forward's LSE, so a backward run always computes it.
   problem.return_lse = o.lse || spec.stages == RunStages::backward;
+  if (o.deterministic && spec.stages != RunStages::backward)
+    bad_flags("--deterministic applies to the backward (--family bwd)");
+  problem.bwd.deterministic = o.deterministic;
   problem.split.num_splits = splits;
 
   if (is_fp8(dtype)) {

@@ -141,6 +141,10 @@ struct Backward {
   TensorView dbias;       // like bias (same broadcast: gradients summed over broadcast dims)
   TensorView d;       // fp32 [batch, nhead_q, seqlen_q]: rowsum(dO * O), written by bwd_dot_do_o
   TensorView dq_acc;  // fp32 [batch, seqlen_q, nhead_q, hdim_q], written by bwd_dq_dk_dv
+  // A GPU plan of the backward (family bwd_dq_dk_dv: all three stages) keeps d and dq_acc in
+  // its workspace when they are not set; the CPU reference needs them.
+  // Deterministic: bitwise-identical repeats. The GPU accumulates dQ per key block in plan
+  // workspace slices (a set dq_acc is then not written) and sums them in a fixed order.
   bool deterministic = false;
 };
 

@@ -13,6 +13,12 @@ namespace tilefmha::fmha {
 
 using tile::u32;
 
+// ldmatrix lane offsets (SwizzledTile::lane_offsets): a panel row is 64 bytes whatever the tile,
+// so one pair serves every tile and kernels may share it between tiles.
+struct SwizzleLaneOffsets {
+  u32 even, odd;
+};
+
 template <int Rows, int Cols>
 struct SwizzledTile {
   static_assert(Cols % 32 == 0, "tiles are built from 32-column panels");
@@ -32,9 +38,7 @@ struct SwizzledTile {
   // of 8 and col_base of 16. The lane's row r (0..15) and column c (0 or 8) inside the operand
   // fix the swizzle; only whether col_base is an odd multiple of 16 changes it. So a lane keeps
   // two offsets and every operand address is one of them plus a compile-time constant.
-  struct LaneOffsets {
-    u32 even, odd;
-  };
+  using LaneOffsets = SwizzleLaneOffsets;
   TILEFMHA_DEVICE static LaneOffsets lane_offsets(int r, int c) {
     const int swizzle = (r >> 1) & 3;
     return {u32(r * 64 + (((c >> 3) ^ swizzle) << 4)),
@@ -60,9 +64,13 @@ struct SwizzledTile {
 // step's 64-bit address of an unrolled tile copy once, outside the main loop, and keep them all
 // in registers for its whole length.
 TILEFMHA_DEVICE long long opaque(long long value) {
+#if defined(__CUDA_ARCH__)
   long long result;
   asm volatile("mov.b64 %0, %1;" : "=l"(result) : "l"(value));
   return result;
+#else
+  return value;  // host builds of the headers (tests/support/emulation) have no PTX
+#endif
 }
 
 // Issues cp.async copies of a Tile from global rows `row_stride` elements apart. Rows at or past

@@ -55,14 +55,16 @@ GpuSession::GpuSession(int device_ordinal)
 
 EnginePlan GpuSession::plan_problem(const Problem& problem, std::optional<int> device) {
   const Family f = problem.family;
+  // bwd_dq_dk_dv is the whole backward (its plan runs the three backward stages).
   const bool on_gpu = f == Family::fwd || f == Family::fwd_splitkv ||
                       f == Family::fwd_splitkv_combine || f == Family::fwd_pagedkv ||
-                      f == Family::batch_prefill || f == Family::fwd_appendkv;
+                      f == Family::batch_prefill || f == Family::fwd_appendkv ||
+                      f == Family::bwd_dq_dk_dv;
   if (!on_gpu)
     throw Error(ErrorKind::not_supported,
                 "the GPU backend runs the forward families (fwd, fwd_splitkv, "
-                "fwd_splitkv_combine, fwd_pagedkv, batch_prefill, fwd_appendkv) so far (asked "
-                "for " +
+                "fwd_splitkv_combine, fwd_pagedkv, batch_prefill, fwd_appendkv) and the backward "
+                "(bwd_dq_dk_dv) so far (asked for " +
                     std::string(to_string(f)) + "); use backend='cpu'");
   if (device != device_ordinal_)
     throw Error(ErrorKind::invalid_argument,

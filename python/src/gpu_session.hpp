@@ -30,9 +30,9 @@ class GpuSession {
   std::string device_name() const { return engine_->device_name(); }
 
   // Plans (JIT-compiling on first use) and launches the handle's problem on `stream` (a
-  // CUstream handle as an integer; 0 is the legacy default stream). Only family fwd runs on
-  // the GPU so far; other families throw Error(not_supported). Releases the GIL meanwhile.
-  // Returns the plan's explanation (one line per stage).
+  // CUstream handle as an integer; 0 is the legacy default stream). The forward families and
+  // the backward (bwd_dq_dk_dv) run on the GPU; others throw Error(not_supported). Releases the
+  // GIL meanwhile. Returns the plan's explanation (one line per stage).
   std::string run(const ProblemHandle& handle, uintptr_t stream);
 
   // The plan's explanation of the handle's problem, planning it (and JIT-compiling its kernels)

@@ -76,23 +76,6 @@ def test_varlen_on_the_gpu():
     torch.testing.assert_close(lse.cpu(), expected_lse, rtol=1e-3, atol=1e-3)
 
 
-def test_other_families_are_not_implemented_on_the_gpu():
-    q, k, v = cuda_inputs("float16", 2, 4, 4, 1, 32, 64)
-    o, lse = tilefmha.attention(q, k, v, return_lse=True)
-    with pytest.raises(NotImplementedError, match=r"attention_backward runs on the CPU"):
-        tilefmha.attention_backward(q, k, v, o, lse, o)
-
-
-def test_autograd_forward_on_the_gpu_and_backward_not_yet():
-    from tilefmha.torch import attention
-
-    q, k, v = (x.requires_grad_() for x in cuda_inputs("bfloat16", 1, 2, 2, 64, 64, 64, 3))
-    o = attention(q, k, v, causal=True)
-    assert o.is_cuda and o.requires_grad
-    with pytest.raises(NotImplementedError, match=r"backward of CUDA tensors"):
-        o.float().sum().backward()
-
-
 def test_host_tensors_with_backend_gpu_are_refused():
     q = torch.zeros(1, 4, 2, 64, dtype=torch.float16)
     with pytest.raises(ValueError, match=r"backend='gpu' takes CUDA tensors"):

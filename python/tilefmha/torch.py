@@ -6,9 +6,9 @@ Importing this module imports torch; ``import tilefmha`` alone never does.
     o = attention(q, k, v, causal=True)      # q, k, v: [batch, seq, head, dim] torch tensors
     o.sum().backward()                       # fills q.grad, k.grad, v.grad (and bias.grad)
 
-Forward runs where the tensors live (CPU reference, or the GPU dispatcher for CUDA tensors).
-Backward runs on the CPU reference; for CUDA tensors it raises NotImplementedError until the
-GPU backward kernels exist.
+Forward and backward run where the tensors live: the CPU reference, or the GPU dispatcher for
+CUDA tensors (the GPU backward refuses dropout, a bias, ALiBi and head dims above 128 with an
+error naming the feature; see docs/python.md).
 """
 
 import dataclasses
@@ -57,10 +57,6 @@ class AttentionFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, d_o, d_lse):
         q, k, v, o, lse, bias = ctx.saved_tensors
-        if q.is_cuda:
-            raise NotImplementedError(
-                "tilefmha.torch: backward of CUDA tensors is not implemented yet (no GPU "
-                "backward kernels); the forward ran on the GPU, gradients need CPU tensors")
         features = dataclasses.replace(ctx.features, bias=bias)
         want_dbias = bias is not None and ctx.needs_input_grad[3]
         gradients = attention_backward(q, k, v, o, lse, _steppable(d_o),

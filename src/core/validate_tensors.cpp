@@ -127,14 +127,19 @@ void check_backward_views(const Problem& p) {
   const auto use_if = [](bool used, Use use) { return used ? use : Use::none; };
   check_used(g.d_o, output_rule(p, "bwd.d_o"), p,
              use_if(f == Family::bwd_dot_do_o || f == Family::bwd_dq_dk_dv, Use::reads));
-  check_used(g.d, lse_rule(p, "bwd.d"), p,
-             f == Family::bwd_dot_do_o   ? Use::writes
-             : f == Family::bwd_dq_dk_dv ? Use::reads
-                                         : Use::none);
-  check_used(g.dq_acc, query_rule(p, "bwd.dq_acc", DType::fp32), p,
-             f == Family::bwd_dq_dk_dv     ? Use::writes
-             : f == Family::bwd_convert_dq ? Use::reads
-                                           : Use::none);
+  // bwd_dq_dk_dv is the whole backward's family: a GPU plan keeps D and the dQ accumulator in
+  // its workspace when the caller brings none, so there they are checked only when present (the
+  // CPU reference requires them: reference::detail::require_backward_supported).
+  ViewRule d_rule = lse_rule(p, "bwd.d");
+  ViewRule acc_rule = query_rule(p, "bwd.dq_acc", DType::fp32);
+  if (f == Family::bwd_dq_dk_dv) {
+    acc_rule.written = true;
+    check_view(g.d, d_rule);
+    check_view(g.dq_acc, acc_rule);
+  } else {
+    check_used(g.d, d_rule, p, f == Family::bwd_dot_do_o ? Use::writes : Use::none);
+    check_used(g.dq_acc, acc_rule, p, f == Family::bwd_convert_dq ? Use::reads : Use::none);
+  }
   check_used(g.dq, query_rule(p, "bwd.dq", p.out_dtype), p,
              use_if(f == Family::bwd_convert_dq, Use::writes));
   // Gradients of a paged cache are not defined; backward families reject paging earlier.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <span>
+#include <vector>
 
 #include "tilefmha/error.hpp"
 
@@ -12,9 +13,31 @@ int64_t view_bytes(const TensorView& view) {
   return view.extent() * dtype_size(view.dtype);
 }
 
-// The tensors a forward-type family writes.
+// The tensors the problem's family writes: O and LSE of a forward; the gradients, D and the dQ
+// accumulator of a backward (which reads O and LSE).
+std::vector<TensorView Problem::*> output_members(const Problem& problem) {
+  if (!problem.is_backward()) return {&Problem::o, &Problem::lse};
+  return {};
+}
+
+std::vector<TensorView Backward::*> backward_outputs() {
+  return {&Backward::dq,    &Backward::dk, &Backward::dv,
+          &Backward::dbias, &Backward::d,  &Backward::dq_acc};
+}
+
 bool is_output(const Problem& problem, const TensorView& view) {
-  return &view == &problem.o || &view == &problem.lse;
+  for (TensorView Problem::*member : output_members(problem))
+    if (&view == &(problem.*member)) return true;
+  return false;
+}
+
+// Every output view of the problem (backward ones included), in a fixed order.
+std::vector<const TensorView*> outputs(const Problem& problem) {
+  std::vector<const TensorView*> views;
+  for (TensorView Problem::*member : output_members(problem)) views.push_back(&(problem.*member));
+  if (problem.is_backward())
+    for (TensorView Backward::*member : backward_outputs()) views.push_back(&(problem.bwd.*member));
+  return views;
 }
 
 }  // namespace
@@ -45,6 +68,12 @@ DeviceMirror::DeviceMirror(const Problem& host) : device_(host) {
   for (TensorView AppendKv::*member :
        {&AppendKv::k_new, &AppendKv::v_new, &AppendKv::rope_cos, &AppendKv::rope_sin})
     device_.append.*member = mirror(host.append.*member, false);
+  // Backward tensors are mirrored only for a backward problem (a forward ignores them).
+  if (host.is_backward()) {
+    device_.bwd.d_o = mirror(host.bwd.d_o, false);
+    for (TensorView Backward::*member : backward_outputs())
+      device_.bwd.*member = mirror(host.bwd.*member, true);
+  }
 }
 
 jit::DeviceBuffer* DeviceMirror::find_buffer(const void* device_data) const {
@@ -54,18 +83,19 @@ jit::DeviceBuffer* DeviceMirror::find_buffer(const void* device_data) const {
 }
 
 void DeviceMirror::copy_outputs_to(const Problem& host) const {
-  for (TensorView Problem::*member : {&Problem::o, &Problem::lse}) {
-    const TensorView& target = host.*member;
+  const std::vector<const TensorView*> targets = outputs(host);
+  const std::vector<const TensorView*> sources = outputs(device_);
+  for (size_t n = 0; n < targets.size() && n < sources.size(); ++n) {
+    const TensorView& target = *targets[n];
     if (target.empty()) continue;
-    if (const jit::DeviceBuffer* buffer = find_buffer((device_.*member).data))
+    if (const jit::DeviceBuffer* buffer = find_buffer(sources[n]->data))
       buffer->copy_to_host(std::span(static_cast<std::byte*>(target.data), view_bytes(target)));
   }
 }
 
 void DeviceMirror::poison_outputs() const {
-  for (TensorView Problem::*member : {&Problem::o, &Problem::lse})
-    if (jit::DeviceBuffer* buffer = find_buffer((device_.*member).data))
-      buffer->fill_bytes(kPoisonByte);
+  for (const TensorView* view : outputs(device_))
+    if (jit::DeviceBuffer* buffer = find_buffer(view->data)) buffer->fill_bytes(kPoisonByte);
 }
 
 DeviceMirror::HostBytes DeviceMirror::download(const TensorView& device_view) const {

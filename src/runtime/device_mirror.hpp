@@ -25,7 +25,8 @@ class DeviceMirror {
   // The problem with every view pointing at device memory.
   const Problem& device_problem() const { return device_; }
 
-  // Copies the outputs of the problem's family (O, LSE) back into the host problem's views.
+  // Copies the outputs of the problem's family (O, LSE; a backward's dQ, dK, dV, dBias, D and
+  // dQ accumulator) back into the host problem's views.
   void copy_outputs_to(const Problem& host) const;
   // Sets every byte of the outputs' buffers to kPoisonByte again (before a rerun).
   void poison_outputs() const;

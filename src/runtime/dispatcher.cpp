@@ -177,7 +177,12 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem, bool own_wo
     why << "then attention over the appended cache:\n" << plan->attention->explanation;
   }
   const int64_t attention_bytes = plan->attention ? plan->attention->workspace.bytes : 0;
-  plan->workspace = workspace_layout(problem, plan->num_splits, attention_bytes);
+  // A deterministic backward sums dQ over one accumulator slice per key block of its kernel.
+  int64_t dq_slices = 1;
+  for (const PlannedStage& stage : plan->stages)
+    if (stage.kernel.family == Family::bwd_dq_dk_dv && stage.kernel.block_n > 0)
+      dq_slices = (problem.seqlen_k + stage.kernel.block_n - 1) / stage.kernel.block_n;
+  plan->workspace = workspace_layout(problem, plan->num_splits, attention_bytes, dq_slices);
   if (own_workspace && plan->workspace.bytes > 0)
     plan->owned_workspace = std::make_unique<OwnedWorkspace>(plan->workspace.bytes);
   plan->explanation = why.str();
@@ -186,6 +191,14 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem, bool own_wo
 
 std::shared_ptr<const Plan> Dispatcher::plan(const Problem& problem) {
   validate(problem);
+  // The backward runs as one plan of its three stages, which a problem of family bwd_dq_dk_dv
+  // describes completely; the other two families describe one stage's views only.
+  if (problem.family == Family::bwd_dot_do_o || problem.family == Family::bwd_convert_dq)
+    throw Error(ErrorKind::not_supported,
+                "family = " + std::string(to_string(problem.family)) +
+                    ": the GPU runs the backward as one plan of its three stages; plan a problem "
+                    "of family bwd_dq_dk_dv",
+                "family");
   const PlanKey key = PlanKey::of(problem);
   {
     std::shared_lock lock(mutex_);

@@ -65,10 +65,11 @@ Engine::Engine(EngineOptions options) : state_(std::make_unique<State>()) {
                              options.kernels.end());
   if (options.pipeline)
     std::erase_if(dispatch.candidates, [&](const KernelConfig& config) {
-      // The combine and append-KV have their own pipelines; they stay whatever pipeline the
-      // attention uses.
+      // The combine, append-KV and the backward row kernels have their own pipelines; they stay
+      // whatever pipeline the attention uses.
       return config.pipeline != *options.pipeline && config.family != Family::fwd_splitkv_combine &&
-             config.family != Family::fwd_appendkv;
+             config.family != Family::fwd_appendkv && config.family != Family::bwd_dot_do_o &&
+             config.family != Family::bwd_convert_dq;
     });
   if (options.disk_cache)
     dispatch.cache = std::make_shared<jit::KernelCache>(

@@ -183,11 +183,14 @@ fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indice
   // Paged K/V: the paged families, and split-KV partials of a paged cache (a fwd_pagedkv decode
   // planned as fwd_splitkv + combine, or a fwd_splitkv problem over pages).
   const bool paged = p.is_paged();
+  // The backward kernels take the forward's fields (BwdParams::fwd) to reuse its hooks.
+  const bool backward = p.is_backward();
   if (p.family != Family::fwd && p.family != Family::fwd_splitkv &&
-      p.family != Family::fwd_pagedkv && p.family != Family::batch_prefill)
+      p.family != Family::fwd_pagedkv && p.family != Family::batch_prefill && !backward)
     fail(ErrorKind::not_supported,
          "family = " + std::string(to_string(p.family)) +
-             ": FwdParams serve the fwd, fwd_splitkv, fwd_pagedkv and batch_prefill families");
+             ": FwdParams serve the fwd, fwd_splitkv, fwd_pagedkv, batch_prefill and backward "
+             "families");
   if (paged && pipeline == Pipeline::simt_f32)
     fail(ErrorKind::not_supported, "paged.table = " + std::string(to_string(p.paged.table)) +
                                        ": the simt_f32 kernel reads contiguous K/V; paged K/V "
@@ -231,11 +234,11 @@ fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indice
   // Split partials replace O and LSE, which the combine writes (and the sink logit, which it adds).
   if (split != nullptr) {
     bind_split_partials(params, p, *split);
-  } else {
+  } else if (!(backward && p.o.empty())) {  // only bwd_dot_do_o reads O
     params.o = p.o.data;
     params.o_strides = token_strides(p.o, "o", chunked);
   }
-  if (p.return_lse && split == nullptr) {
+  if ((p.return_lse || backward) && split == nullptr) {
     require_device(p.lse, "lse");
     params.lse = static_cast<float*>(p.lse.data);
     params.lse_batch_stride = p.lse.stride[0];

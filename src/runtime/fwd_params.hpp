@@ -28,8 +28,9 @@ struct FwdDeviceIndices {
 // checks what the kernel of `pipeline` additionally needs, throwing
 // Error(invalid_problem) or Error(not_supported) naming the field and value:
 //   * family fwd, fwd_splitkv, fwd_pagedkv or batch_prefill (the paged ones with the device
-//     page table their table kind needs); dtype fp16 or bf16 for the tensor-core pipelines
-//     (sm80_mma, sm90_ws), fp32 for simt_f32;
+//     page table their table kind needs), or a backward family, whose kernels embed these
+//     parameters (fmha/bwd_params.h): it binds LSE always and O when present; dtype fp16 or bf16
+//     for the tensor-core pipelines (sm80_mma, sm90_ws), fp32 for simt_f32;
 //   * every tensor the kernel reads or writes in device memory;
 //   * Q/K/V/O: dim stride 1; for the tensor-core pipelines also other strides multiples of
 //     8 elements, data 16-byte aligned and head dims multiples of 8 (they move 16-byte chunks),

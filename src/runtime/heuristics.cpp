@@ -35,8 +35,9 @@ double kernel_preference(const KernelConfig& kernel, const Problem& problem,
   if (kernel.pipeline == Pipeline::sm80_mma) score += 500;
   score -= 2.0 * ((kernel.hdim_q - problem.hdim_q) + (kernel.hdim_v - problem.hdim_v));
   const bool ragged_q = problem.mode == Mode::group || problem.seqlen_q % kernel.block_m != 0;
+  // The backward row kernels have no key tile (block_n 0).
   const bool ragged_k = problem.mode == Mode::group || problem.has_key_lengths() ||
-                        problem.seqlen_k % kernel.block_n != 0;
+                        (kernel.block_n > 0 && problem.seqlen_k % kernel.block_n != 0);
   // Predicated loads cost the portable pipeline; TMA bounds-checks sequence tiles for free.
   const bool padding_costs = kernel.pipeline != Pipeline::sm90_ws;
   if (padding_costs && kernel.pad_seqlen_q && !ragged_q) score -= 20;

@@ -48,8 +48,17 @@ struct WorkspaceLayout {
   int64_t rope_position_offsets = -1;
   int64_t key_lengths_after = -1;
   int64_t attention = -1;
+  // Backward: D (fp32 [batch_rows, nhead_q, seq_rows]) and the fp32 dQ accumulator
+  // ([dq_slices][batch_rows, seq_rows, nhead_q, hdim_q], slices dq_slice_stride floats apart)
+  // where the problem brings none; in deterministic mode the accumulator always lives here, one
+  // slice per key block of the dq_dk_dv kernel.
+  int64_t bwd_d = -1;
+  int64_t dq_acc = -1;
+  int64_t dq_slices = 1;
+  int64_t dq_slice_stride = 0;
   int64_t bytes = 0;
-  // Shape of the partials: [num_splits, batch_rows, nhead_q, seq_rows, hdim_v].
+  // Shape of the partials: [num_splits, batch_rows, nhead_q, seq_rows, hdim_v]; also the rows of
+  // the backward's D and dQ accumulator.
   int64_t batch_rows = 0;
   int64_t seq_rows = 0;
 };

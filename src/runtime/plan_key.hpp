@@ -85,7 +85,10 @@ inline const auto kPlanKeyFields = std::make_tuple(
                  }},
     PlanKeyField{"append.attends", [](const Problem& p) { return appends_then_attends(p); }},
     PlanKeyField{"bwd.deterministic", [](const Problem& p) { return p.bwd.deterministic; }},
-    PlanKeyField{"bwd.dbias", [](const Problem& p) { return !p.bwd.dbias.empty(); }});
+    PlanKeyField{"bwd.dbias", [](const Problem& p) { return !p.bwd.dbias.empty(); }},
+    // A backward problem without D or the dQ accumulator gets them in plan workspace.
+    PlanKeyField{"bwd.d_given", [](const Problem& p) { return !p.bwd.d.empty(); }},
+    PlanKeyField{"bwd.dq_acc_given", [](const Problem& p) { return !p.bwd.dq_acc.empty(); }});
 
 template <class Fields>
 struct ProjectedValues;

@@ -81,10 +81,58 @@ Error stage_error(const Error& error, const PlannedStage& stage, const Problem& 
       error.field());
 }
 
+// D and the dQ accumulator of a backward problem that brings none (group mode: batch x the
+// longest rows bound the packed tokens, as for the split partials).
+void reserve_backward(WorkspaceLayout& layout, const Problem& problem, int64_t dq_slices) {
+  const bool group = problem.mode == Mode::group;
+  layout.batch_rows = group ? 1 : problem.batch;
+  layout.seq_rows = group ? problem.batch * problem.seqlen_q : problem.seqlen_q;
+  const int64_t rows = layout.batch_rows * layout.seq_rows * problem.nhead_q;
+  if (problem.bwd.d.empty()) layout.bwd_d = reserve(layout, rows * int64_t{4});
+  layout.dq_slices = problem.bwd.deterministic ? std::max<int64_t>(dq_slices, 1) : 1;
+  if (problem.bwd.dq_acc.empty() || problem.bwd.deterministic) {
+    // Slices start on 16-byte boundaries: the kernels move the accumulator in float4s.
+    layout.dq_slice_stride = (rows * problem.hdim_q + 3) / 4 * 4;
+    layout.dq_acc = reserve(layout, layout.dq_slices * layout.dq_slice_stride * int64_t{4});
+  }
+}
+
+// The backward stages' D and dQ accumulator: the problem's views, or the workspace's regions.
+runtime::BackwardScratch backward_scratch(const WorkspaceLayout& layout, const Problem& problem,
+                                          jit::CUdeviceptr workspace) {
+  runtime::BackwardScratch scratch;
+  scratch.d = problem.bwd.d;
+  scratch.dq_acc = problem.bwd.dq_acc;
+  auto view = [&](int64_t offset) {
+    TensorView v;
+    v.data = reinterpret_cast<void*>(workspace + static_cast<jit::CUdeviceptr>(offset));
+    v.dtype = DType::fp32;
+    v.space = MemorySpace::device;
+    return v;
+  };
+  const int64_t batch = layout.batch_rows, seq = layout.seq_rows, heads = problem.nhead_q;
+  if (layout.bwd_d >= 0) {
+    scratch.d = view(layout.bwd_d);
+    scratch.d.rank = 3;
+    scratch.d.shape = {batch, heads, seq};
+    scratch.d.stride = {heads * seq, seq, 1};
+  }
+  if (layout.dq_acc >= 0) {
+    const int64_t dim = problem.hdim_q;
+    scratch.dq_acc = view(layout.dq_acc);
+    scratch.dq_acc.rank = 4;
+    scratch.dq_acc.shape = {batch, seq, heads, dim};
+    scratch.dq_acc.stride = {seq * heads * dim, heads * dim, dim, 1};
+    scratch.dq_slices = layout.dq_slices;
+    scratch.dq_slice_stride = layout.dq_slice_stride;
+  }
+  return scratch;
+}
+
 }  // namespace
 
 WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits,
-                                 int64_t attention_bytes) {
+                                 int64_t attention_bytes, int64_t dq_slices) {
   WorkspaceLayout layout;
   layout.seqstart_q = reserve_index(layout, problem.seqstart_q);
   layout.seqstart_k = reserve_index(layout, problem.seqstart_k);
@@ -116,6 +164,7 @@ WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits,
     layout.key_lengths_after = reserve(layout, problem.batch * int64_t{sizeof(int64_t)});
     if (attention_bytes > 0) layout.attention = reserve(layout, attention_bytes);
   }
+  if (problem.is_backward()) reserve_backward(layout, problem, dq_slices);
   return layout;
 }
 
@@ -191,12 +240,14 @@ void run_stages(const Plan& plan, const Problem& problem, const Registry& regist
   std::optional<Problem> with_stand_in_kv;
   if (layout.empty_kv >= 0) bind_empty_kv(with_stand_in_kv.emplace(problem), layout, workspace);
   const Problem& launched = with_stand_in_kv ? *with_stand_in_kv : problem;
+  std::optional<runtime::BackwardScratch> scratch;
+  if (problem.is_backward()) scratch = backward_scratch(layout, problem, workspace);
   for (const PlannedStage& stage : plan.stages) {
     try {
       const jit::CUfunction function =
           stage.function != nullptr ? stage.function : registry.function(stage.kernel);
-      const templates::StageLaunch launch{launched, indices,          split, function, stage.shape,
-                                          stream,   key_lengths_after};
+      const templates::StageLaunch launch{launched, indices, split, function, stage.shape, stream,
+                                          key_lengths_after, scratch ? &*scratch : nullptr};
       stage.kernel_template->launch(stage.kernel, launch);
     } catch (const Error& error) {
       throw stage_error(error, stage, problem);

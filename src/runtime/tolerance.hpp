@@ -28,6 +28,14 @@ inline Tolerance output_tolerance(DType out_dtype) {
 
 inline constexpr Tolerance kLseTolerance{1e-3, 1e-4};
 
+// Backward gradients (dQ, dK, dV) sum many products whose factors P and dS are rounded to 16 bits
+// before the tensor-core matmuls, so their error scales with the gradient's largest magnitude
+// rather than with each element's: atol is rtol times the largest reference magnitude.
+inline Tolerance gradient_tolerance(DType out_dtype, double largest_reference) {
+  const double rtol = out_dtype == DType::bf16 ? 3e-2 : out_dtype == DType::fp16 ? 1e-2 : 1e-4;
+  return {rtol * largest_reference + 1e-3, rtol};
+}
+
 struct Agreement {
   double max_abs_error = 0;
   double max_rel_error = 0;  // |gpu - ref| / max(|ref|, atol)

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "jit/module.hpp"
+#include "runtime/bwd_params.hpp"
 #include "runtime/fwd_params.hpp"
 #include "templates/rejection.hpp"
 #include "tilefmha/kernel_config.hpp"
@@ -40,6 +41,9 @@ struct StageLaunch {
   // Append-KV as the first stage of an append -> attend plan: where it writes the key counts
   // after the append (plan workspace), which the attention stage reads. Null otherwise.
   int64_t* key_lengths_after = nullptr;
+  // The backward stages' D and dQ accumulator (the problem's or the plan workspace's); null for
+  // forward stages.
+  const runtime::BackwardScratch* backward = nullptr;
 };
 
 class KernelTemplate {

@@ -29,6 +29,9 @@ const std::array<TableEntry, 11>& table() {
       {Family::batch_prefill, Pipeline::sm80_mma, batch_prefill_sm80_template()},
       {Family::fwd_splitkv_combine, Pipeline::combine, combine_template()},
       {Family::fwd_appendkv, Pipeline::appendkv, appendkv_template()},
+      {Family::bwd_dot_do_o, Pipeline::bwd_dot_do_o, bwd_dot_do_o_template()},
+      {Family::bwd_dq_dk_dv, Pipeline::sm80_mma, bwd_dq_dk_dv_sm80_template()},
+      {Family::bwd_convert_dq, Pipeline::bwd_convert_dq, bwd_convert_dq_template()},
   }};
   return entries;
 }

@@ -1,0 +1,46 @@
+// The backward kernels' launch parameters (bwd_dot_do_o.h, bwd_sm80.h, bwd_convert_dq.h): one
+// plain aggregate shared verbatim by host code (runtime/bwd_params.cpp fills it) and device code
+// (which receives it by value). Only built-in types, so host and NVRTC lay it out identically;
+// sizes and strides are 64-bit and in elements.
+#pragma once
+
+#include "fmha/fwd_params.h"
+
+namespace tilefmha::fmha {
+
+// The forward's fields (Q, K, V, O, LSE, shapes, sequence tables, scale, soft cap, mask) live in
+// `fwd`, so the backward reuses the forward's hooks (SeqInfo, WindowMask, the logits) unchanged.
+struct BwdParams {
+  FwdParams fwd;
+
+  // dO [batch, seq, head, hdim_v] in the input dtype.
+  const void* d_o;
+  TokenStrides d_o_strides;
+  // D = rowsum(dO * O), fp32 [batch, head, seq] (LSE's layout).
+  float* d;
+  long long d_batch_stride, d_head_stride, d_seq_stride;
+
+  // fp32 dQ accumulator [slice, batch, seq, head, hdim_q]. One slice (zeroed by bwd_dot_do_o,
+  // added to with atomics by bwd_dq_dk_dv) unless deterministic: then slice n holds the
+  // contribution of key block n alone, written with plain stores, and bwd_convert_dq sums the
+  // slices in order, so repeated runs give identical bits.
+  float* dq_acc;
+  TokenStrides dq_acc_strides;
+  long long dq_acc_slice_stride;
+  long long dq_acc_slices;
+
+  // Gradients in the output dtype: dQ like Q, dK like K, dV like V.
+  void* dq;
+  TokenStrides dq_strides;
+  void* dk;
+  TokenStrides dk_strides;
+  void* dv;
+  TokenStrides dv_strides;
+
+  // Rows of the row-wise kernels (dot_do_o, convert_dq): batch x seq x head, where group mode
+  // packs its sequences as batch 1 with seq the total token count.
+  long long row_batches;
+  long long row_seqlen;
+};
+
+}  // namespace tilefmha::fmha

@@ -1,0 +1,31 @@
+// Problem -> BwdParams of the three backward kernels (kernels/fmha/bwd_params.h).
+#pragma once
+
+#include <cstdint>
+
+#include "fmha/bwd_params.h"
+#include "runtime/fwd_params.hpp"
+#include "tilefmha/problem.hpp"
+
+namespace tilefmha::runtime {
+
+// D and the fp32 dQ accumulator of a backward run: the problem's own views (bwd.d, bwd.dq_acc)
+// or views into the plan workspace. In deterministic mode dq_acc holds `dq_slices` slices of
+// Q's shape, `dq_slice_stride` elements apart (one per key block of the dq_dk_dv kernel).
+struct BackwardScratch {
+  TensorView d;
+  TensorView dq_acc;
+  int64_t dq_slices = 1;
+  int64_t dq_slice_stride = 0;
+};
+
+// For a backward problem validate() accepted, with the forward's fields from make_fwd_params
+// (sm80_mma: fp16/bf16, 16-byte chunks). Throws Error naming the field and value unless every
+// view the three kernels touch (dO, D, dQ accumulator, dQ, dK, dV) is a device view with a
+// contiguous last dim, 16-bit views have strides that are multiples of 8 elements and 16-byte
+// aligned data, and the fp32 accumulator has strides that are multiples of 4 and 16-byte aligned
+// data. dQ, dK, dV are bound only when set (each stage checks what it writes).
+fmha::BwdParams make_bwd_params(const Problem& problem, const FwdDeviceIndices& indices,
+                                const BackwardScratch& scratch);
+
+}  // namespace tilefmha::runtime

@@ -1,0 +1,172 @@
+// Planning the GPU backward with no GPU: a backward problem (family bwd_dq_dk_dv, as the Python
+// and CLI backward build it) is one plan of three stages in order, with D and the fp32 dQ
+// accumulator in plan workspace when the caller brings none (one accumulator slice per key
+// block in deterministic mode), and what the kernels lack is refused naming the field. Kernels
+// compile through NVRTC (skipped without it); nothing launches.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "runtime/candidates.hpp"
+#include "runtime/dispatcher.hpp"
+#include "runtime/stage_runner.hpp"
+#include "support/gpu_availability.hpp"
+#include "tilefmha/error.hpp"
+
+namespace tilefmha::runtime {
+namespace {
+
+void* const kFake = reinterpret_cast<void*>(uintptr_t{1} << 20);
+
+// Planning reads shapes and traits only: the views point nowhere (device space).
+ProblemBuilder backward(int64_t batch, int64_t nhead_q, int64_t nhead_k, int64_t seqlen_q,
+                        int64_t seqlen_k, int64_t hdim, DType dtype = DType::bf16) {
+  ProblemBuilder b(Family::bwd_dq_dk_dv);
+  b.dtype(dtype).shape(batch, nhead_q, nhead_k, seqlen_q, seqlen_k, hdim, hdim);
+  const auto q = bshd(kFake, dtype, batch, seqlen_q, nhead_q, hdim, MemorySpace::device);
+  const auto k = bshd(kFake, dtype, batch, seqlen_k, nhead_k, hdim, MemorySpace::device);
+  b.q(q).k(k).v(k).o(q).lse(
+      contiguous_view(kFake, DType::fp32, {batch, nhead_q, seqlen_q}, MemorySpace::device));
+  Backward g;
+  g.d_o = g.dq = q;
+  g.dk = g.dv = k;
+  b.backward(g);
+  return b;
+}
+
+// The problem with its own D and dQ accumulator (fake device views).
+Problem with_scratch(ProblemBuilder builder) {
+  Problem p = builder.build();
+  p.bwd.d = p.lse;
+  p.bwd.dq_acc = contiguous_view(kFake, DType::fp32, {p.batch, p.seqlen_q, p.nhead_q, p.hdim_q},
+                                 MemorySpace::device);
+  return p;
+}
+
+struct Sm80Planner {
+  static DispatcherOptions options() {
+    DispatcherOptions options;
+    options.candidates = default_candidates(
+        Arch::sm80, {Family::bwd_dot_do_o, Family::bwd_dq_dk_dv, Family::bwd_convert_dq});
+    return options;
+  }
+  Registry registry;
+  Dispatcher dispatcher{registry, {Arch::sm80, 108, "test"}, options()};
+};
+
+TEST(BwdPlan, WorkspaceHoldsDAndTheDqAccumulator) {
+  const Problem p = backward(2, 8, 2, 77, 130, 128).causal().build();
+  const WorkspaceLayout layout = workspace_layout(p, 1);
+  ASSERT_GE(layout.bwd_d, 0);
+  ASSERT_GE(layout.dq_acc, 0);
+  EXPECT_EQ(layout.bwd_d % 256, 0);
+  EXPECT_EQ(layout.dq_acc % 256, 0);
+  EXPECT_GE(layout.dq_acc, layout.bwd_d + 2 * 8 * 77 * 4);
+  EXPECT_EQ(layout.dq_slices, 1);
+  EXPECT_GE(layout.bytes, layout.dq_acc + 2 * 77 * 8 * 128 * 4);
+
+  // Deterministic: the slices, each on a 16-byte boundary.
+  Problem deterministic = p;
+  deterministic.bwd.deterministic = true;
+  const WorkspaceLayout sliced = workspace_layout(deterministic, 1, 3);
+  EXPECT_EQ(sliced.dq_slices, 3);
+  EXPECT_EQ(sliced.dq_slice_stride % 4, 0);
+  EXPECT_GE(sliced.dq_slice_stride, 2 * 77 * 8 * 128);
+  EXPECT_GE(sliced.bytes, sliced.dq_acc + 3 * sliced.dq_slice_stride * 4);
+
+  // The caller's own D and accumulator take no workspace.
+  Problem given = p;
+  given.bwd.d = p.lse;
+  given.bwd.dq_acc = contiguous_view(kFake, DType::fp32, {2, 77, 8, 128}, MemorySpace::device);
+  const WorkspaceLayout none = workspace_layout(given, 1);
+  EXPECT_EQ(none.bwd_d, -1);
+  EXPECT_EQ(none.dq_acc, -1);
+  EXPECT_EQ(none.bytes, 0);
+}
+
+TEST(BwdPlan, OnePlanOfThreeStagesInOrder) {
+  if (!testing::nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
+  Sm80Planner planner;
+  // The caller's D and accumulator: a plan without workspace needs no device to allocate on.
+  const Problem p = with_scratch(backward(2, 8, 2, 77, 130, 128).causal(MaskAlign::bottom_right));
+  const auto plan = planner.dispatcher.plan(p);
+  ASSERT_EQ(plan->stages.size(), 3u);
+  EXPECT_EQ(plan->stages[0].kernel.family, Family::bwd_dot_do_o);
+  EXPECT_EQ(plan->stages[1].kernel.family, Family::bwd_dq_dk_dv);
+  EXPECT_EQ(plan->stages[1].kernel.pipeline, Pipeline::sm80_mma);
+  EXPECT_EQ(plan->stages[2].kernel.family, Family::bwd_convert_dq);
+  EXPECT_EQ(plan->workspace.bytes, 0);
+  // One CTA per (key block, KV head, sequence).
+  const KernelConfig& grad = plan->stages[1].kernel;
+  EXPECT_EQ(plan->stages[1].shape.grid[0],
+            static_cast<unsigned>((130 + grad.block_n - 1) / grad.block_n));
+  EXPECT_EQ(plan->stages[1].shape.grid[1], 2u);
+  EXPECT_EQ(plan->stages[1].shape.grid[2], 2u);
+  EXPECT_GT(plan->stages[1].shape.dynamic_shared_bytes, 48u * 1024);
+}
+
+TEST(BwdPlan, OnlyTheWholeBackwardIsPlanned) {
+  Sm80Planner planner;
+  for (Family family : {Family::bwd_dot_do_o, Family::bwd_convert_dq}) {
+    Problem p = with_scratch(backward(1, 2, 2, 64, 64, 64));
+    p.family = family;
+    try {
+      planner.dispatcher.plan(p);
+      ADD_FAILURE() << "planned " << to_string(family);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::not_supported);
+      EXPECT_EQ(e.field(), "family");
+      EXPECT_NE(std::string(e.what()).find("bwd_dq_dk_dv"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(BwdPlan, DeterministicStagesTakeDeterministicKernels) {
+  Sm80Planner planner;
+  Problem p = backward(2, 8, 2, 77, 130, 64).build();
+  p.bwd.deterministic = true;
+  bool grad = false, convert = false;
+  for (const CandidateVerdict& verdict : planner.dispatcher.explain(p)) {
+    if (!verdict.rejection.empty()) continue;
+    if (verdict.kernel.family == Family::bwd_dq_dk_dv) grad = verdict.kernel.deterministic;
+    if (verdict.kernel.family == Family::bwd_convert_dq) convert = verdict.kernel.deterministic;
+  }
+  EXPECT_TRUE(grad);
+  EXPECT_TRUE(convert);
+}
+
+TEST(BwdPlan, UnsupportedFeaturesAreRefusedByName) {
+  Sm80Planner planner;
+  auto refusal = [&](const Problem& p) {
+    try {
+      planner.dispatcher.plan(p);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::no_kernel) << e.what();
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const auto slopes = contiguous_view(kFake, DType::fp32, {8}, MemorySpace::device);
+  EXPECT_NE(refusal(with_scratch(backward(1, 8, 2, 64, 64, 64).dropout(0.1, 1))).find("dropout"),
+            std::string::npos);
+  EXPECT_NE(refusal(with_scratch(backward(1, 8, 2, 64, 64, 64).alibi(slopes))).find("bias"),
+            std::string::npos);
+  // Head dims past 128: every kernel of the problem's traits is refused naming hdim_q.
+  const Problem wide = with_scratch(backward(1, 8, 2, 64, 64, 256));
+  EXPECT_NE(refusal(wide).find("no kernel for stage bwd_dq_dk_dv"), std::string::npos);
+  int traits_matched = 0;
+  for (const CandidateVerdict& verdict : planner.dispatcher.explain(wide)) {
+    const KernelConfig& c = verdict.kernel;
+    if (c.family != Family::bwd_dq_dk_dv || c.pipeline != Pipeline::sm80_mma ||
+        c.dtype != DType::bf16 || c.mode != Mode::batch || c.hdim_q != 256 ||
+        verdict.kernel.deterministic || verdict.kernel.softcap || verdict.kernel.dropout ||
+        verdict.kernel.mask != MaskKind::none || verdict.kernel.bias != BiasKind::none)
+      continue;
+    ++traits_matched;
+    EXPECT_EQ(verdict.rejection_field, "hdim_q") << verdict.rejection;
+  }
+  EXPECT_GT(traits_matched, 0);
+}
+
+}  // namespace
+}  // namespace tilefmha::runtime

@@ -1,0 +1,300 @@
+// The three backward kernels' headers (kernels/fmha/bwd_dot_do_o.h, bwd_sm80.h,
+// bwd_convert_dq.h) run on the host through the SIMT emulation (tests/support/emulation: fibers
+// for threads, warp collectives for mma.sync, ldmatrix and shfl), with the parameters and launch
+// shapes the GPU run uses (runtime::make_bwd_params, codegen::launch_shape_bwd_*). dQ, dK and
+// dV are compared with reference::backward: this checks the kernels' fragment layouts, masks,
+// GQA loop, varlen bounds, padding and deterministic slices without a GPU. The emulation is
+// exact about data movement but not about the tensor cores' summation order or the SFU's
+// approximations, so the GPU tests (bwd_sm80_gpu_test) remain the final word.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+// The emulation's shims replace kernels/tile/ (this target puts tests/support/emulation first).
+#include "simt_emulator.hpp"
+// clang-format off
+#include "fmha/bwd_convert_dq.h"
+#include "fmha/bwd_dot_do_o.h"
+#include "fmha/bwd_sm80.h"
+// clang-format on
+
+#include "codegen/bwd.hpp"
+#include "core/numeric.hpp"
+#include "core/tensor_iteration.hpp"
+#include "runtime/bwd_params.hpp"
+#include "runtime/tolerance.hpp"
+#include "support/forward_problems.hpp"
+#include "support/gpu_problem.hpp"
+#include "tilefmha/reference.hpp"
+
+namespace tilefmha::fmha {
+alignas(128) unsigned char shared[emulation::kSharedBytes];
+}
+
+namespace tilefmha {
+namespace {
+
+using testing::kUnwritten;
+using testing::TensorPool;
+
+// A host view marked as device memory: the emulated kernels read host memory directly.
+TensorView as_device(TensorView view) {
+  if (!view.empty()) view.space = MemorySpace::device;
+  return view;
+}
+
+TensorView like(TensorPool& pool, const TensorView& v) {
+  return pool.filled(v.dtype, {v.shape[0], v.shape[1], v.shape[2], v.shape[3]}, kUnwritten);
+}
+
+// The reference's gradients of a forward problem's outputs for a random dO, and the problem
+// ready for the kernels (family bwd_dq_dk_dv, gradients poisoned).
+struct Case {
+  Problem expected;  // host views, gradients by reference::backward
+  Problem kernels;   // the same inputs, fresh NaN gradients
+};
+
+Case make_case(TensorPool& pool, Problem forward, bool deterministic) {
+  reference::forward(forward);
+  Problem p = forward;
+  p.family = Family::bwd_dq_dk_dv;
+  p.bwd.deterministic = deterministic;
+  const auto& o = forward.o.shape;
+  p.bwd.d_o = pool.uniform(forward.out_dtype, {o[0], o[1], o[2], o[3]}, -1, 1);
+  Case c{p, p};
+  for (Problem* target : {&c.expected, &c.kernels}) {
+    target->bwd.dq = like(pool, forward.q);
+    target->bwd.dk = like(pool, forward.k);
+    target->bwd.dv = like(pool, forward.v);
+  }
+  c.expected.bwd.d = pool.filled(
+      DType::fp32, {forward.lse.shape[0], forward.lse.shape[1], forward.lse.shape[2]}, kUnwritten);
+  c.expected.bwd.dq_acc = pool.filled(
+      DType::fp32, {forward.q.shape[0], forward.q.shape[1], forward.q.shape[2], forward.q.shape[3]},
+      kUnwritten);
+  reference::backward(c.expected);
+  return c;
+}
+
+// The three stages on the emulator, as the GPU plan runs them: D and the accumulator in
+// scratch (one slice per key block in deterministic mode), indices from the host vectors.
+template <class DotTraits, class GradTraits, class ConvertTraits>
+void run_emulated(const Problem& host, const KernelConfig& grad_config) {
+  Problem p = host;
+  for (TensorView* view : {&p.q, &p.k, &p.v, &p.o, &p.lse, &p.sink_logits, &p.bwd.d_o, &p.bwd.dq,
+                           &p.bwd.dk, &p.bwd.dv})
+    *view = as_device(*view);
+  runtime::FwdDeviceIndices indices;
+  indices.seqstart_q = p.seqstart_q.empty() ? nullptr : p.seqstart_q.data();
+  indices.seqstart_k = p.seqstart_k.empty() ? nullptr : p.seqstart_k.data();
+  indices.seqlen_k_per_batch = p.seqlen_k_per_batch.empty() ? nullptr : p.seqlen_k_per_batch.data();
+
+  const bool group = p.mode == Mode::group;
+  const int64_t batch_rows = group ? 1 : p.batch, seq_rows = group ? p.total_q() : p.seqlen_q;
+  const int64_t rows = batch_rows * seq_rows * p.nhead_q;
+  const int64_t slices = p.bwd.deterministic ? codegen::bwd_key_blocks(grad_config, p) : 1;
+  std::vector<float> d(static_cast<size_t>(std::max<int64_t>(rows, 1)), NAN);
+  const int64_t slice_stride = (rows * p.hdim_q + 3) / 4 * 4;
+  std::vector<float> acc(static_cast<size_t>(std::max<int64_t>(slices * slice_stride, 4)), NAN);
+  runtime::BackwardScratch scratch;
+  scratch.d = as_device(contiguous_view(d.data(), DType::fp32, {batch_rows, p.nhead_q, seq_rows}));
+  scratch.dq_acc = as_device(
+      contiguous_view(acc.data(), DType::fp32, {batch_rows, seq_rows, p.nhead_q, p.hdim_q}));
+  scratch.dq_slices = slices;
+  scratch.dq_slice_stride = slice_stride;
+  const fmha::BwdParams params = runtime::make_bwd_params(p, indices, scratch);
+
+  KernelConfig rows_config = grad_config;
+  rows_config.block_m = DotTraits::kBlockM;
+  rows_config.warps = DotTraits::kWarps;
+  rows_config.block_n = 0;
+  rows_config.mask = MaskKind::none;
+  rows_config.softcap = rows_config.deterministic = false;
+  rows_config.family = Family::bwd_dot_do_o;
+  rows_config.pipeline = Pipeline::bwd_dot_do_o;
+  auto grid = [](const jit::LaunchShape& shape) {
+    return emulation::Dim3{shape.grid[0], shape.grid[1], shape.grid[2]};
+  };
+  const jit::LaunchShape dot = codegen::launch_shape_bwd_rows(rows_config, p);
+  emulation::launch(grid(dot), dot.block[0], [&] { fmha::bwd_dot_do_o<DotTraits>(params); });
+  const jit::LaunchShape grad = codegen::launch_shape_bwd_sm80(grad_config, p);
+  ASSERT_EQ(grad.block[0], unsigned(GradTraits::kThreads));
+  ASSERT_LE(grad.dynamic_shared_bytes, emulation::kSharedBytes);
+  emulation::launch(grid(grad), grad.block[0], [&] { fmha::bwd_sm80<GradTraits>(params); });
+  emulation::launch(grid(dot), dot.block[0], [&] { fmha::bwd_convert_dq<ConvertTraits>(params); });
+}
+
+int64_t mismatches(const char* name, const TensorView& expected, const TensorView& actual) {
+  double largest = 0;
+  for_each_element(expected, [&](int64_t, int64_t offset) {
+    largest = std::max(largest, std::fabs(numeric::load(expected.data, expected.dtype, offset)));
+  });
+  const runtime::Tolerance tolerance = runtime::gradient_tolerance(expected.dtype, largest);
+  const runtime::Agreement agreement =
+      testing::compare(expected, actual, tolerance.atol, tolerance.rtol);
+  std::printf("    %s: max abs err %.3e (largest %.3e), %lld of %lld outside\n", name,
+              agreement.max_abs_error, largest, static_cast<long long>(agreement.mismatches),
+              static_cast<long long>(agreement.compared));
+  return agreement.mismatches + (agreement.compared == expected.numel() ? 0 : 1);
+}
+
+void expect_gradients_match(const Case& c) {
+  EXPECT_EQ(mismatches("dq", c.expected.bwd.dq, c.kernels.bwd.dq), 0);
+  EXPECT_EQ(mismatches("dk", c.expected.bwd.dk, c.kernels.bwd.dk), 0);
+  EXPECT_EQ(mismatches("dv", c.expected.bwd.dv, c.kernels.bwd.dv), 0);
+}
+
+KernelConfig grad_config(DType dtype, int hdim, int block_m, int block_n, int warps, MaskKind mask,
+                         Mode mode = Mode::batch) {
+  KernelConfig c;
+  c.family = Family::bwd_dq_dk_dv;
+  c.pipeline = Pipeline::sm80_mma;
+  c.arch = Arch::sm80;
+  c.dtype = c.out_dtype = dtype;
+  c.mode = mode;
+  c.hdim_q = c.hdim_v = hdim;
+  c.block_m = block_m;
+  c.block_n = block_n;
+  c.block_k = 64;
+  c.warps = warps;
+  c.stages = 1;
+  c.pad_seqlen_q = c.pad_seqlen_k = true;
+  c.mask = mask;
+  return c;
+}
+
+using tile::bfloat16_t;
+using tile::half_t;
+
+template <class T>
+using Dot = fmha::DotDoOTraits<T, 64, 4>;
+template <class T>
+using Convert = fmha::ConvertDqTraits<T, 64, 4>;
+
+// bf16, hdim 64 on the enumerated 128 x 128 tile of 8 warps; no mask; GQA 2:1; ragged 77 x 130.
+TEST(BwdSm80Emulated, Bf16Hdim64NoMaskGqaRagged) {
+  TensorPool pool(1);
+  Case c = make_case(
+      pool,
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 2, 1, 77, 130, 64, 64}).build(),
+      false);
+  using Grad = fmha::BwdTraits<bfloat16_t, 64, 64, 128, 128, 8, false, false, false, fmha::NoMask,
+                               false, false>;
+  run_emulated<Dot<bfloat16_t>, Grad, Convert<bfloat16_t>>(
+      c.kernels, grad_config(DType::bf16, 64, 128, 128, 8, MaskKind::none));
+  expect_gradients_match(c);
+}
+
+// fp16, hdim 128 on the 64 x 128 tile of 8 warps; bottom-right causal; GQA 4:1.
+TEST(BwdSm80Emulated, Fp16Hdim128CausalBottomRightGqa) {
+  TensorPool pool(2);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::fp16, {1, 4, 1, 77, 130, 128, 128})
+                    .causal(MaskAlign::bottom_right)
+                    .build(),
+                false);
+  using Grad = fmha::BwdTraits<half_t, 128, 128, 64, 128, 8, false, false, false, fmha::WindowMask,
+                               false, false>;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(
+      c.kernels, grad_config(DType::fp16, 128, 64, 128, 8, MaskKind::causal));
+  expect_gradients_match(c);
+}
+
+// The sm86/sm89 tile (64 keys on 4 warps), top-left causal over more keys than queries.
+TEST(BwdSm80Emulated, Bf16Hdim128FourWarpsCausalTopLeft) {
+  TensorPool pool(3);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::bf16, {2, 2, 2, 70, 100, 128, 128})
+                    .causal()
+                    .build(),
+                false);
+  using Grad = fmha::BwdTraits<bfloat16_t, 128, 128, 64, 64, 4, false, false, false,
+                               fmha::WindowMask, false, false>;
+  run_emulated<Dot<bfloat16_t>, Grad, Convert<bfloat16_t>>(
+      c.kernels, grad_config(DType::bf16, 128, 64, 64, 4, MaskKind::causal));
+  expect_gradients_match(c);
+}
+
+// Varlen with an empty sequence, a window with sink tokens, a soft cap and a padded head dim
+// (72 in 96-wide tiles).
+TEST(BwdSm80Emulated, Fp16VarlenWindowSinksSoftcapPaddedHeadDim) {
+  TensorPool pool(4);
+  Case c = make_case(pool,
+                     testing::group_problem(pool, Family::fwd, DType::fp16, {0, 30, 30, 100},
+                                            {0, 20, 45, 170}, 2, 1, 72, 72)
+                         .window(24, 3, MaskAlign::bottom_right)
+                         .sink_tokens(5)
+                         .softcap(4.0)
+                         .build(),
+                     false);
+  using Grad =
+      fmha::BwdTraits<half_t, 72, 72, 64, 64, 4, true, true, true, fmha::WindowMask, true, false>;
+  KernelConfig config = grad_config(DType::fp16, 72, 64, 64, 4, MaskKind::window, Mode::group);
+  config.softcap = config.pad_hdim_q = config.pad_hdim_v = true;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// More queries than keys under a bottom-right causal mask: the first rows see no key (LSE =
+// -inf, no gradient). Sink logits join the forward's LSE, which is all the backward needs of
+// them. Head dim 32 on the 128 x 128 tile of 8 warps.
+TEST(BwdSm80Emulated, Fp16Hdim32FullyMaskedRowsAndSinkLogits) {
+  TensorPool pool(7);
+  const TensorView sinks = pool.uniform(DType::fp32, {2}, -1, 1);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::fp16, {1, 2, 1, 150, 77, 32, 32})
+                    .causal(MaskAlign::bottom_right)
+                    .sink_logits(sinks)
+                    .build(),
+                false);
+  using Grad = fmha::BwdTraits<half_t, 32, 32, 128, 128, 8, false, false, false, fmha::WindowMask,
+                               false, false>;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(
+      c.kernels, grad_config(DType::fp16, 32, 128, 128, 8, MaskKind::causal));
+  expect_gradients_match(c);
+}
+
+// Per-sequence key counts in batch mode: dK and dV rows past a sequence's keys are zero, and a
+// key block past them all (sequence 1 here) still writes its zeros.
+TEST(BwdSm80Emulated, BatchModeKeyLengths) {
+  TensorPool pool(6);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::fp16, {2, 2, 2, 50, 150, 64, 64})
+                    .key_lengths({150, 40})
+                    .causal(MaskAlign::bottom_right)
+                    .build(),
+                false);
+  using Grad = fmha::BwdTraits<half_t, 64, 64, 64, 64, 4, false, false, false, fmha::WindowMask,
+                               false, false>;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(
+      c.kernels, grad_config(DType::fp16, 64, 64, 64, 4, MaskKind::causal));
+  expect_gradients_match(c);
+}
+
+// Deterministic mode: one dQ slice per key block, summed in order by the convert kernel.
+TEST(BwdSm80Emulated, DeterministicSlices) {
+  TensorPool pool(5);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 2, 1, 40, 200, 64, 64})
+                    .causal(MaskAlign::bottom_right)
+                    .build(),
+                true);
+  using Grad = fmha::BwdTraits<bfloat16_t, 64, 64, 64, 64, 4, false, false, false, fmha::WindowMask,
+                               false, true>;
+  KernelConfig config = grad_config(DType::bf16, 64, 64, 64, 4, MaskKind::causal);
+  config.deterministic = true;
+  run_emulated<Dot<bfloat16_t>, Grad, fmha::ConvertDqTraits<bfloat16_t, 64, 4>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+}  // namespace
+}  // namespace tilefmha

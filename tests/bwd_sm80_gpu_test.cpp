@@ -1,0 +1,279 @@
+// The GPU backward (bwd_dot_do_o, bwd_dq_dk_dv on sm80_mma, bwd_convert_dq) through the public
+// Engine, one plan of three stages with D and the dQ accumulator in plan workspace: dQ, dK and
+// dV against the CPU reference (reference::backward) on fresh random inputs, outputs poisoned
+// (NaN bytes) before each run. Cases: head dims 64 and 128, bf16 and fp16, causal top-left and
+// bottom-right, a window with sink tokens, GQA 4:1, soft cap, varlen with an empty sequence,
+// ragged lengths (77 x 130), and deterministic mode giving bitwise-identical repeats. Skipped
+// without a GPU, driver or NVRTC.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/numeric.hpp"
+#include "core/tensor_iteration.hpp"
+#include "jit/module.hpp"
+#include "runtime/device_mirror.hpp"
+#include "runtime/tolerance.hpp"
+#include "support/forward_problems.hpp"
+#include "support/gpu_availability.hpp"
+#include "support/gpu_problem.hpp"
+#include "tilefmha/engine.hpp"
+#include "tilefmha/reference.hpp"
+
+namespace tilefmha {
+namespace {
+
+using testing::gpu_skip_reason;
+using testing::kUnwritten;
+using testing::TensorPool;
+
+// A host view's bytes in device memory (the view re-pointed there); outputs start poisoned.
+struct DeviceView {
+  std::unique_ptr<jit::DeviceBuffer> buffer;
+  TensorView view;
+};
+
+DeviceView to_device(const TensorView& host, bool poison) {
+  const int64_t bytes = host.extent() * dtype_size(host.dtype);
+  DeviceView out{std::make_unique<jit::DeviceBuffer>(std::max<int64_t>(bytes, 1)), host};
+  if (poison)
+    out.buffer->fill_bytes(runtime::kPoisonByte);
+  else if (bytes > 0)
+    out.buffer->copy_from_host(std::span(static_cast<const std::byte*>(host.data), bytes));
+  out.view.data = reinterpret_cast<void*>(out.buffer->address());
+  out.view.space = MemorySpace::device;
+  return out;
+}
+
+void download(const DeviceView& device, const TensorView& host) {
+  const int64_t bytes = host.extent() * dtype_size(host.dtype);
+  if (bytes > 0) device.buffer->copy_to_host(std::span(static_cast<std::byte*>(host.data), bytes));
+}
+
+// A forward problem's host inputs, its reference O and LSE, a random dO, and the reference's
+// gradients: everything the GPU backward needs and must reproduce.
+struct BackwardCase {
+  Problem host;  // family bwd_dq_dk_dv, host views; dq/dk/dv hold the reference's gradients
+  TensorView gpu_dq, gpu_dk, gpu_dv;  // host buffers the GPU results are downloaded into
+};
+
+TensorView like(TensorPool& pool, const TensorView& v) {
+  return pool.filled(v.dtype, {v.shape[0], v.shape[1], v.shape[2], v.shape[3]}, kUnwritten);
+}
+
+BackwardCase make_case(TensorPool& pool, Problem forward, bool deterministic) {
+  reference::forward(forward);
+  BackwardCase c;
+  Problem& p = c.host;
+  p = forward;
+  p.family = Family::bwd_dq_dk_dv;
+  p.bwd.deterministic = deterministic;
+  const auto& o = forward.o.shape;
+  p.bwd.d_o = pool.uniform(forward.out_dtype, {o[0], o[1], o[2], o[3]}, -1, 1);
+  p.bwd.dq = like(pool, forward.q);
+  p.bwd.dk = like(pool, forward.k);
+  p.bwd.dv = like(pool, forward.v);
+  Problem with_scratch = p;
+  with_scratch.bwd.d = pool.filled(
+      DType::fp32, {forward.lse.shape[0], forward.lse.shape[1], forward.lse.shape[2]}, kUnwritten);
+  with_scratch.bwd.dq_acc = pool.filled(
+      DType::fp32, {forward.q.shape[0], forward.q.shape[1], forward.q.shape[2], forward.q.shape[3]},
+      kUnwritten);
+  reference::backward(with_scratch);
+  c.gpu_dq = like(pool, p.bwd.dq);
+  c.gpu_dk = like(pool, p.bwd.dk);
+  c.gpu_dv = like(pool, p.bwd.dv);
+  return c;
+}
+
+// Gradients sum many products: the bound scales with the largest reference magnitude.
+int64_t mismatches(const char* name, const TensorView& expected, const TensorView& actual,
+                   DType dtype) {
+  double largest = 0;
+  int64_t rows = 0;
+  for_each_element(expected, [&](int64_t, int64_t offset) {
+    largest = std::max(largest, std::fabs(numeric::load(expected.data, expected.dtype, offset)));
+    ++rows;
+  });
+  const runtime::Tolerance tolerance = runtime::gradient_tolerance(dtype, largest);
+  const runtime::Agreement agreement =
+      testing::compare(expected, actual, tolerance.atol, tolerance.rtol);
+  std::printf("    %s: max abs err %.3e (largest %.3e) over %lld, %lld mismatches\n", name,
+              agreement.max_abs_error, largest, static_cast<long long>(agreement.compared),
+              static_cast<long long>(agreement.mismatches));
+  return agreement.mismatches + (agreement.compared == rows ? 0 : 1);
+}
+
+class BwdSm80Gpu : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!gpu_skip_reason().empty()) return;
+    // The portable kernels only: sm80_mma runs on every arch the engine supports.
+    EngineOptions options;
+    engine_ = std::make_unique<Engine>(options);
+  }
+  static void TearDownTestSuite() { engine_.reset(); }
+  void SetUp() override {
+    if (const std::string why = gpu_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+    context_ = std::make_unique<jit::GpuContext>(0);
+  }
+
+  // Runs the GPU backward of `c` (fresh device copies, poisoned gradients) and downloads the
+  // gradients into c.gpu_*; returns the plan's stage count.
+  int64_t run_on_gpu(BackwardCase& c) {
+    const Problem& h = c.host;
+    std::vector<DeviceView> inputs;
+    Problem d = h;
+    for (TensorView* view : {&d.q, &d.k, &d.v, &d.o, &d.lse, &d.sink_logits, &d.bwd.d_o}) {
+      if (view->empty()) continue;
+      inputs.push_back(to_device(*view, false));
+      *view = inputs.back().view;
+    }
+    DeviceView dq = to_device(h.bwd.dq, true), dk = to_device(h.bwd.dk, true),
+               dv = to_device(h.bwd.dv, true);
+    d.bwd.dq = dq.view;
+    d.bwd.dk = dk.view;
+    d.bwd.dv = dv.view;
+    const EnginePlan plan = engine_->plan(d);
+    std::printf("  %s\n%s", d.describe().c_str(), plan.explanation().c_str());
+    engine_->run(plan, d);
+    context_->synchronize();
+    download(dq, c.gpu_dq);
+    download(dk, c.gpu_dk);
+    download(dv, c.gpu_dv);
+    return plan.num_stages();
+  }
+
+  void expect_matches_reference(TensorPool& pool, Problem forward, bool deterministic = false) {
+    BackwardCase c = make_case(pool, std::move(forward), deterministic);
+    EXPECT_EQ(run_on_gpu(c), 3);
+    const DType dtype = c.host.dtype;
+    EXPECT_EQ(mismatches("dq", c.host.bwd.dq, c.gpu_dq, dtype), 0);
+    EXPECT_EQ(mismatches("dk", c.host.bwd.dk, c.gpu_dk, dtype), 0);
+    EXPECT_EQ(mismatches("dv", c.host.bwd.dv, c.gpu_dv, dtype), 0);
+  }
+
+  static std::unique_ptr<Engine> engine_;
+  std::unique_ptr<jit::GpuContext> context_;
+};
+
+std::unique_ptr<Engine> BwdSm80Gpu::engine_;
+
+ProblemBuilder batch(TensorPool& pool, DType dtype, testing::Dims d) {
+  return testing::batch_problem(pool, Family::fwd, dtype, d);
+}
+
+TEST_F(BwdSm80Gpu, Bf16Hdim64NoMask) {
+  TensorPool pool(1);
+  expect_matches_reference(pool, batch(pool, DType::bf16, {2, 4, 4, 128, 128, 64, 64}).build());
+}
+
+TEST_F(BwdSm80Gpu, Fp16Hdim128CausalTopLeftRagged) {
+  TensorPool pool(2);
+  expect_matches_reference(pool,
+                           batch(pool, DType::fp16, {2, 2, 2, 77, 130, 128, 128}).causal().build());
+}
+
+TEST_F(BwdSm80Gpu, Bf16Hdim128CausalBottomRightGqa) {
+  TensorPool pool(3);
+  expect_matches_reference(pool, batch(pool, DType::bf16, {2, 8, 2, 77, 130, 128, 128})
+                                     .causal(MaskAlign::bottom_right)
+                                     .build());
+}
+
+TEST_F(BwdSm80Gpu, Fp16Hdim64WindowWithSinkTokensGqa) {
+  TensorPool pool(4);
+  expect_matches_reference(pool, batch(pool, DType::fp16, {1, 8, 2, 200, 260, 64, 64})
+                                     .window(40, 8, MaskAlign::bottom_right)
+                                     .sink_tokens(4)
+                                     .build());
+}
+
+TEST_F(BwdSm80Gpu, Bf16Hdim64SoftCapAndScale) {
+  TensorPool pool(5);
+  expect_matches_reference(
+      pool, batch(pool, DType::bf16, {2, 2, 1, 96, 64, 64, 64}).softcap(5.0).scale(0.3).build());
+}
+
+TEST_F(BwdSm80Gpu, Fp16Hdim128VarlenWithEmptySequence) {
+  TensorPool pool(6);
+  // Query lengths 40, 0, 130, 1 over key lengths 35, 20, 200, 64; bottom-right causal, GQA 4:1.
+  expect_matches_reference(
+      pool, testing::group_problem(pool, Family::fwd, DType::fp16, {0, 40, 40, 170, 171},
+                                   {0, 35, 55, 255, 319}, 8, 2, 128, 128)
+                .causal(MaskAlign::bottom_right)
+                .build());
+}
+
+TEST_F(BwdSm80Gpu, Bf16Hdim64VarlenTopLeft) {
+  TensorPool pool(7);
+  expect_matches_reference(pool,
+                           testing::group_problem(pool, Family::fwd, DType::bf16, {0, 0, 100, 229},
+                                                  {0, 50, 150, 279}, 4, 1, 64, 64)
+                               .causal()
+                               .build());
+}
+
+// More queries than keys under bottom-right causal: the first rows see no key (no gradient).
+// Sink logits are in the forward's LSE, all the backward needs of them.
+TEST_F(BwdSm80Gpu, Fp16Hdim64FullyMaskedRowsAndSinkLogits) {
+  TensorPool pool(10);
+  const TensorView sinks = pool.uniform(DType::fp32, {4}, -1, 1);
+  expect_matches_reference(pool, batch(pool, DType::fp16, {2, 4, 2, 150, 77, 64, 64})
+                                     .causal(MaskAlign::bottom_right)
+                                     .sink_logits(sinks)
+                                     .build());
+}
+
+TEST_F(BwdSm80Gpu, DeterministicRepeatsAreBitIdentical) {
+  TensorPool pool(8);
+  BackwardCase c = make_case(
+      pool, batch(pool, DType::bf16, {2, 8, 2, 77, 300, 128, 128}).causal().build(), true);
+  run_on_gpu(c);
+  const DType dtype = c.host.dtype;
+  EXPECT_EQ(mismatches("dq", c.host.bwd.dq, c.gpu_dq, dtype), 0);
+  EXPECT_EQ(mismatches("dk", c.host.bwd.dk, c.gpu_dk, dtype), 0);
+  EXPECT_EQ(mismatches("dv", c.host.bwd.dv, c.gpu_dv, dtype), 0);
+  auto bytes = [](const TensorView& v) {
+    const auto* begin = static_cast<const std::byte*>(v.data);
+    return std::vector<std::byte>(begin, begin + v.extent() * dtype_size(v.dtype));
+  };
+  const auto first_dq = bytes(c.gpu_dq), first_dk = bytes(c.gpu_dk), first_dv = bytes(c.gpu_dv);
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    run_on_gpu(c);
+    EXPECT_EQ(bytes(c.gpu_dq), first_dq) << "repeat " << repeat;
+    EXPECT_EQ(bytes(c.gpu_dk), first_dk) << "repeat " << repeat;
+    EXPECT_EQ(bytes(c.gpu_dv), first_dv) << "repeat " << repeat;
+  }
+}
+
+// What the GPU backward does not implement is refused when planning, naming the field.
+TEST_F(BwdSm80Gpu, UnsupportedFeaturesAreRefusedByName) {
+  TensorPool pool(9);
+  BackwardCase c = make_case(
+      pool, batch(pool, DType::bf16, {1, 2, 2, 64, 64, 64, 64}).dropout(0.1, 3).build(), false);
+  Problem d = c.host;
+  std::vector<DeviceView> keep;
+  for (TensorView* view :
+       {&d.q, &d.k, &d.v, &d.o, &d.lse, &d.bwd.d_o, &d.bwd.dq, &d.bwd.dk, &d.bwd.dv}) {
+    keep.push_back(to_device(*view, false));
+    *view = keep.back().view;
+  }
+  try {
+    engine_->plan(d);
+    FAIL() << "dropout backward planned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::no_kernel);
+    EXPECT_NE(std::string(e.what()).find("dropout"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tilefmha
