@@ -68,7 +68,7 @@ TEST(BwdPlan, WorkspaceHoldsDAndTheDqAccumulator) {
   // Deterministic: the slices, each on a 16-byte boundary.
   Problem deterministic = p;
   deterministic.bwd.deterministic = true;
-  const WorkspaceLayout sliced = workspace_layout(deterministic, 1, 3);
+  const WorkspaceLayout sliced = workspace_layout(deterministic, 1, /*attention_bytes=*/0, /*dq_slices=*/3);
   EXPECT_EQ(sliced.dq_slices, 3);
   EXPECT_EQ(sliced.dq_slice_stride % 4, 0);
   EXPECT_GE(sliced.dq_slice_stride, 2 * 77 * 8 * 128);

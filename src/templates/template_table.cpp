@@ -16,8 +16,8 @@ struct TableEntry {
 };
 
 // Every kernel template. A new family or pipeline is one line here and one template file.
-const std::array<TableEntry, 11>& table() {
-  static const std::array<TableEntry, 11> entries = {{
+const std::array<TableEntry, 14>& table() {
+  static const std::array<TableEntry, 14> entries = {{
       {Family::fwd, Pipeline::sm90_ws, fwd_sm90_template()},
       {Family::fwd, Pipeline::sm80_mma, fwd_sm80_template()},
       {Family::fwd, Pipeline::simt_f32, fwd_simt_template()},
