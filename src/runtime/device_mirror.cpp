@@ -68,11 +68,14 @@ DeviceMirror::DeviceMirror(const Problem& host) : device_(host) {
   for (TensorView AppendKv::*member :
        {&AppendKv::k_new, &AppendKv::v_new, &AppendKv::rope_cos, &AppendKv::rope_sin})
     device_.append.*member = mirror(host.append.*member, false);
-  // Backward tensors are mirrored only for a backward problem (a forward ignores them).
+  // Backward tensors are mirrored only for a backward problem; a forward ignores them, so its
+  // device copy drops them (host views left in it would mix memory spaces).
   if (host.is_backward()) {
     device_.bwd.d_o = mirror(host.bwd.d_o, false);
     for (TensorView Backward::*member : backward_outputs())
       device_.bwd.*member = mirror(host.bwd.*member, true);
+  } else {
+    device_.bwd = Backward{};
   }
 }
 
