@@ -451,6 +451,7 @@ TEST_F(AppendKvGpu, AppendThenAttendReplaysInACudaGraphWithNewLengths) {
   // appended into them); new tokens and lengths go to the captured buffers.
   Problem next = host.problem();
   for (int64_t& n : next.seqlen_k_per_batch) n += c.seqlen_knew;
+  next.seqlen_k = *std::max_element(next.seqlen_k_per_batch.begin(), next.seqlen_k_per_batch.end());
   std::mt19937_64 rng(301);
   for (const TensorView* x : {&next.append.k_new, &next.append.v_new})
     for (int64_t e = 0; e < x->numel(); ++e)

@@ -77,12 +77,15 @@ class OwnedWorkspace {
   template <class Enqueue>
   void use(jit::CUstream stream, Enqueue&& enqueue) {
     std::lock_guard lock(mutex_);
-    order_after_previous_user(stream);
+    const bool capturing = order_after_previous_user(stream);
     enqueue(buffer_.address());
+    mark_used(stream, capturing);
   }
 
  private:
-  void order_after_previous_user(jit::CUstream stream);
+  // Returns whether `stream` is capturing a graph.
+  bool order_after_previous_user(jit::CUstream stream);
+  void mark_used(jit::CUstream stream, bool capturing);
 
   std::mutex mutex_;
   jit::DeviceBuffer buffer_;
