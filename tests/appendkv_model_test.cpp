@@ -189,13 +189,13 @@ TEST(AppendKvModel, AttentionAfterAppendCountsTheNewKeys) {
   EXPECT_EQ(attend.seqlen_k_per_batch, (std::vector<int64_t>{7, 2, 11}));
   EXPECT_EQ(attend.seqlen_k, kCapacity);  // the CLI's seqlen_k: the capacity covers them
   EXPECT_EQ(attend.append.seqlen_knew, 0);
-  // Device lengths: seqlen_k bounds the cached counts, so it grows by seqlen_knew.
+  // Device lengths: the contiguous cache is read as K/V of its capacity, which bounds them.
   Problem on_device = chained;
   on_device.seqlen_k_per_batch.clear();
   on_device.seqlen_k = 9;
   on_device.device_indices.seqlen_k = reinterpret_cast<const int64_t*>(uintptr_t{1} << 20);
   const Problem attend_device = attention_after_append(on_device);
-  EXPECT_EQ(attend_device.seqlen_k, 9 + kNew);
+  EXPECT_EQ(attend_device.seqlen_k, kCapacity);
   EXPECT_EQ(attend_device.device_indices.seqlen_k, on_device.device_indices.seqlen_k);
 }
 

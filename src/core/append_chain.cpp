@@ -31,6 +31,8 @@ Problem attention_after_append(const Problem& problem) {
     // seqlen_k + seqlen_knew.
     attend.seqlen_k = problem.seqlen_k + appended;
   }
+  // A contiguous cache is read as K/V of its capacity (k.shape[1]), which bounds every length.
+  if (!problem.is_paged() && problem.k.rank == 4) attend.seqlen_k = problem.k.shape[1];
   return attend;
 }
 
