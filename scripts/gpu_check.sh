@@ -17,8 +17,9 @@
 #   sweep    tilefmha sweep --category smoke --variant fwd, timed: the 168 fp16/bf16 sm90_ws kernels
 #            without dropout, softcap, bias or sink (every match of 114 smoke shapes)
 #   serve    tilefmha sweep --category smoke --variant pagedkv, then batch_prefill, timed and
-#            validated against the CPU reference: every paged shape through the sm80_mma paged
-#            kernels (both KV layouts, any-size and specialized pages); a mismatch fails the stage
+#            validated against the CPU reference: every paged shape through the paged kernels the
+#            dispatcher picks (sm90_ws for pages of 8+ keys, sm80_mma below; both KV layouts,
+#            any-size and specialized pages); a mismatch fails the stage
 #   sass     cuobjdump of the hdim-128 sm90_ws kernels: HGMMA count, registers, spills
 #   serving_bench  bench/serving_bench.py: paged decode beside contiguous decode and SDPA
 #            cuDNN, batch
@@ -165,7 +166,7 @@ run_sweep() {
 # timed and its output compared with the CPU reference (--validate, also the default for these
 # variants). The summary gets each sweep's counts line and its first mismatched rows.
 run_serve() {
-  local filter="c.pipeline == 'sm80_mma' and c.dtype == 'bf16' and c.hdim_q == 128 and c.pad_seqlen_k and not c.pad_hdim_q and not c.lse and not c.softcap and not c.sink_logit and not c.dropout and c.bias == 'none' and c.mask != 'window' and (c.mode == 'batch' or c.family == 'batch_prefill')"
+  local filter="(c.pipeline == 'sm80_mma' or c.pipeline == 'sm90_ws') and c.dtype == 'bf16' and c.hdim_q == 128 and c.pad_seqlen_k and not c.pad_hdim_q and not c.lse and not c.softcap and not c.sink_logit and not c.dropout and c.bias == 'none' and c.mask != 'window' and (c.mode == 'batch' or c.family == 'batch_prefill')"
   local variant start log
   for variant in pagedkv batch_prefill; do
     start=$SECONDS
