@@ -50,8 +50,12 @@ std::vector<SweepMatch> match_shapes(const std::vector<bench::MatrixShape>& shap
           with_layout = problem;
           with_layout.paged.layout = kernel.kv_layout;
         }
-        const std::optional<std::string> why = runtime::rejection_reason(
+        // The dispatcher's rule, template limits included (e.g. a page size the kernel
+        // cannot load).
+        const auto refused = runtime::dispatch_rejection(
             kernel, problem.is_paged() ? with_layout : problem, stage, arch);
+        const std::optional<std::string> why =
+            refused ? std::optional<std::string>(refused->text) : std::nullopt;
         if (!why) {
           fits.push_back({&shape, "match", stage, kernel, ""});
           stage_served = true;

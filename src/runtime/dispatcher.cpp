@@ -41,16 +41,8 @@ std::vector<CandidateVerdict> Dispatcher::verdicts(const Problem& problem, Famil
     const KernelConfig kernel = enumerated_form(listed);
     if (kernel.family != stage || !seen.insert(kernel.name()).second) continue;
     CandidateVerdict verdict{kernel, "", "", 0};
-    std::optional<Rejection> rejection = match_rejection(kernel, problem, stage, device_.arch);
-    if (!rejection) rejection = templates::build_rejection(kernel);
-    if (!rejection) {
-      const KernelConfig launched = launch_form(kernel, problem);
-      if (auto refused = templates::build_rejection(launched))
-        rejection = refused;
-      else
-        rejection = templates::find_kernel_template(kernel.family, kernel.pipeline)
-                        ->can_implement(launched, problem);
-    }
+    const std::optional<Rejection> rejection =
+        dispatch_rejection(kernel, problem, stage, device_.arch);
     if (rejection) {
       verdict.rejection = rejection->text;
       verdict.rejection_field = rejection->field;

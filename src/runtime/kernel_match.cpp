@@ -3,6 +3,8 @@
 #include <sstream>
 
 #include "enumerate/family_traits.hpp"
+#include "runtime/heuristics.hpp"
+#include "templates/template_table.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::runtime {
@@ -139,6 +141,17 @@ std::optional<std::string> rejection_reason(const KernelConfig& config, const Pr
                                             Family stage, Arch arch) {
   if (auto rejection = match_rejection(config, problem, stage, arch)) return rejection->text;
   return std::nullopt;
+}
+
+std::optional<Rejection> dispatch_rejection(const KernelConfig& config, const Problem& problem,
+                                            Family stage, Arch arch) {
+  std::optional<Rejection> rejection = match_rejection(config, problem, stage, arch);
+  if (!rejection) rejection = templates::build_rejection(config);
+  if (rejection) return rejection;
+  const KernelConfig launched = launch_form(config, problem);
+  if (auto refused = templates::build_rejection(launched)) return refused;
+  return templates::find_kernel_template(config.family, config.pipeline)
+      ->can_implement(launched, problem);
 }
 
 int match_depth(const std::string& rejection) {

@@ -25,6 +25,11 @@ std::optional<Rejection> match_rejection(const KernelConfig& config, const Probl
 // The reason's text alone.
 std::optional<std::string> rejection_reason(const KernelConfig& config, const Problem& problem,
                                             Family stage, Arch arch);
+// The dispatcher's whole rule: match_rejection, then whether codegen builds the config and its
+// launch form for the problem, then the kernel template's limits only the problem shows (e.g. a
+// page size the kernel cannot load).
+std::optional<Rejection> dispatch_rejection(const KernelConfig& config, const Problem& problem,
+                                            Family stage, Arch arch);
 
 // How far a candidate got through the checks (higher = closer to fitting): the position of the
 // rejected field, so "no kernel" errors list near misses first. A kernel template's refusal
