@@ -102,7 +102,7 @@ def forward_flops(shape):
 
 
 def backward_flops(shape):
-    """2.5 forwards; the forward's count is a multiple of 2 (4·b·h·s²·d, halved when causal)."""
+    """2.5 forwards, exact: the forward's count (4·b·h·s²·d, halved when causal) is even."""
     return forward_flops(shape) * BACKWARD_FLOPS_NUM // BACKWARD_FLOPS_DEN
 
 
@@ -319,10 +319,9 @@ def run_sdpa(torch, row, name, shape, q, k, v, do, reference, args):
         return
     check_gradients(torch, row, name, grads, reference, row["ref_batch"], row["ref_heads"])
     del grads
-    out, graph = captured_forward(torch, forward)
+    out, graph = captured_forward(torch, forward)  # `graph` holds out's memory until we return
     time_pair(torch, row, name, fwd_bwd,
               lambda: torch.autograd.grad(out, leaves, do_view, retain_graph=True), shape, args)
-    del out, graph
 
 
 def run_shape(torch, tilefmha, shape, args):

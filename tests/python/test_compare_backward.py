@@ -191,3 +191,20 @@ def test_rows_format_and_write(tmp_path):
     lines = path.read_text().splitlines()
     assert lines[0].split(",")[:len(backward.CSV_FIELDS)] == backward.CSV_FIELDS
     assert len(lines) == 3 and "refused" in lines[2]
+
+
+def test_gpu_rows_time_check_and_refuse():
+    torch, reason = backward.compare.torch_or_reason()
+    if torch is None:
+        pytest.skip(reason)
+    tilefmha = pytest.importorskip("tilefmha")
+    args = backward.parse_args(["--warmup", "1", "--repeat", "2"])
+    small = dict(shape(64, 512), batch=2)  # a few heads of a short sequence: seconds, not minutes
+    row = backward.run_shape(torch, tilefmha, small, args)
+    assert row["status"] == "ok" and row["ours_agrees"], row
+    assert row["ours_bwd_tflops"] > 0 and row["ours_fwdbwd_tflops"] > 0
+    assert row["ref_dtype"] == "float64" and (row["ref_batch"], row["ref_heads"]) == (2, 32)
+    assert "ratio_bwd_cudnn" in row or "cudnn_error" in row
+    refused = backward.run_shape(torch, tilefmha, dict(shape(256, 512), batch=1), args)
+    assert refused["status"] == "refused" and "ours_bwd_tflops" not in refused
+    assert "refused: " in backward.format_row(refused)
