@@ -24,6 +24,9 @@
 #   serving_bench  bench/serving_bench.py: paged decode beside contiguous decode and SDPA
 #            cuDNN, batch
 #            prefill beside the varlen forward (TILEFMHA_SERVING_ARGS, e.g. "--only decode")
+#   backward bench/compare_backward.py: the backward (fwd+bwd and alone) beside SDPA cuDNN and
+#            FA2 on the FA3 sweep, bf16 (TILEFMHA_BACKWARD_ARGS adds flags, e.g. "--dtype fp16"
+#            or "--hdim 128")
 #   env      the quick start's main job (`run --backend auto`, as scripts/quickstart.sh runs it
 #            after building) and `python3 -m tilefmha` (the environment report)
 # JIT cache: BUILD/jit_cache.tgz, where present, seeds the cache (carry one that an earlier call
@@ -222,6 +225,22 @@ run_serving_bench() {
   sed -n '/^summary:/,$p' "$logs/serving_bench.txt" | tee -a "$summary"
 }
 
+# The backward beside SDPA cuDNN and FA2; --dtype bf16 comes first so that a --dtype in
+# TILEFMHA_BACKWARD_ARGS overrides it (argparse keeps the last).
+run_backward() {
+  if ! PYTHONPATH=$python_dir python3 -c "import tilefmha" >/dev/null 2>&1; then
+    note "backward: skipped, tilefmha from $python_dir does not import"
+    return
+  fi
+  local start=$SECONDS
+  # shellcheck disable=SC2086
+  PYTHONPATH=$python_dir limited python3 "$root/bench/compare_backward.py" --dtype bf16 \
+    ${TILEFMHA_BACKWARD_ARGS:-} --csv "$logs/compare_backward.csv" \
+    --json "$logs/compare_backward.json" >"$logs/compare_backward.txt" 2>&1 || status=1
+  note "backward bench: $(elapsed "$start"), $(grep -cE '^d[0-9]+ s[0-9]+ ' "$logs/compare_backward.txt") shapes"
+  sed -n '/^summary:/,$p' "$logs/compare_backward.txt" | tee -a "$summary"
+}
+
 # The quick start's main job on this GPU host, and the Python environment report.
 run_env() {
   "$build_dir/tools/tilefmha" run --backend auto >"$logs/quickstart.log" 2>&1 || status=1
@@ -243,8 +262,9 @@ for stage in "${stages[@]}"; do
     sass) run_sass ;;
     env) run_env ;;
     serving_bench) run_serving_bench ;;
+    backward) run_backward ;;
     *)
-      note "unknown stage '$stage' (tests, bench, python, compare, decode, sweep, serve, sass, env, serving_bench)"
+      note "unknown stage '$stage' (tests, bench, python, compare, decode, sweep, serve, sass, env, serving_bench, backward)"
       status=2
       ;;
   esac
