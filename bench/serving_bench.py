@@ -12,6 +12,10 @@ prefill: packed prompts of tokens_per_seq tokens each against a paged cache hold
 their keys (pages of page_size), causal bottom-right, against tilefmha.attention_varlen on the
 contiguous keys; TFLOP/s counts the causal half.
 
+append: new K/V tokens into a contiguous cache or a page-16 pool (device key lengths, RoPE from a
+base), timed against the copy bandwidth for the bytes read and written; the appended V slots
+must equal the new tokens.
+
 Shapes come from bench/serving_sweep.json. Every timed pair is checked to agree (bf16 2e-2).
 
     PYTHONPATH=build/python python3 bench/serving_bench.py --json serving.json
@@ -29,10 +33,12 @@ HERE = pathlib.Path(__file__).resolve().parent
 DEFAULT_SWEEP = HERE / "serving_sweep.json"
 DECODE_KEYS = {"batch", "heads", "hdim", "seqlen_k", "page_size", "max_kv_bytes"}
 PREFILL_KEYS = {"heads", "hdim", "tokens_per_seq", "total_tokens", "page_size"}
+APPEND_KEYS = {"batch", "heads", "hdim", "seqlen_knew", "rope", "page_size"}
 # The issue's targets, for the summary lines (benchmarks report; tests never assert timings).
 DECODE_VS_CONTIGUOUS = {1: 0.8, 16: 0.95, 1024: 0.95}
 LONG_SEQLEN_K, COPY_SHARE_TARGET = 8192, 90.0
 PREFILL_VS_VARLEN = 0.95
+APPEND_COPY_SHARE_TARGET = 85.0
 
 
 def _load(name):
@@ -47,7 +53,8 @@ compare = _load("compare_sdpa")
 
 def load_sweep(path):
     sweep = json.loads(pathlib.Path(path).read_text())
-    for section, keys in (("decode", DECODE_KEYS), ("prefill", PREFILL_KEYS)):
+    for section, keys in (("decode", DECODE_KEYS), ("prefill", PREFILL_KEYS),
+                          ("append", APPEND_KEYS)):
         given = set(sweep.get(section, {}))
         if given != keys:
             raise ValueError(f"{path}: {section} needs keys {sorted(keys)}, got {sorted(given)}")
@@ -79,7 +86,22 @@ def prefill_shapes(sweep):
             for page_size in p["page_size"]]
 
 
+def append_shapes(sweep):
+    """Appends of seqlen_knew tokens per sequence; page_size 0 is a contiguous cache. bytes: K and
+    V new tokens read once and written once into the cache."""
+    a = sweep["append"]
+    return [{"kind": "append", "batch": b, "nhead_q": hq, "nhead_k": hk, "hdim": d,
+             "seqlen_knew": n, "rope": rope, "page_size": page,
+             "bytes": 2 * 2 * b * n * hk * d * 2}
+            for b in a["batch"] for hq, hk in a["heads"] for d in a["hdim"]
+            for n in a["seqlen_knew"] for rope in a["rope"] for page in a["page_size"]]
+
+
 def label(shape):
+    if shape["kind"] == "append":
+        cache = f"page{shape['page_size']}" if shape["page_size"] else "contiguous"
+        return (f"append b{shape['batch']} hk{shape['nhead_k']} d{shape['hdim']} "
+                f"new{shape['seqlen_knew']} {shape['rope']} {cache}")
     if shape["kind"] == "decode":
         return (f"decode b{shape['batch']} h{shape['nhead_q']}/{shape['nhead_k']} "
                 f"d{shape['hdim']} sk{shape['seqlen_k']} page{shape['page_size']}")
@@ -167,9 +189,44 @@ def run_prefill(torch, tilefmha, shape, warmup, repeat):
     return row
 
 
+def run_append(torch, tilefmha, shape, warmup, repeat, copy_gbps):
+    """One append of seqlen_knew tokens behind 128 cached keys per sequence, key lengths on the
+    device (so RoPE angles come from the base and the call is graph-capturable). A replay writes
+    the same slots again, so every timed call moves the same bytes."""
+    g = torch.Generator().manual_seed(shape["batch"] + shape["seqlen_knew"])
+    b, hk, d, n = (shape[x] for x in ("batch", "nhead_k", "hdim", "seqlen_knew"))
+    cached = 128
+    capacity = cached + n
+    draw = lambda *s: torch.randn(s, generator=g).to(torch.bfloat16).cuda()  # noqa: E731
+    k_new, v_new = draw(b, n, hk, d), draw(b, n, hk, d)
+    lengths = torch.full((b,), cached, dtype=torch.int32, device="cuda")
+    rope = None if shape["rope"] == "none" else shape["rope"]
+    if shape["page_size"]:
+        k_cache, v_cache, table = paged_copy(torch, draw(b, capacity, hk, d),
+                                             draw(b, capacity, hk, d), shape["page_size"], g)
+        pages = {"block_table": table}
+    else:
+        k_cache, v_cache, pages = draw(b, capacity, hk, d), draw(b, capacity, hk, d), {}
+    call = lambda: tilefmha.append_kv(k_cache, v_cache, k_new, v_new, lengths,  # noqa: E731
+                                      max_seqlen_k=cached, rope=rope, **pages)
+    call()
+    # V is never rotated: its new slots must hold v_new exactly.
+    positions = torch.arange(cached, cached + n, device="cuda")
+    if shape["page_size"]:
+        size = shape["page_size"]
+        written = v_cache[table[:, positions // size].long(), positions % size]
+    else:
+        written = v_cache[:, cached:cached + n]
+    row = dict(shape, shape=label(shape), agrees=bool(torch.equal(written, v_new)))
+    ms, how = compare.time_ms(torch, call, warmup, repeat, "graph")
+    row["append_us"], row["append_timing"] = ms * 1e3, how
+    row["append_pct_copy"] = 100 * shape["bytes"] / (ms * 1e-3) / 1e9 / copy_gbps
+    return row
+
+
 def format_row(row):
     cells = [f"{row['shape']:<44}"]
-    for key in ("paged_us", "contiguous_us", "cudnn_us", "varlen_us"):
+    for key in ("paged_us", "contiguous_us", "cudnn_us", "varlen_us", "append_us"):
         if key in row:
             cells.append(f"{key[:-3]} {row[key]:8.1f} us")
     for key in ("vs_contiguous", "vs_cudnn", "vs_varlen"):
@@ -177,6 +234,8 @@ def format_row(row):
             cells.append(f"{key} {row[key]:.2f}x")
     if "paged_pct_copy" in row:
         cells.append(f"{row['paged_pct_copy']:.0f}% copy")
+    if "append_pct_copy" in row:
+        cells.append(f"{row['append_pct_copy']:.0f}% copy")
     if "paged_tflops" in row:
         cells.append(f"{row['paged_tflops']:.0f} TFLOP/s")
     cells.append("agrees" if row["agrees"] else "MISMATCH")
@@ -210,6 +269,13 @@ def summary_lines(rows):
         lines.append("prefill: paged/varlen " + ", ".join(
             f"{r['tokens_per_seq']} tok {r['vs_varlen']:.2f}x ({r['paged_tflops']:.0f} TFLOP/s)"
             for r in prefill) + f" (target >= {PREFILL_VS_VARLEN})")
+    appends = [r for r in rows if r["kind"] == "append" and "append_pct_copy" in r]
+    if appends:
+        big = [r for r in appends if r["bytes"] >= 2**24]
+        low = sum(r["append_pct_copy"] < APPEND_COPY_SHARE_TARGET for r in big)
+        lines.append(f"append (>= 16 MiB moved): {low} of {len(big)} below "
+                     f"{APPEND_COPY_SHARE_TARGET:.0f}% of copy bandwidth; best "
+                     f"{max(r['append_pct_copy'] for r in appends):.0f}%")
     mismatches = sum(not r["agrees"] for r in rows)
     lines.append(f"mismatches: {mismatches} of {len(rows)}")
     return lines
@@ -218,15 +284,16 @@ def summary_lines(rows):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sweep", default=DEFAULT_SWEEP, type=pathlib.Path)
-    parser.add_argument("--only", choices=("decode", "prefill"))
+    parser.add_argument("--only", choices=("decode", "prefill", "append"))
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--json", type=pathlib.Path, help="also write the rows here")
     parser.add_argument("--list-shapes", action="store_true")
     args = parser.parse_args(argv)
     sweep = load_sweep(args.sweep)
-    shapes = [] if args.only == "prefill" else decode_shapes(sweep)
-    shapes += [] if args.only == "decode" else prefill_shapes(sweep)
+    shapes = decode_shapes(sweep) if args.only in (None, "decode") else []
+    shapes += prefill_shapes(sweep) if args.only in (None, "prefill") else []
+    shapes += append_shapes(sweep) if args.only in (None, "append") else []
     if args.list_shapes:
         for shape in shapes:
             print(label(shape))
@@ -244,6 +311,8 @@ def main(argv=None):
     for shape in shapes:
         if shape["kind"] == "decode":
             row = run_decode(torch, tilefmha, shape, args.warmup, args.repeat, copy["gbps"])
+        elif shape["kind"] == "append":
+            row = run_append(torch, tilefmha, shape, args.warmup, args.repeat, copy["gbps"])
         else:
             row = run_prefill(torch, tilefmha, shape, args.warmup, args.repeat)
         rows.append(row)

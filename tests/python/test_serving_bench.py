@@ -18,6 +18,10 @@ def test_the_shipped_sweep_lists_decode_and_prefill_shapes():
     decode = serving.decode_shapes(sweep)
     assert {s["page_size"] for s in decode} == {1, 16, 1024}
     assert all(s["kv_bytes"] <= sweep["decode"]["max_kv_bytes"] for s in decode)
+    appends = serving.append_shapes(sweep)
+    assert {s["page_size"] for s in appends} == {0, 16}
+    assert all(s["bytes"] == 4 * s["batch"] * s["seqlen_knew"] * s["nhead_k"] * s["hdim"] * 2
+               for s in appends)
     prefill = serving.prefill_shapes(sweep)
     assert all(s["batch"] * s["tokens_per_seq"] == sweep["prefill"]["total_tokens"]
                for s in prefill)
@@ -50,8 +54,11 @@ def test_the_summary_counts_rows_below_each_target():
         {"kind": "prefill", "shape": "c", "tokens_per_seq": 8192, "vs_varlen": 0.97,
          "paged_tflops": 400, "agrees": False},
     ]
+    rows.append({"kind": "append", "shape": "d", "bytes": 2**25, "append_pct_copy": 80,
+                 "agrees": True})
     text = "\n".join(serving.summary_lines(rows))
     assert "decode page 16:" in text and "1 of 2 below" in text and "(1 below 1.0)" in text
     assert "0 of 1 below 90% of copy bandwidth" in text
     assert "8192 tok 0.97x (400 TFLOP/s)" in text
-    assert "mismatches: 1 of 3" in text
+    assert "append (>= 16 MiB moved): 1 of 1 below 85% of copy bandwidth" in text
+    assert "mismatches: 1 of 4" in text
