@@ -49,13 +49,15 @@ struct AppendKvParams {
 
   // RoPE over the first rotary_dim dims: pairs (2f, 2f + 1) (interleaved) or (f, f + rd / 2)
   // (half_rotated). Angles from fp32 tables [position, rotary_dim / 2] (row stride
-  // rope_table_stride), or, with null tables, position * rope_theta^(-2f / rotary_dim).
+  // rope_table_stride), or, with null tables, position * rope_theta^(-2f / rotary_dim), which the
+  // kernel forms as rope_ratio^f with rope_ratio = rope_theta^(-2 / rotary_dim) (host, double).
   RopeMode rope;
   long long rotary_dim;
   const float* rope_cos;
   const float* rope_sin;
   long long rope_cos_stride, rope_sin_stride;
   double rope_theta;
+  double rope_ratio;
   // Null, or per-sequence offsets added to the RoPE positions (not to the cache slots).
   const long long* position_offsets;
 

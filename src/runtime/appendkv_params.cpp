@@ -1,5 +1,6 @@
 #include "runtime/appendkv_params.hpp"
 
+#include <cmath>
 #include <string>
 
 #include "tilefmha/error.hpp"
@@ -107,6 +108,9 @@ fmha::AppendKvParams make_appendkv_params(const Problem& p, const FwdDeviceIndic
   params.rope = rope_mode(a.rope);
   params.rotary_dim = a.rotary_dim;
   params.rope_theta = a.rope_theta;
+  params.rope_ratio = a.rope_theta > 0 && a.rotary_dim > 0
+                          ? std::pow(a.rope_theta, -2.0 / static_cast<double>(a.rotary_dim))
+                          : 0.0;
   if (a.rope != RopeKind::none && a.rope_theta <= 0) {
     params.rope_cos = rope_table(a.rope_cos, "append.rope_cos", params.rope_cos_stride);
     params.rope_sin = rope_table(a.rope_sin, "append.rope_sin", params.rope_sin_stride);

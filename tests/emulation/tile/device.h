@@ -27,6 +27,11 @@ struct uint4 {
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) {
   return {x, y, z, w};
 }
+// The hardware's approximate sine and cosine, exact on the host.
+inline void __sincosf(float x, float* s, float* c) {
+  *s = std::sin(x);
+  *c = std::cos(x);
+}
 inline float __uint_as_float(unsigned bits) {
   float value;
   std::memcpy(&value, &bits, 4);
