@@ -17,8 +17,6 @@ namespace tilefmha::codegen {
 
 // Throws Error(not_supported) naming the first field (and its value) the kernel lacks.
 void check_supported_sm80(const KernelConfig& config);
-// Whether the config reads K/V through a page table (families fwd_pagedkv, batch_prefill).
-bool sm80_paged(const KernelConfig& config);
 std::string generate_sm80_source(const KernelConfig& config);
 int threads_per_block_sm80(const KernelConfig& config);
 // One CTA per (query block, query head, sequence, split): grid z = batch * num_splits

@@ -12,24 +12,13 @@
 
 namespace tilefmha::codegen {
 
-// The paged families, and split-KV partials over a paged cache (paged decode's long contexts).
-bool sm80_paged(const KernelConfig& c) {
-  return c.family == Family::fwd_pagedkv || c.family == Family::batch_prefill ||
-         (c.family == Family::fwd_splitkv && c.page_table != PageTableKind::none);
-}
-
 void check_supported_sm80(const KernelConfig& c) {
   const bool split = c.family == Family::fwd_splitkv;
-  const bool paged = sm80_paged(c);
+  const bool paged = reads_paged_kv(c);
   if (c.family != Family::fwd && !split && !paged)
     unsupported("family", c.family,
                 "sm80_mma implements fwd, fwd_splitkv, fwd_pagedkv and batch_prefill only");
-  if (paged && c.family != Family::fwd_splitkv && c.page_table == PageTableKind::none)
-    unsupported("page_table", c.page_table, "a paged family reads K/V through a page table");
-  // Paged sequences carry their own key counts, so every key block is bounds-checked.
-  if (paged && !(c.pad_seqlen_q && c.pad_seqlen_k))
-    unsupported("pad_seqlen_k", c.pad_seqlen_k,
-                "paged K/V needs pad_seqlen_q and pad_seqlen_k (per-sequence key counts)");
+  if (paged) check_paged_fields(c);
   if (c.pipeline != Pipeline::sm80_mma)
     unsupported("pipeline", c.pipeline, "codegen implements sm80_mma only");
   if (c.dtype != DType::fp16 && c.dtype != DType::bf16)
@@ -81,11 +70,11 @@ std::string generate_sm80_source(const KernelConfig& c) {
      << "    /*block_m=*/" << c.block_m << ", /*block_n=*/" << c.block_n << ", /*warps=*/"
      << c.warps << ", /*stages=*/" << c.stages << ",\n"
      << padding_arguments(c) << feature_hook_arguments(c)
-     << (c.family == Family::fwd_splitkv || sm80_paged(c)
+     << (c.family == Family::fwd_splitkv || reads_paged_kv(c)
              ? std::string(",\n    /*split_kv=*/") +
                    (c.family == Family::fwd_splitkv ? "true" : "false")
              : std::string())
-     << (sm80_paged(c) ? ", /*paged=*/true" : "") << ">;\n"
+     << (reads_paged_kv(c) ? ", /*paged=*/true" : "") << ">;\n"
      << "}  // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << threads_per_block_sm80(c) << ") "
      << c.symbol() << "(const tilefmha::fmha::FwdParams params) {\n"

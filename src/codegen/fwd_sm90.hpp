@@ -27,8 +27,6 @@ namespace tilefmha::codegen {
 // tables of any page size (page_size 0): the problem's pages (8 keys or more) and the key block
 // must nest, which the template checks per problem.
 void check_supported_sm90(const KernelConfig& config);
-// The paged families, and split-KV partials over a paged cache.
-bool sm90_paged(const KernelConfig& config);
 // The smallest page sm90_ws reads (fmha::kSm90MinPageRows).
 inline constexpr int64_t kSm90MinPageSize = fmha::kSm90MinPageRows;
 // The rows of one K/V TMA box of a paged problem: the block, or one page where pages are

@@ -70,31 +70,22 @@ void check_splitkv_fields(const KernelConfig& c) {
 
 }  // namespace
 
-bool sm90_paged(const KernelConfig& c) {
-  return c.family == Family::fwd_pagedkv || c.family == Family::batch_prefill ||
-         (c.family == Family::fwd_splitkv && c.page_table != PageTableKind::none);
-}
-
 int64_t sm90_paged_box_rows(const KernelConfig& c, const Problem& problem) {
   return problem.is_paged() ? std::min<int64_t>(problem.paged.page_size, c.block_n) : c.block_n;
 }
 
 void check_supported_sm90(const KernelConfig& c) {
-  const bool paged = sm90_paged(c);
+  const bool paged = reads_paged_kv(c);
   if (c.family != Family::fwd && c.family != Family::fwd_splitkv && !paged)
     unsupported("family", c.family,
                 "sm90_ws codegen implements fwd, fwd_splitkv, fwd_pagedkv and batch_prefill");
-  if (paged && c.page_table == PageTableKind::none)
-    unsupported("page_table", c.page_table, "a paged family reads K/V through a page table");
+  if (paged) check_paged_fields(c);
   // The any-page-size kernel serves every page size it can (the template checks the problem's);
   // the size-specialized tables exist for sm80_mma's row gathers.
   if (paged && c.page_size != 0)
     unsupported("page_size", c.page_size,
                 "sm90_ws reads tables of any page size (page_size 0) a page at a time; the "
                 "size-specialized kernels are sm80_mma's");
-  if (paged && !(c.pad_seqlen_q && c.pad_seqlen_k))
-    unsupported("pad_seqlen_k", c.pad_seqlen_k,
-                "paged K/V needs pad_seqlen_q and pad_seqlen_k (per-sequence key counts)");
   if (c.pipeline != Pipeline::sm90_ws)
     unsupported("pipeline", c.pipeline, "this codegen implements sm90_ws");
   if (c.arch != Arch::sm90) unsupported("arch", c.arch, "sm90_ws needs sm_90a (wgmma, TMA)");
@@ -188,8 +179,8 @@ std::string generate_sm90_source(const KernelConfig& c, const Sm90Variant& varia
      << boolean(c.pack_gqa)
      // Only split and paged kernels spell their flags, so every fwd translation unit stays as
      // it was.
-     << (split || sm90_paged(c) ? std::string(", /*split_kv=*/") + boolean(split) : "")
-     << (sm90_paged(c) ? ", /*paged=*/true" : "") << ">;\n"
+     << (split || reads_paged_kv(c) ? std::string(", /*split_kv=*/") + boolean(split) : "")
+     << (reads_paged_kv(c) ? ", /*paged=*/true" : "") << ">;\n"
      << "}  // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << threads_per_block_sm90(c) << ", "
      << sm90_ctas_per_sm(c) << ") " << c.symbol()

@@ -11,4 +11,17 @@ void check_forward_fields(const KernelConfig& c, std::string_view fp8_why, bool 
   if (c.dbias) unsupported("dbias", c.dbias, "backward only");
 }
 
+bool reads_paged_kv(const KernelConfig& c) {
+  return c.family == Family::fwd_pagedkv || c.family == Family::batch_prefill ||
+         (c.family == Family::fwd_splitkv && c.page_table != PageTableKind::none);
+}
+
+void check_paged_fields(const KernelConfig& c) {
+  if (c.page_table == PageTableKind::none)
+    unsupported("page_table", c.page_table, "a paged family reads K/V through a page table");
+  if (!(c.pad_seqlen_q && c.pad_seqlen_k))
+    unsupported("pad_seqlen_k", c.pad_seqlen_k,
+                "paged K/V needs pad_seqlen_q and pad_seqlen_k (per-sequence key counts)");
+}
+
 }  // namespace tilefmha::codegen

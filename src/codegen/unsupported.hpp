@@ -31,4 +31,11 @@ template <class T>
 void check_forward_fields(const KernelConfig& config, std::string_view fp8_why,
                           bool reads_pages = false);
 
+// Whether the config reads K/V through a page table: the paged families (fwd_pagedkv,
+// batch_prefill), and split-KV partials over a paged cache (paged decode's long contexts).
+bool reads_paged_kv(const KernelConfig& config);
+// What every paged forward kernel needs: a page table, and bounds-checked sequences (paged
+// sequences carry their own key counts).
+void check_paged_fields(const KernelConfig& config);
+
 }  // namespace tilefmha::codegen

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "runtime/device_view.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::runtime {
@@ -11,23 +12,9 @@ namespace {
   throw Error(kind, message);
 }
 
-void require_device(const TensorView& view, const std::string& field, int rank) {
-  if (view.empty()) fail(ErrorKind::invalid_problem, field + " is not set");
-  if (view.space != MemorySpace::device)
-    fail(ErrorKind::invalid_problem,
-         field + " is in host memory; the GPU kernel needs a device view");
-  if (view.rank != rank)
-    fail(ErrorKind::invalid_problem,
-         field + ".rank = " + std::to_string(view.rank) + ", expected " + std::to_string(rank));
-  if (view.stride[rank - 1] != 1)
-    fail(ErrorKind::not_supported, field + ".stride[" + std::to_string(rank - 1) +
-                                       "] = " + std::to_string(view.stride[rank - 1]) +
-                                       ": the GPU kernel needs a contiguous last dim");
-}
-
 // A [batch, seq, head, dim] view the kernels move in 16-byte chunks: `granule` elements.
 fmha::TokenStrides chunked_strides(const TensorView& view, const std::string& field, DType dtype) {
-  require_device(view, field, 4);
+  require_device_view(view, field, 4);
   if (view.dtype != dtype)
     fail(ErrorKind::invalid_problem, field + ".dtype = " + std::string(to_string(view.dtype)) +
                                          ", expected " + std::string(to_string(dtype)));
@@ -59,7 +46,7 @@ fmha::BwdParams make_bwd_params(const Problem& p, const FwdDeviceIndices& indice
   params.d_o = p.bwd.d_o.data;
   params.d_o_strides = chunked_strides(p.bwd.d_o, "bwd.d_o", p.dtype);
 
-  require_device(scratch.d, "bwd.d", 3);
+  require_device_view(scratch.d, "bwd.d", 3);
   if (scratch.d.dtype != DType::fp32)
     fail(ErrorKind::invalid_problem,
          "bwd.d.dtype = " + std::string(to_string(scratch.d.dtype)) + ", expected fp32");

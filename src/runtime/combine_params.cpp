@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/device_view.hpp"
 #include "tilefmha/error.hpp"
 #include "tilefmha/validate.hpp"
 
@@ -31,21 +32,6 @@ std::string shape_text(const std::array<int64_t, N>& shape) {
     text += std::to_string(shape[d]);
   }
   return text + "]";
-}
-
-// A view the kernel reads or writes: set, in device memory, of `rank`, contiguous last dim.
-void require_device(const TensorView& view, const std::string& field, int rank) {
-  if (view.empty()) fail(ErrorKind::invalid_problem, field + " is not set");
-  if (view.space != MemorySpace::device)
-    fail(ErrorKind::invalid_problem,
-         field + " is in host memory; the GPU kernel needs a device view");
-  if (view.rank != rank)
-    fail(ErrorKind::invalid_problem,
-         field + ".rank = " + std::to_string(view.rank) + ", expected " + std::to_string(rank));
-  if (view.stride[rank - 1] != 1)
-    fail(ErrorKind::not_supported, field + ".stride[" + std::to_string(rank - 1) +
-                                       "] = " + std::to_string(view.stride[rank - 1]) +
-                                       ": the GPU kernel needs a contiguous last dim");
 }
 
 void require_dtype(const TensorView& view, const std::string& field, bool sixteen_bit_too) {
@@ -97,12 +83,12 @@ fmha::CombineParams make_combine_params(const Problem& p, const SplitKv& split) 
   const int64_t rows_seq = group ? p.total_q() : p.seqlen_q;
 
   fmha::CombineParams params{};
-  require_device(p.o, "o", 4);
+  require_device_view(p.o, "o", 4);
   require_dtype(p.o, "o", true);
   params.o = p.o.data;
   params.o_strides = {p.o.stride[0], p.o.stride[1], p.o.stride[2]};
   if (p.return_lse) {
-    require_device(p.lse, "lse", 3);
+    require_device_view(p.lse, "lse", 3);
     require_dtype(p.lse, "lse", false);
     params.lse = static_cast<float*>(p.lse.data);
     params.lse_batch_stride = p.lse.stride[0];
@@ -110,7 +96,7 @@ fmha::CombineParams make_combine_params(const Problem& p, const SplitKv& split) 
     params.lse_seq_stride = p.lse.stride[2];
   }
   if (!p.sink_logits.empty()) {
-    require_device(p.sink_logits, "sink_logits", 1);
+    require_device_view(p.sink_logits, "sink_logits", 1);
     require_dtype(p.sink_logits, "sink_logits", false);
     params.sink_logits = static_cast<const float*>(p.sink_logits.data);
     params.sink_stride = p.sink_logits.stride[0];
@@ -119,11 +105,11 @@ fmha::CombineParams make_combine_params(const Problem& p, const SplitKv& split) 
   if (split.num_splits < 1)
     fail(ErrorKind::invalid_problem,
          "split.num_splits = " + std::to_string(split.num_splits) + ": must be at least 1");
-  require_device(split.o_acc, "split.o_acc", 5);
+  require_device_view(split.o_acc, "split.o_acc", 5);
   require_dtype(split.o_acc, "split.o_acc", true);
   require_shape(split.o_acc, "split.o_acc",
                 std::array{split.num_splits, rows_batch, p.nhead_q, rows_seq, p.hdim_v});
-  require_device(split.lse_acc, "split.lse_acc", 4);
+  require_device_view(split.lse_acc, "split.lse_acc", 4);
   require_dtype(split.lse_acc, "split.lse_acc", false);
   require_shape(split.lse_acc, "split.lse_acc",
                 std::array{split.num_splits, rows_batch, p.nhead_q, rows_seq});
