@@ -116,7 +116,8 @@ TEST(ArchSpec, HopperWarpSpecializedTilesPerHeadDim) {
   EXPECT_TRUE(has_tile(spec, fwd, ws, DType::bf16, 128, 128, 128, 192));
   EXPECT_TRUE(has_tile(spec, fwd, ws, DType::fp16, 192, 128, 128, 112));
   EXPECT_TRUE(has_tile(spec, fwd, ws, DType::bf16, 256, 256, 128, 80));
-  EXPECT_TRUE(has_tile(spec, fwd, ws, DType::fp8_e4m3, 128, 128, 128, 224));
+  EXPECT_TRUE(has_tile(spec, fwd, ws, DType::fp8_e4m3, 128, 128, 128, 128));
+  EXPECT_TRUE(has_tile(spec, fwd, ws, DType::fp8_e4m3, 256, 256, 128, 128));
   // Head dims that are not whole 64-element panels go to the portable pipeline.
   for (int hdim : {32, 96, 160}) {
     EXPECT_FALSE(std::any_of(spec.tiles.begin(), spec.tiles.end(), [&](const TileEntry& t) {
@@ -171,9 +172,10 @@ TEST(ArchSpec, ResourceFormulas) {
   EXPECT_EQ(r.registers_per_thread, 32 + 128 * (176 + 128) / 256 + 128 * 176 / (2 * 256));
   EXPECT_EQ(r.registers_per_block, 128 * 24 + 256 * 228);
 
-  // FP8 adds a transposed V copy per stage.
-  c = hopper_tile(Family::fwd, DType::fp8_e4m3, 128, 128, 224, 12, 2);
-  EXPECT_EQ(tile_smem_bytes(c), 128 * 128 + 2 * 224 * 256 + 8 * 10 + 1024 + 2 * 224 * 128);
+  // FP8: 1-byte Q, K and V, a transposed V copy per stage (and its barrier), a 16-bit O tile.
+  c = hopper_tile(Family::fwd, DType::fp8_e4m3, 128, 128, 128, 12, 2);
+  EXPECT_EQ(tile_smem_bytes(c),
+            128 * 128 + 2 * 128 * 384 + 2 * 128 * 128 + 8 * 12 + 1024);
 
   // Backward: Q, dO per stage; K, V; P, dS; LSE, D; the fp32 dQ staging tile of sm90_ws.
   c = hopper_tile(Family::bwd_dq_dk_dv, DType::bf16, 128, 64, 128, 12, 2);

@@ -83,12 +83,52 @@ TEST(FwdSm90Codegen, UnsupportedFieldsAreNamed) {
   c.page_table = PageTableKind::vllm_block_table;
   expect_field(c, "page_table");
   c = good;
-  c.dtype = c.out_dtype = DType::fp8_e4m3;
+  c.dtype = DType::fp32;
+  c.out_dtype = DType::fp32;
   expect_field(c, "dtype");
   c = good;
   c.hdim_q = 96;  // a problem's head dim, not a kernel's: padded kernels are whole panels
   expect_field(c, "hdim_q");
   EXPECT_THROW(codegen::generate_sm90_source(c), Error);
+}
+
+// FP8 inputs: bf16 O, 128-key blocks, whole 128-byte panels of 8-bit elements (128 or 256) and a
+// descale kind the kernel reads; the source names the fp8 element, O's type and the descale.
+TEST(FwdSm90Codegen, Fp8NeedsItsLayout) {
+  auto expect_field = [](const KernelConfig& c, const std::string& field) {
+    testing::expect_names_field(not_supported_message(c), field);
+  };
+  KernelConfig good = sm90_fwd_config(DType::fp8_e4m3, 128, 128, 128, 128);
+  good.out_dtype = DType::bf16;
+  good.fp8_scale = Fp8ScaleKind::per_block;
+  EXPECT_NO_THROW(codegen::check_supported_sm90(good));
+  const std::string source = codegen::generate_sm90_source(good);
+  EXPECT_NE(source.find("tilefmha::tile::float_e4m3_t"), std::string::npos);
+  EXPECT_NE(source.find("tilefmha::tile::bfloat16_t, tilefmha::fmha::Sm90Descale::per_block>"),
+            std::string::npos)
+      << source;
+  KernelConfig c = good;
+  c.out_dtype = DType::fp32;
+  expect_field(c, "out_dtype");
+  c = good;
+  c.block_n = 176;
+  expect_field(c, "block_n");
+  c = good;
+  c.fp8_scale = Fp8ScaleKind::per_page;
+  expect_field(c, "fp8_scale");
+  c = sm90_fwd_config(DType::fp8_e4m3, 64, 64, 128, 128);
+  c.out_dtype = DType::bf16;
+  c.fp8_scale = Fp8ScaleKind::per_tensor;
+  expect_field(c, "hdim_q");  // 64 fp8 elements are half a 128-byte panel
+  // The transposed V ring: a third ring beside K and V, and a vt_full barrier per stage.
+  const fmha::Sm90SmemLayout bf16 = fmha::sm90_smem_layout(128, 128, 128, 128, 2, 2);
+  const fmha::Sm90SmemLayout fp8 = codegen::sm90_layout(good);
+  EXPECT_EQ(fp8.vt_offset - fp8.v_offset, 2 * 128 * 128);
+  EXPECT_EQ(fp8.k_stage_bytes, bf16.k_stage_bytes / 2);
+  EXPECT_TRUE(fp8.separate_o());
+  // Q (1 byte), K, V and V^T rings of 2 stages, O (bf16), the barriers and one atom of slack.
+  EXPECT_EQ(fp8.bytes, 128 * 128 + 3 * 2 * 128 * 128 + 128 * 128 * 2 +
+                           8 * fmha::sm90_barrier_count(2, true) + fmha::kSm90AtomBytes);
 }
 
 TEST(FwdSm90Codegen, SourceSpellsTheConfig) {

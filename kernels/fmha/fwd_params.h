@@ -16,6 +16,13 @@ struct TokenStrides {
   long long head;
 };
 
+// Strides of a [batch, head, block] table of per-block fp8 descales.
+struct BlockScaleStrides {
+  long long batch;
+  long long head;
+  long long block;
+};
+
 struct FwdParams {
   const void* q;
   const void* k;
@@ -91,6 +98,15 @@ struct FwdParams {
   long long o_acc_split_stride, o_acc_batch_stride, o_acc_head_stride, o_acc_seq_stride;
   float* lse_acc;
   long long lse_acc_split_stride, lse_acc_batch_stride, lse_acc_head_stride, lse_acc_seq_stride;
+
+  // FP8 inputs (x = code * descale). Per tensor: scale and scale_log2 already carry the Q and
+  // K descales, and O is multiplied by fp8_v_descale. Per block: fp32 tables [batch, head,
+  // ceil(seq / 128)] of one descale per 128 tokens (group mode: sequence index and local token).
+  float fp8_v_descale;
+  const float* fp8_q_block;
+  const float* fp8_k_block;
+  const float* fp8_v_block;
+  BlockScaleStrides fp8_q_block_strides, fp8_k_block_strides, fp8_v_block_strides;
 };
 
 }  // namespace tilefmha::fmha

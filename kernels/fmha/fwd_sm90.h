@@ -3,6 +3,7 @@
 // persistently several; fwd_sm90_scheduler.h):
 //   * warpgroup 0 is the producer: it gives registers back (setmaxnreg) and one thread issues
 //     the TMA loads of Q and of K/V blocks into mbarrier-guarded rings (fwd_sm90_producer.h);
+//     with fp8 inputs, its warps 1..3 transpose each V block for P V (fwd_sm90_transpose.h);
 //   * warpgroups 1.. are consumers, 64 query rows each, with the freed registers: wgmma
 //     GEMMs, online softmax, in the schedule of Traits (fwd_sm90_consumer.h);
 //   * each consumer normalizes and stores its rows of O and LSE (fwd_sm90_epilogue.h).
@@ -19,6 +20,7 @@
 #include "fmha/fwd_sm90_producer.h"
 #include "fmha/fwd_sm90_scheduler.h"
 #include "fmha/fwd_sm90_traits.h"
+#include "fmha/fwd_sm90_transpose.h"
 #include "fmha/seq_info.h"
 #include "tile/setmaxnreg.h"
 
@@ -43,14 +45,19 @@ TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
   constexpr bool kLongestFirst = !tile::same_type<typename Traits::Mask, NoMask>::value;
   const Sm90TileScheduler<kLongestFirst, Traits::kSplitKv> scheduler{params};
 
-  if (threadIdx.x == 0) barriers.init(Traits::kConsumerWarps);
+  if (threadIdx.x == 0) barriers.init(Traits::kConsumerWarps, Traits::kTransposerThreads);
   __syncthreads();
   const int warpgroup = threadIdx.x / kSm90WarpgroupThreads;
 
   if (warpgroup == 0) {
     if constexpr (Traits::kReallocateRegisters)
       tile::warpgroup_registers_decrease<Traits::kProducerRegisters>();
-    if (threadIdx.x == 0) sm90_produce<Traits>(params, scheduler, smem, barriers);
+    if (threadIdx.x == 0) {
+      sm90_produce<Traits>(params, scheduler, smem, barriers);
+    } else if constexpr (Traits::kFp8) {
+      if (threadIdx.x >= 32)
+        sm90_transpose_v<Traits>(params, scheduler, smem, barriers, int(threadIdx.x) - 32);
+    }
   } else {
     if constexpr (Traits::kReallocateRegisters)
       tile::warpgroup_registers_increase<Traits::kConsumerRegisters>();
@@ -72,9 +79,14 @@ TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
       const Sm90ElementMask<typename Traits::Mask> element_mask(p, seq, m_begin, tile_rows.count,
                                                                 rows);
       const typename Traits::Dropout dropout(p, tile_id.batch, tile_id.head);
+      const int heads[2] = {tile_rows.head(tile_id.head, consumer.tile_row(0)),
+                            tile_rows.head(tile_id.head, consumer.tile_row(1))};
+      const int kv_head = Traits::kPackGqa ? tile_id.head : int(tile_id.head / p.head_group);
+      const Sm90Descaler<Traits> descaler(p, seq, tile_id.batch, kv_head, rows, heads);
       Sm90ConsumerState<Traits> state;
-      consumer.run(state, blocks, m_begin, element_mask, logits, dropout, p.scale_log2, step_base,
-                   tile::u32(q_loads) & 1u, seq.len_k);
+      state.v_unit = Sm90Descaler<Traits>::initial_unit(p);
+      consumer.run(state, blocks, m_begin, element_mask, logits, dropout, descaler, p.scale_log2,
+                   step_base, tile::u32(q_loads) & 1u, seq.len_k);
       step_base += blocks.count();
       ++q_loads;
       // The epilogue decodes the tile again from its index, so only the index (not the tile's

@@ -3,8 +3,13 @@
 // then O += P V with P re-packed from the S accumulators as the register A operand and V read
 // through an MN-major descriptor. The schedule (Traits::kSchedule) decides how the two GEMMs
 // and the softmax overlap; see Sm90Schedule in fwd_sm90_shape.h.
+//
+// FP8 inputs use k32 slices (32 bytes, like a 16-bit k16 slice), P rounded to e4m3, and V read
+// K-major from the transposed tile the producer warpgroup writes (fwd_sm90_transpose.h), whose
+// keys are ordered so that P's accumulator layout is directly the register A operand.
 #pragma once
 
+#include "fmha/fwd_sm90_descale.h"
 #include "fmha/fwd_sm90_mask.h"
 #include "fmha/fwd_sm90_pipeline.h"
 #include "fmha/fwd_sm90_softmax.h"
@@ -20,15 +25,18 @@ template <class Traits>
 struct Sm90ConsumerState {
   float o[Traits::kHdimV / 2];
   Sm90OnlineSoftmax<Traits::kBlockN> softmax;
+  float v_unit;  // fp8: the V descale O is held in (Sm90Descaler); 1 otherwise
 };
 
 template <class Traits>
 struct Sm90Consumer {
   using T = typename Traits::Element;
   static constexpr int kBlockN = Traits::kBlockN;
-  static constexpr int kQSteps = Traits::kHdimQ / 16;  // k16 slices of Q K^T
-  static constexpr int kKeySteps = kBlockN / 16;       // k16 slices of P V
-  static constexpr int kSlicesPerPanel = kSm90PanelElements / 16;
+  static constexpr bool kFp8 = Traits::kFp8;
+  static constexpr int kSliceK = kFp8 ? 32 : 16;            // K elements of one wgmma (32 bytes)
+  static constexpr int kQSteps = Traits::kHdimQ / kSliceK;  // slices of Q K^T
+  static constexpr int kKeySteps = kBlockN / kSliceK;       // slices of P V
+  static constexpr int kSlicesPerPanel = Traits::kPanelElements / kSliceK;
   static constexpr tile::u32 kTurnThreads = 2 * kSm90WarpgroupThreads;
 
   int group;   // consumer warpgroup index
@@ -79,22 +87,40 @@ struct Sm90Consumer {
     for (int step = 0; step < kQSteps; ++step) {
       const int panel = step / kSlicesPerPanel;
       const int within = (step % kSlicesPerPanel) * 32;
-      tile::wgmma_m64k16_ss<kBlockN, T>(
-          s, tile::advance_smem_descriptor(q_descriptor, panel * Traits::kQPanelBytes + within),
-          tile::advance_smem_descriptor(k_descriptor, panel * Traits::kKPanelBytes + within),
-          step > 0);
+      const tile::u64 q_slice =
+          tile::advance_smem_descriptor(q_descriptor, panel * Traits::kQPanelBytes + within);
+      const tile::u64 k_slice =
+          tile::advance_smem_descriptor(k_descriptor, panel * Traits::kKPanelBytes + within);
+      if constexpr (kFp8) {
+        tile::wgmma_m64k32_ss<kBlockN, T, T>(s, q_slice, k_slice, step > 0);
+      } else {
+        tile::wgmma_m64k16_ss<kBlockN, T>(s, q_slice, k_slice, step > 0);
+      }
     }
   }
 
   // O += P V for the V block in `stage` (issued, not waited for).
   TILEFMHA_DEVICE void issue_pv(float (&o)[Traits::kHdimV / 2], const tile::u32 (&p)[kKeySteps][4],
                                 int stage) const {
-    const tile::u64 v_descriptor = tile::make_smem_descriptor_mn_major_sw128(
-        smem + Traits::kSmem.v_offset + stage * Traits::kSmem.v_stage_bytes, Traits::kVPanelBytes);
+    if constexpr (kFp8) {
+      // The transposed tile: hdim_v rows of the block's 128 keys, K-major like K in Q K^T.
+      const tile::u64 vt_descriptor = tile::make_smem_descriptor_k_major_sw128(
+          smem + Traits::kSmem.vt_offset + stage * Traits::kSmem.v_stage_bytes);
 #pragma unroll
-    for (int step = 0; step < kKeySteps; ++step) {
-      tile::wgmma_m64k16_rs<Traits::kHdimV, T, 1>(
-          o, p[step], tile::advance_smem_descriptor(v_descriptor, step * 16 * kSm90RowBytes), true);
+      for (int step = 0; step < kKeySteps; ++step) {
+        tile::wgmma_m64k32_rs<Traits::kHdimV, tile::float_e4m3_t, T>(
+            o, p[step], tile::advance_smem_descriptor(vt_descriptor, step * 32), true);
+      }
+    } else {
+      const tile::u64 v_descriptor = tile::make_smem_descriptor_mn_major_sw128(
+          smem + Traits::kSmem.v_offset + stage * Traits::kSmem.v_stage_bytes,
+          Traits::kVPanelBytes);
+#pragma unroll
+      for (int step = 0; step < kKeySteps; ++step) {
+        tile::wgmma_m64k16_rs<Traits::kHdimV, T, 1>(
+            o, p[step], tile::advance_smem_descriptor(v_descriptor, step * 16 * kSm90RowBytes),
+            true);
+      }
     }
   }
 
@@ -104,7 +130,8 @@ struct Sm90Consumer {
   // the same zeros, so their writes never conflict). K needs nothing: the mask replaces the
   // scores of keys past the sequence by -inf.
   TILEFMHA_DEVICE void clear_v_past_keys(int stage, int key_begin, int len_k) const {
-    if constexpr (Traits::kPaged) {
+    // FP8: the transposer writes zeros for those keys instead.
+    if constexpr (Traits::kPaged && !kFp8) {
       const int valid = len_k - key_begin;
       if (valid >= kBlockN) return;
       constexpr int kChunksPerRow = kSm90RowBytes / 16;
@@ -188,15 +215,39 @@ struct Sm90Consumer {
   }
 
   // P (unnormalized probabilities in S's registers) as the A fragments of P V: the k16 slice
-  // `step` covers S chunks 2*step and 2*step + 1.
-  TILEFMHA_DEVICE static void pack_p(const float (&s)[kBlockN / 2], tile::u32 (&p)[kKeySteps][4]) {
+  // `step` covers S chunks 2*step and 2*step + 1. FP8: the k32 slice `step` covers chunks
+  // 4*step..4*step+3; register q holds row q % 2's elements of chunks 4*step + 2*(q/2) and the
+  // next, so its A columns 4t..4t+3 (+16) carry keys 2t, 2t+1, 2t+8, 2t+9 (+16) of the slice,
+  // the order in which the transposer lays the keys out (fwd_sm90_transpose.h).
+  // `keep` false (an fp8 block whose V descale is 0) packs zeros.
+  TILEFMHA_DEVICE static void pack_p(const float (&s)[kBlockN / 2], tile::u32 (&p)[kKeySteps][4],
+                                     bool keep) {
+    if constexpr (kFp8) {
 #pragma unroll
-    for (int step = 0; step < kKeySteps; ++step) {
+      for (int step = 0; step < kKeySteps; ++step) {
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        p[step][q] = tile::pack2<T>(s[8 * step + 2 * q], s[8 * step + 2 * q + 1]);
+        for (int q = 0; q < 4; ++q) {
+          const int j = 4 * step + 2 * (q / 2);
+          const int r = q % 2;
+          p[step][q] = tile::pack_e4m3x4(s[4 * j + 2 * r], s[4 * j + 2 * r + 1],
+                                         s[4 * (j + 1) + 2 * r], s[4 * (j + 1) + 2 * r + 1]);
+          if (!keep) p[step][q] = 0u;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int step = 0; step < kKeySteps; ++step) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          p[step][q] = tile::pack2<T>(s[8 * step + 2 * q], s[8 * step + 2 * q + 1]);
+        }
       }
     }
+  }
+
+  // The V tile of `stage` is ready: landed (16-bit), or transposed (fp8).
+  TILEFMHA_DEVICE void wait_v(int stage, tile::u32 phase) const {
+    tile::mbarrier_wait(kFp8 ? barriers.vt_full(stage) : barriers.v_full(stage), phase);
   }
 
   TILEFMHA_DEVICE static void rescale(float (&o)[Traits::kHdimV / 2], const float (&c)[2]) {
@@ -226,10 +277,12 @@ struct Sm90Consumer {
   // One tile's main loop. `step_base` counts the key blocks of the CTA's earlier tiles (ring
   // positions continue across tiles); `q_phase` is the parity of this tile's Q load.
   // `blocks`: KeyBlocks, or Sm90SplitKeyBlocks in split-KV mode.
+  // `descaler`: fp8 dequantization (a no-op for 16-bit inputs).
   template <class Blocks, class Mask, class Logits, class Dropout>
   TILEFMHA_DEVICE void run(Sm90ConsumerState<Traits>& state, const Blocks& blocks, int m_begin,
                            const Mask& mask, const Logits& logits, const Dropout& dropout,
-                           float scale_log2, int step_base, tile::u32 q_phase, int len_k) const {
+                           const Sm90Descaler<Traits>& descaler, float scale_log2, int step_base,
+                           tile::u32 q_phase, int len_k) const {
     constexpr int kStages = Traits::kStages;
     float(&o)[Traits::kHdimV / 2] = state.o;
 #pragma unroll
@@ -247,6 +300,15 @@ struct Sm90Consumer {
     auto stage_of = [&](int step) { return ring_stage<kStages>(step_base + step); };
     auto phase_of = [&](int step) { return ring_phase<kStages>(step_base + step); };
     auto key_begin_of = [&](int step) { return blocks.block(step) * kBlockN; };
+    // Dequantized scores, the logits hooks and mask, the softmax and dropout of block `step`;
+    // returns whether its P V adds anything (fp8: false where the block's V descale is 0).
+    auto softmax_step = [&](int step) {
+      descaler.template scores<kBlockN>(s, blocks.block(step));
+      const float scale = transform(s, m_begin, key_begin_of(step), mask, logits, scale_log2);
+      state.softmax.update(s, scale, correction);
+      drop(s, m_begin, key_begin_of(step), dropout);
+      return descaler.enter_v_block(blocks.block(step), state.v_unit, correction);
+    };
 
     if constexpr (!Traits::kOverlap) {
       for (int step = 0; step < steps; ++step) {
@@ -260,13 +322,11 @@ struct Sm90Consumer {
         release(barriers.k_empty(stage));
         release_q_after(step, steps);
 
-        const float scale = transform(s, m_begin, key_begin_of(step), mask, logits, scale_log2);
-        state.softmax.update(s, scale, correction);
-        drop(s, m_begin, key_begin_of(step), dropout);
+        const bool keep = softmax_step(step);
         rescale(o, correction);
-        pack_p(s, p);
+        pack_p(s, p, keep);
 
-        tile::mbarrier_wait(barriers.v_full(stage), phase_of(step));
+        wait_v(stage, phase_of(step));
         clear_v_past_keys(stage, key_begin_of(step), len_k);
         tile::wgmma_fence();
         issue_pv(o, p, stage);
@@ -287,19 +347,14 @@ struct Sm90Consumer {
       tile::wgmma_fence_registers(s);
       release(barriers.k_empty(stage_of(0)));
       release_q_after(0, steps);
-      {
-        const float scale = transform(s, m_begin, key_begin_of(0), mask, logits, scale_log2);
-        state.softmax.update(s, scale, correction);
-        drop(s, m_begin, key_begin_of(0), dropout);
-        pack_p(s, p);
-      }
+      pack_p(s, p, softmax_step(0));
 
       for (int step = 1; step < steps; ++step) {
         // S(step) and O += P(step-1) V(step-1) in flight together.
         const int k_stage = stage_of(step);
         const int v_stage = stage_of(step - 1);
         tile::mbarrier_wait(barriers.k_full(k_stage), phase_of(step));
-        tile::mbarrier_wait(barriers.v_full(v_stage), phase_of(step - 1));
+        wait_v(v_stage, phase_of(step - 1));
         clear_v_past_keys(v_stage, key_begin_of(step - 1), len_k);
         wait_turn();
         tile::wgmma_fence();
@@ -313,20 +368,18 @@ struct Sm90Consumer {
         tile::wgmma_fence_registers(s);
         release(barriers.k_empty(k_stage));
         release_q_after(step, steps);
-        const float scale = transform(s, m_begin, key_begin_of(step), mask, logits, scale_log2);
-        state.softmax.update(s, scale, correction);
-        drop(s, m_begin, key_begin_of(step), dropout);
+        const bool keep = softmax_step(step);
 
         tile::wgmma_wait_group<0>();
         tile::wgmma_fence_registers(o);
         release(barriers.v_empty(v_stage));
         rescale(o, correction);
-        pack_p(s, p);
+        pack_p(s, p, keep);
       }
 
       // Last block: O += P V alone.
       const int last = steps - 1;
-      tile::mbarrier_wait(barriers.v_full(stage_of(last)), phase_of(last));
+      wait_v(stage_of(last), phase_of(last));
       clear_v_past_keys(stage_of(last), key_begin_of(last), len_k);
       wait_turn();
       tile::wgmma_fence();

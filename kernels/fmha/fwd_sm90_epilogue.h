@@ -1,4 +1,5 @@
-// A consumer warpgroup's epilogue: normalize O by the softmax totals, write it as 16-bit values
+// A consumer warpgroup's epilogue: normalize O by the softmax totals (and, for fp8 inputs, V's
+// descale), write it as 16-bit values
 // into its 64 rows of the O tile (its own buffer, or the now free Q tile) in the swizzled panel
 // layout, then store it to
 // global memory, and write LSE. Batch mode stores with TMA, whose box clipping drops rows past
@@ -43,12 +44,22 @@ TILEFMHA_DEVICE int sm90_swizzled_offset(int row, int chunk) {
   return row * kSm90RowBytes + ((chunk ^ (row % 8)) * 16);
 }
 
+// FP8: O was accumulated in units of a V descale (Sm90Descaler); the normalizer applies it.
+template <class Traits>
+TILEFMHA_DEVICE void sm90_apply_v_unit(const Sm90ConsumerState<Traits>& state,
+                                       float (&normalizer)[2]) {
+  if constexpr (Traits::kFp8) {
+    normalizer[0] *= state.v_unit;
+    normalizer[1] *= state.v_unit;
+  }
+}
+
 template <class Traits>
 TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& seq,
                                    const Sm90Tile& tile_id, const Sm90Consumer<Traits>& consumer,
                                    Sm90ConsumerState<Traits>& state, float softmax_scale,
                                    float keep_scale) {
-  using T = typename Traits::Element;
+  using T = typename Traits::Output;
   constexpr int kDv = Traits::kHdimV;
   const FwdParams& p = params.base;
   const int thread = consumer.thread;
@@ -60,6 +71,7 @@ TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& s
   if constexpr (Traits::kSinkLogit) sink2 = p.sink_logits[tile_id.head * p.sink_stride] * kLog2e;
   state.softmax.template finish<Traits::kSinkLogit>(softmax_scale, sink2, keep_scale, normalizer,
                                                     lse);
+  sm90_apply_v_unit<Traits>(state, normalizer);
   Sm90Consumer<Traits>::rescale(state.o, normalizer);
 
   // Registers -> swizzled shared tile (this warpgroup's rows of every panel). In its own buffer,
@@ -176,6 +188,7 @@ TILEFMHA_DEVICE void sm90_split_epilogue(const FwdParams& p, const SeqInfo& seq,
                                          Sm90ConsumerState<Traits>& state, float softmax_scale) {
   float normalizer[2], lse[2];
   state.softmax.template finish<false>(softmax_scale, 0.0f, 1.0f, normalizer, lse);
+  sm90_apply_v_unit<Traits>(state, normalizer);
   const Sm90TileRows<Traits> tile_rows(p, tile_id.m_block);
   float* const o_split =
       p.o_acc + tile_id.split * p.o_acc_split_stride + seq.view_batch * p.o_acc_batch_stride;

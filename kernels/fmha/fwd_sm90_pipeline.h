@@ -25,9 +25,14 @@ struct Sm90Barriers {
   TILEFMHA_DEVICE tile::u32 v_empty(int stage) const {
     return base + 8u * (2 + 3 * Stages + stage);
   }
+  // FP8 only: the transposed V tile of the stage is written (every transposer thread arrives).
+  TILEFMHA_DEVICE tile::u32 vt_full(int stage) const {
+    return base + 8u * (2 + 4 * Stages + stage);
+  }
 
-  // One thread initializes; the caller synchronizes the block afterwards.
-  TILEFMHA_DEVICE void init(int consumer_warps) const {
+  // One thread initializes; the caller synchronizes the block afterwards. `transposer_threads`
+  // is 0 unless the kernel transposes V (fp8).
+  TILEFMHA_DEVICE void init(int consumer_warps, int transposer_threads = 0) const {
     tile::mbarrier_init(q_full(), 1);
     tile::mbarrier_init(q_empty(), consumer_warps);
     for (int stage = 0; stage < Stages; ++stage) {
@@ -35,6 +40,7 @@ struct Sm90Barriers {
       tile::mbarrier_init(v_full(stage), 1);
       tile::mbarrier_init(k_empty(stage), consumer_warps);
       tile::mbarrier_init(v_empty(stage), consumer_warps);
+      if (transposer_threads > 0) tile::mbarrier_init(vt_full(stage), transposer_threads);
     }
     tile::mbarrier_init_fence();
   }

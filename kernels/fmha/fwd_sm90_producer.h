@@ -74,7 +74,7 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
 #pragma unroll
           for (int panel = 0; panel < panels; ++panel) {
             tile::tma_load_4d(destination + panel * panel_bytes + rows, map, full,
-                              panel * kSm90PanelElements, key % page_size, kv_head, page);
+                              panel * Traits::kPanelElements, key % page_size, kv_head, page);
           }
         }
       } else {
@@ -82,7 +82,7 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
 #pragma unroll
         for (int panel = 0; panel < panels; ++panel) {
           tile::tma_load_4d(destination + panel * panel_bytes, map, full,
-                            panel * kSm90PanelElements, int(seq.k_start) + key_begin, kv_head,
+                            panel * Traits::kPanelElements, int(seq.k_start) + key_begin, kv_head,
                             batch);
         }
       }
@@ -91,14 +91,14 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
       const int stage = ring_stage<kStages>(step_base + step);
       load_block(step, barriers.k_empty(stage), barriers.k_full(stage),
                  smem + Traits::kSmem.k_offset + stage * Traits::kSmem.k_stage_bytes,
-                 Traits::kSmem.k_stage_bytes, Traits::kHdimQ / kSm90PanelElements,
+                 Traits::kSmem.k_stage_bytes, Traits::kHdimQ / Traits::kPanelElements,
                  Traits::kKPanelBytes, k_map);
     };
     auto load_v = [&](int step) {
       const int stage = ring_stage<kStages>(step_base + step);
       load_block(step, barriers.v_empty(stage), barriers.v_full(stage),
                  smem + Traits::kSmem.v_offset + stage * Traits::kSmem.v_stage_bytes,
-                 Traits::kSmem.v_stage_bytes, Traits::kHdimV / kSm90PanelElements,
+                 Traits::kSmem.v_stage_bytes, Traits::kHdimV / Traits::kPanelElements,
                  Traits::kVPanelBytes, v_map);
     };
 
@@ -113,13 +113,13 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
     tile::mbarrier_wait(barriers.q_empty(), (tile::u32(q_loads) & 1u) ^ 1u);
     tile::mbarrier_arrive_expect_tx(barriers.q_full(), Traits::kQBytes);
 #pragma unroll
-    for (int panel = 0; panel < Traits::kHdimQ / kSm90PanelElements; ++panel) {
+    for (int panel = 0; panel < Traits::kHdimQ / Traits::kPanelElements; ++panel) {
       const tile::u32 destination = smem + Traits::kSmem.q_offset + panel * Traits::kQPanelBytes;
       if constexpr (Traits::kPackGqa) {
-        tile::tma_load_5d(destination, q_map, barriers.q_full(), panel * kSm90PanelElements, 0,
+        tile::tma_load_5d(destination, q_map, barriers.q_full(), panel * Traits::kPanelElements, 0,
                           kv_head, int(seq.q_start) + m_begin, batch);
       } else {
-        tile::tma_load_4d(destination, q_map, barriers.q_full(), panel * kSm90PanelElements,
+        tile::tma_load_4d(destination, q_map, barriers.q_full(), panel * Traits::kPanelElements,
                           int(seq.q_start) + m_begin, head, batch);
       }
     }

@@ -4,7 +4,8 @@
 //
 // A CTA is one producer warpgroup (TMA) plus block_m / 64 consumer warpgroups, each owning 64
 // query rows. Tiles are stored as 64-element panels of 128-byte rows in 128B-swizzled atoms
-// (8 rows, 1024 bytes), the layout TMA writes and wgmma descriptors read.
+// (8 rows, 1024 bytes), the layout TMA writes and wgmma descriptors read. FP8 inputs fill a
+// 128-byte row with 128 elements; O stays 16-bit.
 #pragma once
 
 namespace tilefmha::fmha {
@@ -13,6 +14,13 @@ constexpr int kSm90WarpgroupThreads = 128;
 constexpr int kSm90WarpgroupRows = 64;  // rows of one wgmma m64 tile
 constexpr int kSm90PanelElements = 64;  // 16-bit elements per 128-byte swizzled row
 constexpr int kSm90RowBytes = 128;      // one panel row
+// Elements of `element_bytes` each in one panel row: 64 (16-bit), 128 (fp8).
+constexpr int sm90_panel_elements(int element_bytes) {
+  return kSm90RowBytes / element_bytes;
+}
+// FP8 key blocks: the transposed V tile holds a block's keys in one 128-byte row per column
+// of V, one swizzled panel (fwd_sm90_transpose.h).
+constexpr int kSm90Fp8BlockN = 128;
 // The smallest page the paged kernels read a box at a time: 8 rows of 128 bytes are one whole
 // 1024-byte swizzle atom, so every box starts on an atom.
 constexpr int kSm90MinPageRows = 8;
@@ -27,14 +35,19 @@ constexpr int sm90_threads(int block_m) {
 }
 
 // Register budget per thread after setmaxnreg: the producer keeps little, consumers take what
-// it frees. Each pair uses exactly the block's launch allocation (65536 / (threads x CTAs per
-// SM), rounded down to 8): 2 consumers 24 + 2 x 240 = 3 x 168, 3 consumers 32 + 3 x 160 =
-// 4 x 128, and one consumer in each of two CTAs per SM 24 + 232 = 2 x 128. A lone consumer in
-// a CTA that has the SM to itself keeps the 255-register cap without reallocating.
-constexpr int sm90_producer_registers(int consumer_groups) {
+// it frees. FP8 kernels give the producer warpgroup more (fp8_producer), since three of its
+// warps transpose V; their consumers need fewer, as P takes a quarter of S's registers. Each pair
+// uses exactly the block's launch allocation (65536 / (threads x CTAs per SM), rounded down to 8):
+// 2 consumers 24 + 2 x 240 = 3 x 168, 3 consumers 32 + 3 x 160 = 4 x 128, and one consumer in each
+// of two CTAs per SM 24 + 232 = 2 x 128. A lone consumer in a CTA that has the SM to itself keeps
+// the 255-register cap without reallocating.
+constexpr int sm90_producer_registers(int consumer_groups, bool fp8 = false) {
+  if (fp8) return consumer_groups == 3 ? 56 : 40;
   return consumer_groups == 3 ? 32 : 24;
 }
-constexpr int sm90_consumer_registers(int consumer_groups) {
+constexpr int sm90_consumer_registers(int consumer_groups, bool fp8 = false) {
+  // Each pair still sums to the launch allocation: 40 + 2 x 232, 56 + 3 x 152, 40 + 216.
+  if (fp8) return consumer_groups == 3 ? 152 : (consumer_groups == 2 ? 232 : 216);
   return consumer_groups == 3 ? 160 : (consumer_groups == 2 ? 240 : 232);
 }
 
@@ -46,12 +59,20 @@ constexpr int sm90_consumer_registers(int consumer_groups) {
 //             one's softmax runs under another's tensor-core work.
 enum class Sm90Schedule : int { serial = 0, overlap = 1, pingpong = 2 };
 
+// How an fp8 kernel dequantizes (fp8 inputs are codes times a descale): per_tensor folds the Q
+// and K descales into the softmax scale on the host and multiplies O by V's; per_block reads
+// one descale per 128 tokens of each head (FwdParams::fp8_*_block) and applies them in the main
+// loop. Kernels on 16-bit inputs are `none`.
+enum class Sm90Descale : int { none = 0, per_tensor = 1, per_block = 2 };
+
 struct Sm90SmemLayout {
   int q_offset;        // Q tile
   int o_offset;        // O tile of the epilogue: its own buffer where it fits, else the Q tile's
   int k_offset;        // `stages` K tiles
   int v_offset;        // `stages` V tiles
+  int vt_offset;       // fp8: `stages` transposed V tiles (else v_offset)
   int barrier_offset;  // mbarriers: q_full, q_empty, then k_full, k_empty, v_full, v_empty
+                       // (and fp8's vt_full) per stage
   int k_stage_bytes;
   int v_stage_bytes;
   int bytes;  // everything, plus alignment slack for the 1024-byte swizzle atoms
@@ -63,33 +84,36 @@ struct Sm90SmemLayout {
 // Hopper's shared memory per block (the opt-in maximum).
 constexpr int kSm90MaxSharedBytes = 232448;
 
-constexpr int sm90_barrier_count(int stages) {
-  return 2 + 4 * stages;
+constexpr int sm90_barrier_count(int stages, bool fp8 = false) {
+  return 2 + (fp8 ? 5 : 4) * stages;
 }
 
-// Q, then K and V rings, then (where the total stays within kSm90MaxSharedBytes) O, then the
-// barriers. Every tile is a multiple of the 1024-byte swizzle atom, so each stays aligned.
+// Q, then K and V rings (and fp8's transposed V ring), then (where the total stays within
+// kSm90MaxSharedBytes) O, then the barriers. Every tile is a multiple of the 1024-byte swizzle
+// atom, so each stays aligned. `element_bytes`: Q, K and V (2, or 1 for fp8); O is 16-bit.
 constexpr Sm90SmemLayout sm90_smem_layout(int hdim_q, int hdim_v, int block_m, int block_n,
-                                          int stages) {
-  constexpr int element_bytes = 2;
-  const int widest = hdim_q > hdim_v ? hdim_q : hdim_v;
-  const int barrier_bytes = 8 * sm90_barrier_count(stages);
+                                          int stages, int element_bytes = 2) {
+  constexpr int kOutputBytes = 2;
+  const bool fp8 = element_bytes == 1;
+  const int barrier_bytes = 8 * sm90_barrier_count(stages, fp8);
   Sm90SmemLayout layout{};
   layout.q_offset = 0;
   layout.k_stage_bytes = block_n * hdim_q * element_bytes;
   layout.v_stage_bytes = block_n * hdim_v * element_bytes;
-  const int rings = stages * (layout.k_stage_bytes + layout.v_stage_bytes);
+  const int v_rings = (fp8 ? 2 : 1) * stages * layout.v_stage_bytes;
+  const int rings = stages * layout.k_stage_bytes + v_rings;
   const int q_bytes = block_m * hdim_q * element_bytes;
-  const int o_bytes = block_m * hdim_v * element_bytes;
+  const int o_bytes = block_m * hdim_v * kOutputBytes;
   // The dynamic shared window is not promised 1024-byte alignment: the kernel rounds its base
   // up, so one atom of slack is requested.
   const bool separate =
       q_bytes + rings + o_bytes + barrier_bytes + kSm90AtomBytes <= kSm90MaxSharedBytes;
-  layout.k_offset = separate ? q_bytes : block_m * widest * element_bytes;
+  layout.k_offset = separate ? q_bytes : (q_bytes > o_bytes ? q_bytes : o_bytes);
   layout.v_offset = layout.k_offset + stages * layout.k_stage_bytes;
-  layout.o_offset = separate ? layout.v_offset + stages * layout.v_stage_bytes : layout.q_offset;
-  layout.barrier_offset =
-      separate ? layout.o_offset + o_bytes : layout.v_offset + stages * layout.v_stage_bytes;
+  layout.vt_offset = fp8 ? layout.v_offset + stages * layout.v_stage_bytes : layout.v_offset;
+  const int rings_end = layout.k_offset + rings;
+  layout.o_offset = separate ? rings_end : layout.q_offset;
+  layout.barrier_offset = separate ? layout.o_offset + o_bytes : rings_end;
   layout.bytes = layout.barrier_offset + barrier_bytes + kSm90AtomBytes;
   return layout;
 }

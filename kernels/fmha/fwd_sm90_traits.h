@@ -16,9 +16,10 @@ namespace tilefmha::fmha {
 template <class Element_, int HdimQ, int HdimV, int BlockM, int BlockN, int Stages, bool GroupMode,
           class Mask_, class Logits_, class Dropout_, bool StoreLse, bool SinkLogit,
           Sm90Schedule Schedule, bool Persistent, bool PackGqa = false, bool SplitKv = false,
-          bool Paged = false>
+          bool Paged = false, class Output_ = Element_, Sm90Descale Descale = Sm90Descale::none>
 struct Sm90FwdTraits {
-  using Element = Element_;
+  using Element = Element_;  // Q, K and V
+  using Output = Output_;    // O: the input type, or bf16/fp16 for fp8 inputs
   using Mask = Mask_;
   using Logits = Logits_;
   using Dropout = Dropout_;
@@ -57,25 +58,42 @@ struct Sm90FwdTraits {
   static constexpr bool kFusedScale =
       tile::same_type<Logits_, fmha::Logits<PlainScale, NoBias>>::value;
 
-  static constexpr Sm90SmemLayout kSmem = sm90_smem_layout(HdimQ, HdimV, BlockM, BlockN, Stages);
+  // FP8 inputs: k32 wgmma slices, 128-element panels, and V transposed in shared memory by
+  // three warps of the producer warpgroup (fwd_sm90_transpose.h), since fp8 wgmma reads B
+  // K-major only.
+  static constexpr bool kFp8 = tile::is_fp8<Element_>::value;
+  static constexpr Sm90Descale kDescale = Descale;
+  static constexpr int kElementBytes = tile::element_bytes<Element_>();
+  static constexpr int kPanelElements = sm90_panel_elements(kElementBytes);
+  static constexpr int kTransposerThreads = kFp8 ? 3 * 32 : 0;
+
+  static constexpr Sm90SmemLayout kSmem =
+      sm90_smem_layout(HdimQ, HdimV, BlockM, BlockN, Stages, kElementBytes);
   static constexpr int kCtasPerSm = sm90_ctas_per_sm(BlockM, kSmem.bytes);
   // Register reallocation pays when one warpgroup's registers can feed another's: several
   // consumers, or one consumer whose CTA shares the SM (launched at 128 registers a thread).
   static constexpr bool kReallocateRegisters = kConsumerGroups > 1 || kCtasPerSm > 1;
-  static constexpr int kProducerRegisters = sm90_producer_registers(kConsumerGroups);
-  static constexpr int kConsumerRegisters = sm90_consumer_registers(kConsumerGroups);
-  static constexpr int kQBytes = BlockM * HdimQ * 2;
+  static constexpr int kProducerRegisters = sm90_producer_registers(kConsumerGroups, kFp8);
+  static constexpr int kConsumerRegisters = sm90_consumer_registers(kConsumerGroups, kFp8);
+  static constexpr int kQBytes = BlockM * HdimQ * kElementBytes;
   static constexpr int kQPanelBytes = BlockM * kSm90RowBytes;
   static constexpr int kKPanelBytes = BlockN * kSm90RowBytes;
   static constexpr int kVPanelBytes = BlockN * kSm90RowBytes;
 
   static_assert(tile::same_type<Element, tile::half_t>::value ||
-                    tile::same_type<Element, tile::bfloat16_t>::value,
-                "sm90_ws computes on fp16 or bf16");
-  static_assert(HdimQ % kSm90PanelElements == 0 && HdimQ <= 256,
-                "hdim_q must be a multiple of 64 up to 256 (whole swizzled panels)");
-  static_assert(HdimV % kSm90PanelElements == 0 && HdimV <= 256,
-                "hdim_v must be a multiple of 64 up to 256 (whole swizzled panels)");
+                    tile::same_type<Element, tile::bfloat16_t>::value || kFp8,
+                "sm90_ws computes on fp16, bf16 or fp8");
+  static_assert(kFp8 ? (tile::same_type<Output, tile::bfloat16_t>::value ||
+                        tile::same_type<Output, tile::half_t>::value)
+                     : tile::same_type<Output, Element>::value,
+                "O is the input type, or bf16/fp16 for fp8 inputs");
+  static_assert(kFp8 == (Descale != Sm90Descale::none), "fp8 inputs, and only they, descale");
+  static_assert(!kFp8 || BlockN == kSm90Fp8BlockN,
+                "fp8 key blocks are 128 keys (one transposed V panel)");
+  static_assert(HdimQ % kPanelElements == 0 && HdimQ <= 256,
+                "hdim_q must fill whole 128-byte swizzled panels, up to 256");
+  static_assert(HdimV % kPanelElements == 0 && HdimV <= 256,
+                "hdim_v must fill whole 128-byte swizzled panels, up to 256");
   static_assert(BlockM % kSm90WarpgroupRows == 0 && kConsumerGroups >= 1 &&
                     kConsumerGroups <= kSm90MaxConsumerGroups,
                 "block_m must be 64, 128 or 192");

@@ -1,5 +1,5 @@
-// 16-bit storage types and their conversions. NVRTC 13 ships no cuda_fp16.h / cuda_bf16.h, so
-// values are plain bit patterns converted with PTX cvt (round to nearest even).
+// 16-bit and 8-bit storage types and their conversions. NVRTC 13 ships no cuda_fp16.h /
+// cuda_bf16.h, so values are plain bit patterns converted with PTX cvt (round to nearest even).
 #pragma once
 
 #include "tile/device.h"
@@ -13,6 +13,27 @@ struct half_t {
 struct bfloat16_t {
   u16 bits;
 };
+
+// FP8 codes (sm89+ tensor cores): e4m3 (3 mantissa bits, finite range 448) and e5m2.
+struct float_e4m3_t {
+  unsigned char bits;
+};
+
+struct float_e5m2_t {
+  unsigned char bits;
+};
+
+template <class T>
+struct is_fp8 {
+  static constexpr bool value =
+      same_type<T, float_e4m3_t>::value || same_type<T, float_e5m2_t>::value;
+};
+
+// Storage bytes of an element type (sizeof of these tags is their width).
+template <class T>
+constexpr int element_bytes() {
+  return int(sizeof(T));
+}
 
 // Two 16-bit values in one 32-bit register, the operand unit of ldmatrix and mma: `lo` sits in
 // bits 0..15, i.e. at the lower shared-memory address.
@@ -28,6 +49,22 @@ TILEFMHA_DEVICE u32 pack_bfloat162(float lo, float hi) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));
   return packed;
 }
+
+#if defined(TILEFMHA_HAS_SM90)
+// Four values as e4m3 codes in one 32-bit register, `v0` in the lowest byte (the lowest
+// shared-memory address), rounded to nearest and saturated to +-448 (NaN stays NaN).
+TILEFMHA_DEVICE u32 pack_e4m3x4(float v0, float v1, float v2, float v3) {
+  u32 packed;
+  // cvt.*x2 puts its first source in the upper byte of each 16-bit pair.
+  asm("{\n .reg .b16 lo, hi;\n"
+      " cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+      " cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+      " mov.b32 %0, {lo, hi};\n}\n"
+      : "=r"(packed)
+      : "f"(v0), "f"(v1), "f"(v2), "f"(v3));
+  return packed;
+}
+#endif
 
 TILEFMHA_DEVICE half_t to_half(float value) {
   u16 bits;

@@ -161,7 +161,30 @@ struct WgmmaM64K16;
       ", accumulate, 1, 1, " I6 ";\n}\n"                                                       \
       : TILEFMHA_WGMMA_OPS_##BLOCKS(d)                                                         \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TransB))
+
+
+// FP8 (k32): no transpose operands, since both operands must be K-major; the type pair is
+// spelled as A's then B's.
+#define TILEFMHA_WGMMA_SS_K32(N, BLOCKS, TYPES, I0, I1, I2)                                    \
+  asm volatile(                                                                                \
+      "{\n .reg .pred accumulate;\n setp.ne.b32 accumulate, " I2 ", 0;\n"                      \
+      " wgmma.mma_async.sync.aligned.m64n" #N "k32.f32." TYPES                                 \
+      " {" TILEFMHA_WGMMA_ACCS_##BLOCKS "}, " I0 ", " I1 ", accumulate, 1, 1;\n}\n"            \
+      : TILEFMHA_WGMMA_OPS_##BLOCKS(d)                                                         \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
+#define TILEFMHA_WGMMA_RS_K32(N, BLOCKS, TYPES, I0, I1, I2, I3, I4, I5)                        \
+  asm volatile(                                                                                \
+      "{\n .reg .pred accumulate;\n setp.ne.b32 accumulate, " I5 ", 0;\n"                      \
+      " wgmma.mma_async.sync.aligned.m64n" #N "k32.f32." TYPES                                 \
+      " {" TILEFMHA_WGMMA_ACCS_##BLOCKS "}, {" I0 ", " I1 ", " I2 ", " I3 "}, " I4             \
+      ", accumulate, 1, 1;\n}\n"                                                               \
+      : TILEFMHA_WGMMA_OPS_##BLOCKS(d)                                                         \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
 // clang-format on
+
+template <int N>
+struct WgmmaM64K32;
 
 #define TILEFMHA_DEFINE_WGMMA_M64K16(N, BLOCKS, I0, I1, I2, I3, I4, I5, I6)                  \
   template <>                                                                                \
@@ -181,6 +204,26 @@ struct WgmmaM64K16;
         TILEFMHA_WGMMA_RS(N, BLOCKS, "f16", I0, I1, I2, I3, I4, I5, I6);                     \
       } else {                                                                               \
         TILEFMHA_WGMMA_RS(N, BLOCKS, "bf16", I0, I1, I2, I3, I4, I5, I6);                    \
+      }                                                                                      \
+    }                                                                                        \
+  };                                                                                         \
+  template <>                                                                                \
+  struct WgmmaM64K32<N> {                                                                    \
+    template <class TA, class TB>                                                            \
+    static TILEFMHA_DEVICE void ss(float (&d)[N / 2], u64 desc_a, u64 desc_b, u32 scale_d) { \
+      if constexpr (same_type<TA, float_e5m2_t>::value) {                                    \
+        TILEFMHA_WGMMA_SS_K32(N, BLOCKS, "e5m2.e5m2", I0, I1, I2);                           \
+      } else {                                                                               \
+        TILEFMHA_WGMMA_SS_K32(N, BLOCKS, "e4m3.e4m3", I0, I1, I2);                           \
+      }                                                                                      \
+    }                                                                                        \
+    template <class TA, class TB>                                                            \
+    static TILEFMHA_DEVICE void rs(float (&d)[N / 2], const u32 (&a)[4], u64 desc_b,         \
+                                   u32 scale_d) {                                            \
+      if constexpr (same_type<TB, float_e5m2_t>::value) {                                    \
+        TILEFMHA_WGMMA_RS_K32(N, BLOCKS, "e4m3.e5m2", I0, I1, I2, I3, I4, I5);               \
+      } else {                                                                               \
+        TILEFMHA_WGMMA_RS_K32(N, BLOCKS, "e4m3.e4m3", I0, I1, I2, I3, I4, I5);               \
       }                                                                                      \
     }                                                                                        \
   };
@@ -222,6 +265,25 @@ TILEFMHA_DEVICE void wgmma_m64k16_rs(float (&acc)[N / 2], const u32 (&a)[4], u64
                 "wgmma_m64k16_rs takes half_t or bfloat16_t");
   static_assert(TransB == 0 || TransB == 1, "TransB is 0 or 1");
   WgmmaM64K16<N>::template rs<T, TransB>(acc, a, desc_b, accumulate ? 1u : 0u);
+}
+
+// FP8: acc (+)= A·B for one k32 slice (32 bytes of K, like a 16-bit k16 slice), both operands
+// K-major in shared memory. TA/TB: float_e4m3_t or float_e5m2_t, the same for both.
+template <int N, class TA, class TB>
+TILEFMHA_DEVICE void wgmma_m64k32_ss(float (&acc)[N / 2], u64 desc_a, u64 desc_b, bool accumulate) {
+  static_assert(is_fp8<TA>::value && same_type<TA, TB>::value,
+                "wgmma_m64k32_ss takes two float_e4m3_t or two float_e5m2_t operands");
+  WgmmaM64K32<N>::template ss<TA, TB>(acc, desc_a, desc_b, accumulate ? 1u : 0u);
+}
+
+// FP8 with A (e4m3) from registers: per warp, register q of a thread (lane l) holds the 4 bytes
+// of row l/4 + 8 (q % 2) at K columns 4 (l % 4) + 16 (q / 2) + 0..3, low byte first.
+template <int N, class TA, class TB>
+TILEFMHA_DEVICE void wgmma_m64k32_rs(float (&acc)[N / 2], const u32 (&a)[4], u64 desc_b,
+                                     bool accumulate) {
+  static_assert(same_type<TA, float_e4m3_t>::value && is_fp8<TB>::value,
+                "wgmma_m64k32_rs takes an e4m3 register A and an fp8 B");
+  WgmmaM64K32<N>::template rs<TA, TB>(acc, a, desc_b, accumulate ? 1u : 0u);
 }
 
 }  // namespace tilefmha::tile

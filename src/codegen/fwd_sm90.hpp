@@ -26,7 +26,12 @@ namespace tilefmha::codegen {
 // straddles two splits). Paged K/V (fwd_pagedkv, batch_prefill, fwd_splitkv over pages) for
 // tables of any page size (page_size 0): the problem's pages (8 keys or more) and the key block
 // must nest, which the template checks per problem.
+// FP8 inputs (fp8_e4m3, fp8_e5m2): O in bf16, head dims of 128 or 256 (whole 128-byte panels of
+// 8-bit elements), key blocks of 128 (fmha::kSm90Fp8BlockN) and per_tensor or per_block
+// descales.
 void check_supported_sm90(const KernelConfig& config);
+// The kernel's shared-memory layout (fmha::sm90_smem_layout for its tile and element size).
+fmha::Sm90SmemLayout sm90_layout(const KernelConfig& config);
 // The smallest page sm90_ws reads (fmha::kSm90MinPageRows).
 inline constexpr int64_t kSm90MinPageSize = fmha::kSm90MinPageRows;
 // The rows of one K/V TMA box of a paged problem: the block, or one page where pages are

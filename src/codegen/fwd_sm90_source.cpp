@@ -20,8 +20,33 @@ constexpr int kMaxSharedBytes = 232448;
 // counters), measured on the compiled kernels with room to spare.
 constexpr int kConsumerRegisterOverhead = 24;
 
-bool whole_panels(int hdim) {
-  return hdim % fmha::kSm90PanelElements == 0 && hdim >= 64 && hdim <= 256;
+bool whole_panels(int hdim, DType dtype) {
+  const int panel = fmha::sm90_panel_elements(static_cast<int>(dtype_size(dtype)));
+  return hdim % panel == 0 && hdim >= panel && hdim <= 256;
+}
+
+std::string_view descale_name(Fp8ScaleKind kind) {
+  switch (kind) {
+    case Fp8ScaleKind::per_tensor: return "tilefmha::fmha::Sm90Descale::per_tensor";
+    case Fp8ScaleKind::per_block: return "tilefmha::fmha::Sm90Descale::per_block";
+    default: break;
+  }
+  return "tilefmha::fmha::Sm90Descale::none";
+}
+
+// What fp8 inputs add: bf16 O, 128-key blocks (one transposed V panel) and a descale kind the
+// kernel reads.
+void check_fp8_fields(const KernelConfig& c) {
+  if (c.out_dtype != DType::bf16)
+    unsupported("out_dtype", c.out_dtype, "sm90_ws writes the O of fp8 inputs as bf16");
+  if (c.block_n != fmha::kSm90Fp8BlockN)
+    unsupported("block_n", c.block_n,
+                "sm90_ws fp8 key blocks are " + std::to_string(fmha::kSm90Fp8BlockN) +
+                    " keys (one 128-byte row of the transposed V tile per column)");
+  if (c.fp8_scale != Fp8ScaleKind::per_tensor && c.fp8_scale != Fp8ScaleKind::per_block)
+    unsupported("fp8_scale", c.fp8_scale,
+                "sm90_ws descales fp8 per tensor or per block of 128 tokens (per-page descales "
+                "are not implemented on the GPU)");
 }
 
 std::string_view schedule_name(fmha::Sm90Schedule schedule) {
@@ -89,14 +114,21 @@ void check_supported_sm90(const KernelConfig& c) {
   if (c.pipeline != Pipeline::sm90_ws)
     unsupported("pipeline", c.pipeline, "this codegen implements sm90_ws");
   if (c.arch != Arch::sm90) unsupported("arch", c.arch, "sm90_ws needs sm_90a (wgmma, TMA)");
-  if (c.dtype != DType::fp16 && c.dtype != DType::bf16)
-    unsupported("dtype", c.dtype, "sm90_ws computes on fp16 or bf16");
-  if (c.out_dtype != c.dtype)
+  const bool fp8 = is_fp8(c.dtype);
+  if (c.dtype != DType::fp16 && c.dtype != DType::bf16 && !fp8)
+    unsupported("dtype", c.dtype, "sm90_ws computes on fp16, bf16 or fp8");
+  if (fp8) {
+    check_fp8_fields(c);
+  } else if (c.out_dtype != c.dtype) {
     unsupported("out_dtype", c.out_dtype, "sm90_ws writes O in the input dtype");
-  if (!whole_panels(c.hdim_q))
-    unsupported("hdim_q", c.hdim_q, "sm90_ws needs 64, 128, 192 or 256 (whole 128-byte panels)");
-  if (!whole_panels(c.hdim_v))
-    unsupported("hdim_v", c.hdim_v, "sm90_ws needs 64, 128, 192 or 256 (whole 128-byte panels)");
+  }
+  const std::string_view widths =
+      fp8 ? "128 or 256 for fp8 (whole 128-byte panels of 8-bit elements)"
+          : "64, 128, 192 or 256 (whole 128-byte panels)";
+  if (!whole_panels(c.hdim_q, c.dtype))
+    unsupported("hdim_q", c.hdim_q, "sm90_ws needs " + std::string(widths));
+  if (!whole_panels(c.hdim_v, c.dtype))
+    unsupported("hdim_v", c.hdim_v, "sm90_ws needs " + std::string(widths));
   if (c.block_m % fmha::kSm90WarpgroupRows != 0 || c.block_m < fmha::kSm90WarpgroupRows ||
       fmha::sm90_consumer_groups(c.block_m) > fmha::kSm90MaxConsumerGroups)
     unsupported("block_m", c.block_m, "sm90_ws needs 64, 128 or 192 (64 rows per warpgroup)");
@@ -106,8 +138,7 @@ void check_supported_sm90(const KernelConfig& c) {
   if (c.block_n < 16 || c.block_n > 256 || c.block_n % 16 != 0)
     unsupported("block_n", c.block_n, "sm90_ws needs a multiple of 16 in 16..256");
   if (c.stages < 1 || c.stages > 4) unsupported("stages", c.stages, "sm90_ws needs 1..4");
-  const fmha::Sm90SmemLayout layout =
-      fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages);
+  const fmha::Sm90SmemLayout layout = sm90_layout(c);
   if (layout.bytes > kMaxSharedBytes)
     unsupported("stages", c.stages,
                 "the tile needs " + std::to_string(layout.bytes) +
@@ -116,15 +147,15 @@ void check_supported_sm90(const KernelConfig& c) {
   const int groups = fmha::sm90_consumer_groups(c.block_m);
   const int budget = groups == 1 && fmha::sm90_ctas_per_sm(c.block_m, layout.bytes) == 1
                          ? 255
-                         : fmha::sm90_consumer_registers(groups);
-  // S (fp32), P (packed 16-bit) and O (fp32) accumulators per consumer thread.
-  const int accumulators = c.block_n / 2 + c.block_n / 4 + c.hdim_v / 2;
+                         : fmha::sm90_consumer_registers(groups, fp8);
+  // S (fp32), P (packed 16-bit, or 8-bit for fp8) and O (fp32) accumulators per consumer thread.
+  const int accumulators = c.block_n / 2 + c.block_n / (fp8 ? 8 : 4) + c.hdim_v / 2;
   if (accumulators + kConsumerRegisterOverhead > budget)
     unsupported("block_n", c.block_n,
                 "S, P and O accumulators need " + std::to_string(accumulators) +
                     " registers per thread, over the " + std::to_string(budget) +
                     " a consumer has (would spill)");
-  check_forward_fields(c, "sm90_ws has no fp8 path yet", paged);
+  check_forward_fields(c, "", paged);
   if (c.pack_gqa) {
     if (const std::optional<std::string_view> field = per_head_feature(c))
       throw Error(ErrorKind::not_supported,
@@ -144,13 +175,17 @@ Sm90Variant default_sm90_variant(const KernelConfig& c) {
   return variant;
 }
 
+fmha::Sm90SmemLayout sm90_layout(const KernelConfig& c) {
+  return fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages,
+                                static_cast<int>(dtype_size(c.dtype)));
+}
+
 int threads_per_block_sm90(const KernelConfig& c) {
   return fmha::sm90_threads(c.block_m);
 }
 
 int sm90_ctas_per_sm(const KernelConfig& c) {
-  return fmha::sm90_ctas_per_sm(
-      c.block_m, fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).bytes);
+  return fmha::sm90_ctas_per_sm(c.block_m, sm90_layout(c).bytes);
 }
 
 std::string generate_sm90_source(const KernelConfig& c) {
@@ -160,6 +195,7 @@ std::string generate_sm90_source(const KernelConfig& c) {
 std::string generate_sm90_source(const KernelConfig& c, const Sm90Variant& variant) {
   check_supported_sm90(c);
   const bool split = c.family == Family::fwd_splitkv;
+  const bool fp8 = is_fp8(c.dtype);
   if (split && variant.persistent)
     unsupported("persistent", variant.persistent,
                 "the sm90_ws split-KV mode runs one CTA per tile (Sm90Variant.persistent)");
@@ -177,10 +213,12 @@ std::string generate_sm90_source(const KernelConfig& c, const Sm90Variant& varia
      << "    " << schedule_name(variant.schedule) << ", /*persistent=*/"
      << boolean(variant.persistent) << ", /*pack_gqa=*/"
      << boolean(c.pack_gqa)
-     // Only split and paged kernels spell their flags, so every fwd translation unit stays as
-     // it was.
-     << (split || reads_paged_kv(c) ? std::string(", /*split_kv=*/") + boolean(split) : "")
-     << (reads_paged_kv(c) ? ", /*paged=*/true" : "") << ">;\n"
+     // Only split, paged and fp8 kernels spell their flags, so every 16-bit fwd translation
+     // unit stays as it was.
+     << (split || reads_paged_kv(c) || fp8 ? std::string(", /*split_kv=*/") + boolean(split) : "")
+     << (reads_paged_kv(c) || fp8 ? std::string(", /*paged=*/") + boolean(reads_paged_kv(c)) : "")
+     << (fp8 ? ", tilefmha::tile::bfloat16_t, " + std::string(descale_name(c.fp8_scale)) : "")
+     << ">;\n"
      << "}  // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << threads_per_block_sm90(c) << ", "
      << sm90_ctas_per_sm(c) << ") " << c.symbol()
@@ -195,8 +233,7 @@ bool sm90_persistent_grid_pays(const KernelConfig& c, const Problem& problem) {
   // a tie or a loss at 16k against the hardware's dynamic scheduling of one CTA per tile.
   constexpr int64_t kMaskedMaxRows = 8192;
   if (problem.mode == Mode::group || !problem.seqlen_k_per_batch.empty()) return false;
-  const bool separate_o =
-      fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).separate_o();
+  const bool separate_o = sm90_layout(c).separate_o();
   // Masked rows: but where O shares the Q buffer (hdim 256), 512-row tiles are too short for the
   // persistent CTA to gain, and one CTA per tile measured 11% faster.
   if (problem.mask.kind != MaskKind::none)
@@ -284,8 +321,7 @@ jit::LaunchShape launch_shape_sm90(const KernelConfig& c, const Problem& problem
   // A grid needs one block even when there is no tile; such a CTA exits at once.
   shape.grid[0] = static_cast<unsigned>(ctas > 0 ? ctas : 1);
   shape.block[0] = static_cast<unsigned>(threads_per_block_sm90(c));
-  shape.dynamic_shared_bytes = static_cast<unsigned>(
-      fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).bytes);
+  shape.dynamic_shared_bytes = static_cast<unsigned>(sm90_layout(c).bytes);
   return shape;
 }
 

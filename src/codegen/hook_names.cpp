@@ -3,7 +3,12 @@
 namespace tilefmha::codegen {
 
 std::string_view element_type(DType dtype) {
-  return dtype == DType::fp16 ? "tilefmha::tile::half_t" : "tilefmha::tile::bfloat16_t";
+  switch (dtype) {
+    case DType::fp16: return "tilefmha::tile::half_t";
+    case DType::fp8_e4m3: return "tilefmha::tile::float_e4m3_t";
+    case DType::fp8_e5m2: return "tilefmha::tile::float_e5m2_t";
+    default: return "tilefmha::tile::bfloat16_t";
+  }
 }
 
 std::string_view storage_type(DType dtype) {

@@ -27,7 +27,8 @@ template <class T>
 
 // Refuses the fields no forward kernel implements, in this order: a paged K/V table (unless the
 // kernel `reads_pages`), RoPE (which belongs to fwd_appendkv), fp8 scales (`fp8_why` says why
-// the pipeline has none) and the backward-only flags.
+// the pipeline has none; empty where the pipeline checks its fp8 support itself) and the
+// backward-only flags.
 void check_forward_fields(const KernelConfig& config, std::string_view fp8_why,
                           bool reads_pages = false);
 

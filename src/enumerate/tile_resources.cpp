@@ -12,8 +12,6 @@ namespace {
 // sm90_ws gives one warpgroup to TMA loads; it keeps no accumulators.
 constexpr int64_t kProducerThreads = 128;
 constexpr int64_t kFp32Bytes = 4;
-constexpr int64_t kMbarrierBytes = 8;
-constexpr int64_t kSwizzleAtomBytes = 1024;
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -37,7 +35,8 @@ int64_t accumulator_values(const KernelConfig& c) {
 
 int64_t tile_smem_bytes(const KernelConfig& c) {
   // A kernel that exists states its own layout; the estimates below cover the rest.
-  if (const templates::KernelTemplate* built = templates::find_kernel_template(c.family, c.pipeline);
+  if (const templates::KernelTemplate* built =
+          templates::find_kernel_template(c.family, c.pipeline);
       built != nullptr && !built->supports(c))
     return built->shared_bytes(c);
   const int64_t e = dtype_size(c.dtype);
@@ -45,15 +44,12 @@ int64_t tile_smem_bytes(const KernelConfig& c) {
   const int64_t hq = c.hdim_q, hv = c.hdim_v;
   if (is_forward_like_family(c.family)) {
     if (c.pipeline == Pipeline::sm90_ws) {
-      // 16-bit tiles: the kernel's own layout (kernels/fmha/fwd_sm90_shape.h): Q, the K and V
-      // rings, O where it fits beside them, the mbarriers and one swizzle atom of slack.
-      if (!is_fp8(c.dtype))
-        return fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).bytes;
-      // fp8 (no kernel yet): Q reused for O, K and V per stage plus V transposed for the PV
-      // wgmma, the mbarriers and the slack.
-      return e * (bm * std::max(hq, hv) + stages * bn * (hq + 2 * hv)) +
-             kMbarrierBytes * fmha::sm90_barrier_count(static_cast<int>(stages)) +
-             kSwizzleAtomBytes;
+      // The kernel's own layout (kernels/fmha/fwd_sm90_shape.h): Q, the K and V rings (and
+      // fp8's transposed V ring), O where it fits beside them, the mbarriers and one swizzle
+      // atom of slack.
+      return fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages,
+                                    static_cast<int>(e))
+          .bytes;
     }
     // Q tile once; K and V tiles per stage; O reuses them. FP8 keeps a transposed V copy.
     int64_t bytes = e * (bm * hq + stages * bn * (hq + hv));

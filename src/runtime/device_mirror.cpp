@@ -68,6 +68,10 @@ DeviceMirror::DeviceMirror(const Problem& host) : device_(host) {
   for (TensorView AppendKv::*member :
        {&AppendKv::k_new, &AppendKv::v_new, &AppendKv::rope_cos, &AppendKv::rope_sin})
     device_.append.*member = mirror(host.append.*member, false);
+  for (TensorView Fp8Scales::*member :
+       {&Fp8Scales::q_block, &Fp8Scales::k_block, &Fp8Scales::v_block, &Fp8Scales::k_page,
+        &Fp8Scales::v_page})
+    device_.fp8.*member = mirror(host.fp8.*member, false);
   // Backward tensors are mirrored only for a backward problem; a forward ignores them, so its
   // device copy drops them (host views left in it would mix memory spaces).
   if (host.is_backward()) {

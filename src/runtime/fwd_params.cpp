@@ -176,6 +176,35 @@ void bind_page_table(fmha::FwdParams& params, const Problem& p, const FwdDeviceI
        "paged.table = none on a paged family (" + std::string(to_string(p.family)) + ")");
 }
 
+double fp8_score_descale(const Problem& p) {
+  return p.fp8.kind == Fp8ScaleKind::per_tensor ? p.fp8.q_descale * p.fp8.k_descale : 1.0;
+}
+
+// A [batch, head, ceil(seq / 128)] fp32 table of per-block descales, on the device.
+const float* block_scales(const TensorView& view, const char* field,
+                          fmha::BlockScaleStrides& strides) {
+  require_device(view, field);
+  if (view.dtype != DType::fp32 || view.rank != 3)
+    fail(ErrorKind::invalid_problem, std::string(field) +
+                                         " must be an fp32 [batch, head, "
+                                         "block] table");
+  strides = {view.stride[0], view.stride[1], view.stride[2]};
+  return static_cast<const float*>(view.data);
+}
+
+// V's per-tensor descale multiplies O; per-block tables are read by the kernel. Per-page
+// descales have no GPU kernel (the codegen refuses them).
+void bind_fp8_descales(fmha::FwdParams& params, const Problem& p) {
+  params.fp8_v_descale = 1.0f;
+  if (p.fp8.kind == Fp8ScaleKind::per_tensor) {
+    params.fp8_v_descale = static_cast<float>(p.fp8.v_descale);
+  } else if (p.fp8.kind == Fp8ScaleKind::per_block) {
+    params.fp8_q_block = block_scales(p.fp8.q_block, "fp8.q_block", params.fp8_q_block_strides);
+    params.fp8_k_block = block_scales(p.fp8.k_block, "fp8.k_block", params.fp8_k_block_strides);
+    params.fp8_v_block = block_scales(p.fp8.v_block, "fp8.v_block", params.fp8_v_block_strides);
+  }
+}
+
 }  // namespace
 
 fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indices,
@@ -199,19 +228,23 @@ fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indice
   // them from the plan workspace.
   if (split == nullptr && p.family == Family::fwd_splitkv) split = &p.split;
   // The CUDA-core pipeline reads fp32 element by element; the tensor-core ones 16-byte chunks
-  // of 16-bit values.
+  // of 16-bit values (sm90_ws also of fp8 codes).
   const bool chunked = pipeline != Pipeline::simt_f32;
-  if (chunked && p.dtype != DType::fp16 && p.dtype != DType::bf16)
+  const bool fp8_ok = pipeline == Pipeline::sm90_ws && is_fp8(p.dtype);
+  if (chunked && p.dtype != DType::fp16 && p.dtype != DType::bf16 && !fp8_ok)
     fail(ErrorKind::not_supported, "dtype = " + std::string(to_string(p.dtype)) + ": the " +
                                        std::string(to_string(pipeline)) +
-                                       " kernel computes on fp16 or bf16");
+                                       " kernel computes on fp16 or bf16" +
+                                       (pipeline == Pipeline::sm90_ws ? " or fp8" : ""));
   if (!chunked && p.dtype != DType::fp32)
     fail(ErrorKind::not_supported,
          "dtype = " + std::string(to_string(p.dtype)) + ": the simt_f32 kernel computes on fp32");
   for (const auto& [name, dim] : {std::pair{"hdim_q", p.hdim_q}, std::pair{"hdim_v", p.hdim_v}}) {
-    if (chunked && dim % (kChunkBytes / dtype_size(p.dtype)) != 0)
+    const int64_t granule = kChunkBytes / dtype_size(p.dtype);
+    if (chunked && dim % granule != 0)
       fail(ErrorKind::not_supported, std::string(name) + " = " + std::to_string(dim) +
-                                         ": the GPU kernel needs a multiple of 8 (16-byte rows)");
+                                         ": the GPU kernel needs a multiple of " +
+                                         std::to_string(granule) + " (16-byte rows)");
   }
 
   // The kernel indexes rows and keys in 32 bits with 2^30 of headroom for window offsets.
@@ -266,7 +299,8 @@ fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indice
   params.seqlen_k_per_batch =
       device_index(indices.seqlen_k_per_batch, per_batch_keys, "seqlen_k_per_batch");
 
-  const double scale = p.scale();
+  // Per-tensor fp8 descales of Q and K scale every score alike, so they fold into the scale.
+  const double scale = p.scale() * fp8_score_descale(p);
   params.scale = static_cast<float>(scale);
   params.scale_log2 = static_cast<float>(scale * M_LOG2E);
   params.softcap = static_cast<float>(p.softcap);
@@ -297,6 +331,8 @@ fmha::FwdParams make_fwd_params(const Problem& p, const FwdDeviceIndices& indice
   params.window_right = p.mask.kind == MaskKind::none ? -1 : p.mask.window_right;
   params.sink_tokens = p.mask.kind == MaskKind::none ? 0 : p.mask.sink_tokens;
   params.bottom_right = p.mask.align == MaskAlign::bottom_right ? 1 : 0;
+
+  bind_fp8_descales(params, p);
 
   if (p.has_dropout()) {
     params.dropout_seed = p.dropout.seed;

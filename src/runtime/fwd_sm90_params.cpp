@@ -23,10 +23,13 @@ jit::TensorMapElement tma_element(DType dtype) {
   switch (dtype) {
     case DType::fp16: return jit::TensorMapElement::fp16;
     case DType::bf16: return jit::TensorMapElement::bf16;
+    // TMA moves fp8 codes as bytes.
+    case DType::fp8_e4m3:
+    case DType::fp8_e5m2: return jit::TensorMapElement::uint8;
     default: break;
   }
   fail(ErrorKind::not_supported,
-       "dtype = " + std::string(to_string(dtype)) + ": sm90_ws computes on fp16 or bf16");
+       "dtype = " + std::string(to_string(dtype)) + ": sm90_ws computes on fp16, bf16 or fp8");
 }
 
 // A 4D map [dim, seq, head, batch] over a logical [batch, seq, head, dim] view. A dim of extent
@@ -52,7 +55,8 @@ jit::TiledTensorMapSpec view_map(const TensorView& view, const char* field, uint
   spec.swizzle = jit::TensorMapSwizzle::bytes128;
   spec.dims = {static_cast<uint64_t>(view.shape[3]), static_cast<uint64_t>(view.shape[1]),
                static_cast<uint64_t>(view.shape[2]), static_cast<uint64_t>(view.shape[0])};
-  spec.box = {static_cast<uint32_t>(fmha::kSm90PanelElements), box_rows, 1, 1};
+  const auto panel = static_cast<uint32_t>(fmha::sm90_panel_elements(static_cast<int>(element)));
+  spec.box = {panel, box_rows, 1, 1};
   const char* names[] = {"batch", "seq", "head"};
   const int order[] = {1, 2, 0};  // view dims in map order after the head dim
   const int64_t fallback = view.shape[3] * element;
@@ -88,8 +92,8 @@ jit::TiledTensorMapSpec packed_view_map(const TensorView& view, const char* fiel
                static_cast<uint64_t>(view.shape[1]), static_cast<uint64_t>(view.shape[0])};
   spec.strides_bytes = {head_bytes, head_bytes * static_cast<uint64_t>(group),
                         spec.strides_bytes[0], spec.strides_bytes[2]};
-  spec.box = {static_cast<uint32_t>(fmha::kSm90PanelElements), static_cast<uint32_t>(group), 1,
-              box_positions, 1};
+  const uint32_t panel = spec.box[0];
+  spec.box = {panel, static_cast<uint32_t>(group), 1, box_positions, 1};
   if (view.stride[2] * element % kTmaStrideAlignment != 0)
     fail(ErrorKind::not_supported, std::string(field) +
                                        ".stride[2] (head) = " + std::to_string(view.stride[2]) +

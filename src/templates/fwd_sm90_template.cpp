@@ -13,7 +13,7 @@ namespace tilefmha::templates {
 namespace {
 
 int64_t shared_bytes(const KernelConfig& c) {
-  return fmha::sm90_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.block_n, c.stages).bytes;
+  return codegen::sm90_layout(c).bytes;
 }
 
 std::string source(const KernelConfig& config) {
