@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/fwd_sm90.hpp"
 #include "core/tensor_iteration.hpp"
 #include "jit/module.hpp"
 #include "runtime/device_mirror.hpp"
@@ -281,6 +282,37 @@ TensorView bshd_view(std::vector<std::byte>& bytes, DType dtype, int64_t b, int6
   return view;
 }
 
+bool fits_sm90(const KernelConfig& config) {
+  try {
+    codegen::check_supported_sm90(config);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// Times `plan` (mean of back-to-back runs after a warmup) and prints TFLOP/s.
+void time_plan(Engine& engine, const EnginePlan& plan, const Problem& problem, int64_t b, int64_t h,
+               int64_t s, int64_t d, bool causal) {
+  jit::Stream stream;
+  auto run = [&] { engine.run(plan, problem, stream.handle()); };
+  for (int warm = 0; warm < 3; ++warm) run();
+  stream.synchronize();
+  const int repeats = s >= 8192 ? 10 : 30;
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < repeats; ++r) run();
+  stream.synchronize();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / repeats;
+  const double pairs = causal ? s * (s + 1) / 2.0 : double(s) * s;
+  const double tflops = 4.0 * b * h * pairs * d / seconds / 1e12;
+  std::printf("%-9s d%-3lld s%-5lld %-6s %8.3f ms %7.1f TFLOP/s  [%s]\n",
+              std::string(to_string(problem.dtype)).c_str(), static_cast<long long>(d),
+              static_cast<long long>(s), causal ? "causal" : "none", seconds * 1e3, tflops,
+              plan.kernels().front().name().c_str());
+  std::fflush(stdout);
+}
+
 // FA3-protocol throughput (16k tokens, 2048 hidden) of fp8 e4m3 beside bf16 on the same shapes,
 // through the Engine (its kernel choice), mean of back-to-back runs. Prints TFLOP/s; asserts
 // only that the runs finish. Opt-in: TILEFMHA_FP8_BENCH=1.
@@ -311,24 +343,18 @@ TEST_F(FwdSm90Fp8Gpu, Throughput) {
           const Problem host = builder.build();
           const runtime::DeviceMirror mirror(host);
           const EnginePlan plan = engine_->plan(mirror.device_problem());
-          jit::Stream stream;
-          auto run = [&] { engine_->run(plan, mirror.device_problem(), stream.handle()); };
-          for (int warm = 0; warm < 3; ++warm) run();
-          stream.synchronize();
-          const int repeats = s >= 8192 ? 10 : 30;
-          const auto start = std::chrono::steady_clock::now();
-          for (int r = 0; r < repeats; ++r) run();
-          stream.synchronize();
-          const double seconds =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-              repeats;
-          const double pairs = causal ? s * (s + 1) / 2.0 : double(s) * s;
-          const double tflops = 4.0 * b * h * pairs * d / seconds / 1e12;
-          std::printf("%-9s d%-3lld s%-5lld %-6s %8.3f ms %7.1f TFLOP/s  [%s]\n",
-                      std::string(to_string(dtype)).c_str(), static_cast<long long>(d),
-                      static_cast<long long>(s), causal ? "causal" : "none", seconds * 1e3, tflops,
-                      plan.kernels().front().name().c_str());
-          std::fflush(stdout);
+          time_plan(*engine_, plan, mirror.device_problem(), b, h, s, d, causal);
+          // FP8 tile alternatives: the engine's kernel with one more pipeline stage.
+          KernelConfig deeper = plan.kernels().front();
+          ++deeper.stages;
+          if (fp8 && plan.num_stages() == 1 && fits_sm90(deeper)) {
+            EngineOptions options;
+            options.kernels = {deeper};
+            options.only_listed = true;
+            Engine engine(options);
+            time_plan(engine, engine.plan(mirror.device_problem()), mirror.device_problem(), b, h,
+                      s, d, causal);
+          }
         }
       }
     }

@@ -245,9 +245,12 @@ struct Sm90Consumer {
     }
   }
 
-  // The V tile of `stage` is ready: landed (16-bit), or transposed (fp8).
+  // The V tile of `stage` is ready: landed (16-bit), or transposed (fp8); and free again.
   TILEFMHA_DEVICE void wait_v(int stage, tile::u32 phase) const {
     tile::mbarrier_wait(kFp8 ? barriers.vt_full(stage) : barriers.v_full(stage), phase);
+  }
+  TILEFMHA_DEVICE void release_v(int stage) const {
+    release(kFp8 ? barriers.vt_empty(stage) : barriers.v_empty(stage));
   }
 
   TILEFMHA_DEVICE static void rescale(float (&o)[Traits::kHdimV / 2], const float (&c)[2]) {
@@ -333,7 +336,7 @@ struct Sm90Consumer {
         tile::wgmma_commit_group();
         tile::wgmma_wait_group<0>();
         tile::wgmma_fence_registers(o);
-        release(barriers.v_empty(stage));
+        release_v(stage);
       }
     } else if (steps > 0) {
       // Block 0: S alone.
@@ -372,7 +375,7 @@ struct Sm90Consumer {
 
         tile::wgmma_wait_group<0>();
         tile::wgmma_fence_registers(o);
-        release(barriers.v_empty(v_stage));
+        release_v(v_stage);
         rescale(o, correction);
         pack_p(s, p, keep);
       }
@@ -388,7 +391,7 @@ struct Sm90Consumer {
       pass_turn();
       tile::wgmma_wait_group<0>();
       tile::wgmma_fence_registers(o);
-      release(barriers.v_empty(stage_of(last)));
+      release_v(stage_of(last));
     }
   }
 };

@@ -25,9 +25,15 @@ struct Sm90Barriers {
   TILEFMHA_DEVICE tile::u32 v_empty(int stage) const {
     return base + 8u * (2 + 3 * Stages + stage);
   }
-  // FP8 only: the transposed V tile of the stage is written (every transposer thread arrives).
+  // FP8 only: the transposed V tile of the stage is written (every transposer thread arrives),
+  // and free again (every consumer warp arrives). With a transposer, v_empty means the landed V
+  // tile has been transposed (each transposer warp arrives), so the next V block loads while
+  // the consumers still read the transposed one.
   TILEFMHA_DEVICE tile::u32 vt_full(int stage) const {
     return base + 8u * (2 + 4 * Stages + stage);
+  }
+  TILEFMHA_DEVICE tile::u32 vt_empty(int stage) const {
+    return base + 8u * (2 + 5 * Stages + stage);
   }
 
   // One thread initializes; the caller synchronizes the block afterwards. `transposer_threads`
@@ -39,8 +45,12 @@ struct Sm90Barriers {
       tile::mbarrier_init(k_full(stage), 1);
       tile::mbarrier_init(v_full(stage), 1);
       tile::mbarrier_init(k_empty(stage), consumer_warps);
-      tile::mbarrier_init(v_empty(stage), consumer_warps);
-      if (transposer_threads > 0) tile::mbarrier_init(vt_full(stage), transposer_threads);
+      tile::mbarrier_init(v_empty(stage),
+                          transposer_threads > 0 ? transposer_threads / 32 : consumer_warps);
+      if (transposer_threads > 0) {
+        tile::mbarrier_init(vt_full(stage), transposer_threads);
+        tile::mbarrier_init(vt_empty(stage), consumer_warps);
+      }
     }
     tile::mbarrier_init_fence();
   }

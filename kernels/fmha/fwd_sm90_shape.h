@@ -72,7 +72,7 @@ struct Sm90SmemLayout {
   int v_offset;        // `stages` V tiles
   int vt_offset;       // fp8: `stages` transposed V tiles (else v_offset)
   int barrier_offset;  // mbarriers: q_full, q_empty, then k_full, k_empty, v_full, v_empty
-                       // (and fp8's vt_full) per stage
+                       // (and fp8's vt_full, vt_empty) per stage
   int k_stage_bytes;
   int v_stage_bytes;
   int bytes;  // everything, plus alignment slack for the 1024-byte swizzle atoms
@@ -85,7 +85,7 @@ struct Sm90SmemLayout {
 constexpr int kSm90MaxSharedBytes = 232448;
 
 constexpr int sm90_barrier_count(int stages, bool fp8 = false) {
-  return 2 + (fp8 ? 5 : 4) * stages;
+  return 2 + (fp8 ? 6 : 4) * stages;
 }
 
 // Q, then K and V rings (and fp8's transposed V ring), then (where the total stays within

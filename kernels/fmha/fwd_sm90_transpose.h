@@ -10,6 +10,10 @@
 // 8 (i / 2) + 2t + (i % 2): the keys a consumer thread's S accumulators hold in that order, so
 // P goes from the accumulators to the fp8 A operand without shuffles (Sm90Consumer::pack_p).
 //
+// Rings: the transposer frees a landed V tile (v_empty) as soon as it is transposed, and waits
+// for the consumers to free the transposed one (vt_empty) before overwriting it, so the next V
+// block's load never waits for a P V.
+//
 // Work split: lane (g = lane / 4, t = lane % 4) of a warp owns keys 16g + {2t, 2t+1, 2t+8,
 // 2t+9} and, in iteration (u, v), the 4 V columns 16 (g ^ u) + 4 (t ^ v) + 0..3 of a panel: four
 // 32-bit loads (one per key) become, by byte permutes, four 32-bit stores (one per column).
@@ -42,42 +46,52 @@ TILEFMHA_DEVICE tile::u32 sm90_byte_perm(tile::u32 a, tile::u32 b, tile::u32 sel
 }
 
 // Transposes one landed V block (`raw`, [128 keys][hdim_v] in 128-element panels) into `out`;
-// keys from `valid` on are written as zeros. `worker` in [0, 96).
+// keys from `valid` on are written as zeros. `worker` in [0, 96). Four iterations at a time,
+// so that 16 loads are in flight before the first permute waits for one.
 template <class Traits>
 TILEFMHA_DEVICE void sm90_transpose_block(tile::u32 raw, tile::u32 out, int valid, int worker) {
-  constexpr int kPanels = Traits::kHdimV / Traits::kPanelElements;
-  constexpr int kIterations = kPanels * 32;  // 32 (u, v) pairs per panel
+  constexpr int kIterations = Traits::kHdimV / Traits::kPanelElements * 32;  // 32 (u, v) a panel
+  constexpr int kUnroll = 4;
   constexpr int kWarps = Traits::kTransposerThreads / 32;
   const int lane = worker % 32;
   const int g = lane / 4;
   const int t = lane % 4;
   const int keys[4] = {16 * g + 2 * t, 16 * g + 2 * t + 1, 16 * g + 2 * t + 8, 16 * g + 2 * t + 9};
-  for (int iteration = worker / 32; iteration < kIterations; iteration += kWarps) {
-    const int panel = iteration / 32;
-    const int u = (iteration % 32) / 4;
-    const int v = iteration % 4;
-    const int chunk = g ^ u;  // 16-byte chunk of the V row (columns 16 chunk .. +15)
-    const int word = t ^ v;   // 4-byte word within it
-    tile::u32 rows[4];
+  for (int first = (worker / 32) * kUnroll; first < kIterations; first += kWarps * kUnroll) {
+    tile::u32 rows[kUnroll][4];
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int key = keys[k];
-      const tile::u32 address = raw + panel * Traits::kVPanelBytes + key * kSm90RowBytes +
-                                ((chunk ^ (key % 8)) * 16) + 4 * word;
-      rows[k] = key < valid ? sm90_load_shared_u32(address) : 0u;
+    for (int n = 0; n < kUnroll; ++n) {
+      const int iteration = first + n;
+      const int panel = iteration / 32;
+      const int chunk = g ^ ((iteration % 32) / 4);  // 16-byte chunk of the V row
+      const int word = t ^ (iteration % 4);          // 4-byte word within it
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const tile::u32 address = raw + panel * Traits::kVPanelBytes + keys[k] * kSm90RowBytes +
+                                  ((chunk ^ (keys[k] % 8)) * 16) + 4 * word;
+        rows[n][k] = keys[k] < valid ? sm90_load_shared_u32(address) : 0u;
+      }
     }
-    // 4x4 byte transpose: column c's word gathers byte c of the four key rows.
-    const tile::u32 low01 = sm90_byte_perm(rows[0], rows[1], 0x5140u);
-    const tile::u32 high01 = sm90_byte_perm(rows[0], rows[1], 0x7362u);
-    const tile::u32 low23 = sm90_byte_perm(rows[2], rows[3], 0x5140u);
-    const tile::u32 high23 = sm90_byte_perm(rows[2], rows[3], 0x7362u);
-    const tile::u32 columns[4] = {
-        sm90_byte_perm(low01, low23, 0x5410u), sm90_byte_perm(low01, low23, 0x7632u),
-        sm90_byte_perm(high01, high23, 0x5410u), sm90_byte_perm(high01, high23, 0x7632u)};
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const int row = panel * Traits::kPanelElements + 16 * chunk + 4 * word + c;  // V column
-      sm90_store_shared_b32(out + row * kSm90RowBytes + ((g ^ (row % 8)) * 16) + 4 * t, columns[c]);
+    for (int n = 0; n < kUnroll; ++n) {
+      const int iteration = first + n;
+      const int panel = iteration / 32;
+      const int chunk = g ^ ((iteration % 32) / 4);
+      const int word = t ^ (iteration % 4);
+      // 4x4 byte transpose: column c's word gathers byte c of the four key rows.
+      const tile::u32 low01 = sm90_byte_perm(rows[n][0], rows[n][1], 0x5140u);
+      const tile::u32 high01 = sm90_byte_perm(rows[n][0], rows[n][1], 0x7362u);
+      const tile::u32 low23 = sm90_byte_perm(rows[n][2], rows[n][3], 0x5140u);
+      const tile::u32 high23 = sm90_byte_perm(rows[n][2], rows[n][3], 0x7362u);
+      const tile::u32 columns[4] = {
+          sm90_byte_perm(low01, low23, 0x5410u), sm90_byte_perm(low01, low23, 0x7632u),
+          sm90_byte_perm(high01, high23, 0x5410u), sm90_byte_perm(high01, high23, 0x7632u)};
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int row = panel * Traits::kPanelElements + 16 * chunk + 4 * word + c;  // V column
+        sm90_store_shared_b32(out + row * kSm90RowBytes + ((g ^ (row % 8)) * 16) + 4 * t,
+                              columns[c]);
+      }
     }
   }
 }
@@ -99,7 +113,9 @@ TILEFMHA_DEVICE void sm90_transpose_v(const Sm90FwdParams& params, const Schedul
     const int steps = blocks.count();
     for (int step = 0; step < steps; ++step) {
       const int stage = ring_stage<kStages>(step_base + step);
-      tile::mbarrier_wait(barriers.v_full(stage), ring_phase<kStages>(step_base + step));
+      const tile::u32 phase = ring_phase<kStages>(step_base + step);
+      tile::mbarrier_wait(barriers.v_full(stage), phase);
+      tile::mbarrier_wait(barriers.vt_empty(stage), phase ^ 1u);  // the consumers' P V is done
       const tile::u32 offset = stage * Traits::kSmem.v_stage_bytes;
       sm90_transpose_block<Traits>(smem + Traits::kSmem.v_offset + offset,
                                    smem + Traits::kSmem.vt_offset + offset,
@@ -107,6 +123,9 @@ TILEFMHA_DEVICE void sm90_transpose_v(const Sm90FwdParams& params, const Schedul
       // The consumers' wgmma reads the tile through the async proxy.
       tile::fence_proxy_async_shared();
       tile::mbarrier_arrive(barriers.vt_full(stage));
+      // The landed tile is read: the producer may load the next V block into it.
+      __syncwarp();
+      if (worker % 32 == 0) tile::mbarrier_arrive(barriers.v_empty(stage));
     }
     step_base += steps;
     if constexpr (!Traits::kPersistent) break;
