@@ -3,8 +3,8 @@ per-block and per-page descales against float64 NumPy attention on the dequantiz
 oracle that never sees the engine's dequantization), and the argument errors.
 
 The CPU reference dequantizes exactly and accumulates in double, so the only error left is O's
-final rounding: half a unit in the last place, 2^-9 relative for bf16 O (and float32 rounding
-for fp32 O)."""
+final rounding: half a unit in the last place, 2^-8 relative for bf16 O (8 significant bits)
+and 2^-24 for fp32 O."""
 
 import numpy as np
 import pytest
@@ -14,7 +14,7 @@ import tilefmha
 from paged_cache import PagedCache
 
 FORMATS = ["fp8_e4m3", "fp8_e5m2"]
-BF16_RTOL = 2.0**-8  # a whole bf16 unit in the last place: twice the rounding bound
+BF16_RTOL = 2.0**-7  # a whole bf16 unit in the last place: twice the rounding bound
 FP32_TOL = 1e-6
 
 
@@ -176,8 +176,9 @@ def test_per_block_dequantizes_each_block_of_128_tokens(fmt):
                         ("v", (batch, sk, hk, 16))):
         codes[name] = tilefmha.fp8_from_float32(rng.uniform(-8, 8, shape), fmt)
         values[name] = ref.fp8_decode(codes[name], fmt) * per_token(scales[name], shape[1])
+    # A strided (column-major) scale array is copied, not refused.
     o, lse = tilefmha.attention(codes["q"], codes["k"], codes["v"], dtype=fmt, causal=True,
-                                q_descale=scales["q"], k_descale=scales["k"],
+                                q_descale=np.asfortranarray(scales["q"]), k_descale=scales["k"],
                                 v_descale=scales["v"], return_lse=True)
     expected_o, expected_lse = ref.attention(values["q"], values["k"], values["v"], causal=True)
     assert_bf16_close(o, expected_o)

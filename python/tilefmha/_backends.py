@@ -110,6 +110,10 @@ class HostBackend:
     def float32_array(self, x, field):
         return np.ascontiguousarray(self.tensor(x, field), dtype=np.float32)
 
+    def contiguous(self, x):
+        """x in row-major order (x itself when it already is)."""
+        return np.ascontiguousarray(x)
+
     def broadcast(self, x, shape, field):
         try:
             return np.broadcast_to(x, shape)
@@ -235,6 +239,10 @@ class CudaBackend:
     def float32_array(self, x, field):
         torch = self._require_torch()
         return torch.as_tensor(x, dtype=torch.float32, device=f"cuda:{self.device}").contiguous()
+
+    def contiguous(self, x):
+        """x in row-major order (x itself when it already is, or is no PyTorch tensor)."""
+        return x.contiguous() if _is_torch(x) else x
 
     def broadcast(self, x, shape, field):
         try:

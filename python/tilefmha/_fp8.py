@@ -163,7 +163,8 @@ class Fp8Inputs:
             if tuple(int(n) for n in view.shape) != shape:
                 raise ValueError(f"{name}.shape = {list(view.shape)} but {self.kind} descales "
                                  f"are {dims_text} = {list(shape)}")
-            backend.attach(problem, fields[name], view)
+            # Scales are tiny: a strided view is copied rather than refused.
+            backend.attach(problem, fields[name], backend.contiguous(view))
 
     @staticmethod
     def _expected_shapes(dims):
