@@ -288,6 +288,27 @@ def test_batch_prefill_with_per_page_and_per_tensor_descales(fmt):
         assert_bf16_close(o_tensor[rows], expected)
 
 
+def test_paged_attention_with_per_block_descales_counts_keys_per_sequence():
+    rng = np.random.default_rng(33)
+    lengths, hq, hk, dim, fmt = [140, 3], 2, 1, 16, "fp8_e4m3"
+    cache, _, _ = fp8_pages(rng, fmt, lengths, hk, dim, 16, "nhd")
+    q = tilefmha.fp8_from_float32(rng.uniform(-8, 8, (2, 1, hq, dim)), fmt)
+    # [batch, heads, ceil(longest key count / 128)]: two key blocks.
+    q_scales, k_scales, v_scales = (block_scales(rng, 2, hq, 1), block_scales(rng, 2, hk, 140),
+                                    block_scales(rng, 2, hk, 140))
+    o = tilefmha.paged_attention(q, cache.k_pool, cache.v_pool, cache.block_table, lengths,
+                                 dtype=fmt, q_descale=q_scales, k_descale=k_scales,
+                                 v_descale=v_scales, out_dtype="fp32")
+    for b, length in enumerate(lengths):
+        k_ref = (ref.fp8_decode(cache.gather(cache.k_pool, b, length), fmt)[None]
+                 * per_token(k_scales[b:b + 1], length))
+        v_ref = (ref.fp8_decode(cache.gather(cache.v_pool, b, length), fmt)[None]
+                 * per_token(v_scales[b:b + 1], length))
+        q_ref = ref.fp8_decode(q[b:b + 1], fmt) * per_token(q_scales[b:b + 1], 1)
+        np.testing.assert_allclose(o[b:b + 1], ref.attention(q_ref, k_ref, v_ref)[0],
+                                   rtol=FP32_TOL, atol=FP32_TOL)
+
+
 # --- Argument errors ----------------------------------------------------------------------------
 
 
