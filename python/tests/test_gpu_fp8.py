@@ -152,11 +152,13 @@ def test_a_scalar_descale_may_be_a_cuda_tensor_read_once():
                                tilefmha.attention(q, k, v, **descales), rtol=0, atol=0)
 
 
-def test_fp8_output_dtype_and_the_fast_path_guard():
+def test_default_descales_and_the_fast_path_guard():
     generator = torch.Generator(device="cuda").manual_seed(6)
-    (q, k, v), descales, _ = batch_inputs(generator, 1, 64, 128, "per_tensor")
-    o32 = tilefmha.attention(q, k, v, out_dtype=torch.float32, **descales)
-    assert o32.dtype == torch.float32 and o32.is_cuda and o32.shape == q.shape
+    (q, k, v), v_max = quantized(originals(generator, 1, 64, 128), [1.0, 1.0, 1.0])
+    o = tilefmha.attention(q, k, v)  # descales 1.0, bf16 O
+    expected = tilefmha.attention(q.cpu(), k.cpu(), v.cpu())
+    assert o.dtype == torch.bfloat16 and o.is_cuda and o.shape == q.shape
+    assert_within_p_rounding(o, expected, v_max)
     # The PyTorch fast path turns fp8 tensors down before allocating anything (they need
     # descales, which only the general path sets).
     assert tilefmha._fast.forward(q, k, v, scalar_features(), False) is None
