@@ -27,6 +27,10 @@
 #   backward bench/compare_backward.py: the backward (fwd+bwd and alone) beside SDPA cuDNN and
 #            FA2 on the FA3 sweep, bf16 (TILEFMHA_BACKWARD_ARGS adds flags, e.g. "--dtype fp16"
 #            or "--hdim 128")
+#   fp8      python/tests/test_gpu_fp8.py (the e4m3 forward against the CPU backend), with
+#            test_fp8.py (its PyTorch and ml_dtypes cases) and tests/python/test_fp8_bench.py,
+#            then bench/fp8_bench.py: e4m3 TFLOP/s beside bf16 and the _scaled_mm ceiling, and
+#            the accuracy report (TILEFMHA_FP8_ARGS adds flags, e.g. "--only accuracy")
 #   env      the quick start's main job (`run --backend auto`, as scripts/quickstart.sh runs it
 #            after building) and `python3 -m tilefmha` (the environment report)
 # JIT cache: BUILD/jit_cache.tgz, where present, seeds the cache (carry one that an earlier call
@@ -241,6 +245,26 @@ run_backward() {
   sed -n '/^summary:/,$p' "$logs/compare_backward.txt" | tee -a "$summary"
 }
 
+# The fp8 forward: its GPU tests (with the CPU suite's PyTorch and ml_dtypes cases and the
+# bench's own tests), then the benchmark and accuracy report.
+run_fp8() {
+  if ! PYTHONPATH=$python_dir python3 -c "import tilefmha" >/dev/null 2>&1; then
+    note "fp8: skipped, tilefmha from $python_dir does not import"
+    return
+  fi
+  local start=$SECONDS
+  PYTHONPATH=$python_dir limited python3 -m pytest -q -rs "$root/python/tests/test_gpu_fp8.py" \
+    "$root/python/tests/test_fp8.py" "$root/tests/python/test_fp8_bench.py" \
+    >"$logs/pytest_fp8.log" 2>&1 || status=1
+  note "pytest fp8: $(tail -1 "$logs/pytest_fp8.log") in $(elapsed "$start")"
+  start=$SECONDS
+  # shellcheck disable=SC2086
+  PYTHONPATH=$python_dir limited python3 "$root/bench/fp8_bench.py" ${TILEFMHA_FP8_ARGS:-} \
+    --json "$logs/fp8_bench.json" >"$logs/fp8_bench.txt" 2>&1 || status=1
+  note "fp8 bench: $(elapsed "$start")"
+  sed -n '/^summary:/,$p' "$logs/fp8_bench.txt" | tee -a "$summary"
+}
+
 # The quick start's main job on this GPU host, and the Python environment report.
 run_env() {
   "$build_dir/tools/tilefmha" run --backend auto >"$logs/quickstart.log" 2>&1 || status=1
@@ -263,8 +287,9 @@ for stage in "${stages[@]}"; do
     env) run_env ;;
     serving_bench) run_serving_bench ;;
     backward) run_backward ;;
+    fp8) run_fp8 ;;
     *)
-      note "unknown stage '$stage' (tests, bench, python, compare, decode, sweep, serve, sass, env, serving_bench, backward)"
+      note "unknown stage '$stage' (tests, bench, python, compare, decode, sweep, serve, sass, env, serving_bench, backward, fp8)"
       status=2
       ;;
   esac

@@ -52,6 +52,8 @@ struct DLManagedTensorVersioned {
 constexpr int32_t kDLCUDA = 2;
 constexpr int32_t kDLCUDAManaged = 13;
 constexpr uint8_t kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4;
+// DLPack 1.1's fp8 codes: the OCP formats PyTorch's float8_e4m3fn and float8_e5m2 export.
+constexpr uint8_t kDLFloat8_e4m3fn = 10, kDLFloat8_e5m2 = 12;
 constexpr uint64_t kDLFlagReadOnly = 1;
 
 [[noreturn]] void bad_argument(const std::string& message) {
@@ -63,13 +65,16 @@ DType dtype_of(const DLDataType& t, const std::string& field) {
     if (t.code == kDLFloat && t.bits == 32) return DType::fp32;
     if (t.code == kDLFloat && t.bits == 16) return DType::fp16;
     if (t.code == kDLBfloat && t.bits == 16) return DType::bf16;
+    if (t.code == kDLFloat8_e4m3fn && t.bits == 8) return DType::fp8_e4m3;
+    if (t.code == kDLFloat8_e5m2 && t.bits == 8) return DType::fp8_e5m2;
     if (t.code == kDLInt && t.bits == 32) return DType::int32;
     if (t.code == kDLInt && t.bits == 64) return DType::int64;
     if (t.code == kDLUInt && t.bits == 8) return DType::uint8;
   }
   bad_argument(field + ": DLPack dtype (code " + std::to_string(t.code) + ", " +
                std::to_string(t.bits) + " bits, " + std::to_string(t.lanes) +
-               " lanes) is not supported (float32, float16, bfloat16)");
+               " lanes) is not supported (float32, float16, bfloat16, float8_e4m3fn, "
+               "float8_e5m2)");
 }
 
 }  // namespace
@@ -125,16 +130,19 @@ DeviceTensor device_view(uintptr_t data, std::string_view dtype, const std::vect
     std::string_view name;
     DType dtype;
   };
-  static constexpr Named kDtypes[] = {{"float32", DType::fp32},  {"float16", DType::fp16},
-                                      {"bfloat16", DType::bf16}, {"int32", DType::int32},
-                                      {"int64", DType::int64},   {"uint8", DType::uint8}};
+  static constexpr Named kDtypes[] = {
+      {"float32", DType::fp32},         {"float16", DType::fp16},
+      {"bfloat16", DType::bf16},        {"float8_e4m3fn", DType::fp8_e4m3},
+      {"float8_e5m2", DType::fp8_e5m2}, {"int32", DType::int32},
+      {"int64", DType::int64},          {"uint8", DType::uint8}};
   DeviceTensor result;
   TensorView& view = result.view;
   const auto* found = std::find_if(std::begin(kDtypes), std::end(kDtypes),
                                    [&](const Named& entry) { return entry.name == dtype; });
   if (found == std::end(kDtypes))
     bad_argument(name + ".dtype = " + std::string(dtype) +
-                 " is not supported (float32, float16, bfloat16)");
+                 " is not supported (float32, float16, bfloat16, float8_e4m3fn, "
+                 "float8_e5m2)");
   if (shape.size() != strides.size())
     bad_argument(name + ": " + std::to_string(shape.size()) + " sizes but " +
                  std::to_string(strides.size()) + " strides");

@@ -20,8 +20,8 @@ struct DeviceTensor {
 // Reads a "dltensor" or "dltensor_versioned" capsule without consuming it: the producer's
 // capsule destructor still releases the tensor, so the caller keeps the capsule alive while the
 // view is in use. Only CUDA (and CUDA managed) memory is accepted; dtypes fp32, fp16, bf16,
-// int32, int64, uint8. A versioned tensor flagged read-only is refused when `writable`.
-// Throws Error(invalid_argument) naming `field`.
+// fp8 e4m3fn and e5m2, int32, int64, uint8. A versioned tensor flagged read-only is refused when
+// `writable`. Throws Error(invalid_argument) naming `field`.
 DeviceTensor device_view(const pybind11::capsule& capsule, std::string_view field, bool writable);
 
 // The same view from a tensor's own description (PyTorch's data_ptr, dtype name without

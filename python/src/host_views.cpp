@@ -36,11 +36,15 @@ DType storage_dtype(const py::dtype& dtype, std::string_view field) {
   if (kind == 'f' && size == 2) return DType::fp16;
   if (kind == 'u' && size == 2) return DType::bf16;
   if (size == 2 && dtype_name(dtype) == "bfloat16") return DType::bf16;
+  // ml_dtypes' fp8 types (kind 'V'); plain uint8 codes are fp8 only when the caller says so.
+  if (size == 1 && dtype_name(dtype) == "float8_e4m3fn") return DType::fp8_e4m3;
+  if (size == 1 && dtype_name(dtype) == "float8_e5m2") return DType::fp8_e5m2;
   if (kind == 'i' && size == 4) return DType::int32;
   if (kind == 'i' && size == 8) return DType::int64;
   if (kind == 'u' && size == 1) return DType::uint8;
   bad_argument(std::string(field) + ".dtype = " + dtype_name(dtype) +
-               " is not supported (float32, float16, or bf16 as uint16 bit patterns)");
+               " is not supported (float32, float16, bf16 as uint16 bit patterns, or fp8 as "
+               "ml_dtypes float8_e4m3fn / float8_e5m2 or uint8 codes)");
 }
 
 TensorView host_view(const py::array& array, std::string_view field, bool writable) {

@@ -54,13 +54,16 @@ PYBIND11_MODULE(_core, m) {
       .def("set_rope_offsets_on_device", &ProblemHandle::set_rope_offsets_on_device,
            py::arg("position_offsets"))
       .def("set_deterministic", &ProblemHandle::set_deterministic, py::arg("deterministic"))
+      .def("set_fp8", &ProblemHandle::set_fp8, py::arg("kind"), py::arg("q_descale"),
+           py::arg("k_descale"), py::arg("v_descale"))
+      .def("set_out_dtype", &ProblemHandle::set_out_dtype, py::arg("dtype"))
       .def("attach_host", &ProblemHandle::attach_host, py::arg("field"), py::arg("array"),
-           py::arg("writable") = false)
+           py::arg("writable") = false, py::arg("as_dtype") = "")
       .def("attach_device", &ProblemHandle::attach_device, py::arg("field"), py::arg("capsule"),
-           py::arg("writable") = false)
+           py::arg("writable") = false, py::arg("as_dtype") = "")
       .def("attach_torch", &ProblemHandle::attach_torch, py::arg("field"), py::arg("data"),
            py::arg("dtype"), py::arg("shape"), py::arg("strides"), py::arg("device"),
-           py::arg("owner"))
+           py::arg("owner"), py::arg("as_dtype") = "")
       .def_property_readonly("device", &ProblemHandle::device)
       .def("describe", &ProblemHandle::describe)
       .def("run_reference", &ProblemHandle::run_reference);

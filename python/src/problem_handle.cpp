@@ -38,6 +38,12 @@ void attach_backward(ProblemBuilder& b, TensorView Backward::*member, const Tens
   b.backward(std::move(backward));
 }
 
+void attach_fp8(ProblemBuilder& b, TensorView Fp8Scales::*member, const TensorView& v) {
+  Fp8Scales scales = b.peek().fp8;
+  scales.*member = v;
+  b.fp8_scales(std::move(scales));
+}
+
 struct TensorField {
   std::string_view name;
   Attach attach;
@@ -78,6 +84,16 @@ constexpr std::array kTensorFields = {
                              const TensorView& v) { attach_backward(b, &Backward::dv, v); }},
     TensorField{"bwd.dbias", [](ProblemBuilder& b,
                                 const TensorView& v) { attach_backward(b, &Backward::dbias, v); }},
+    TensorField{"fp8.q_block", [](ProblemBuilder& b,
+                                  const TensorView& v) { attach_fp8(b, &Fp8Scales::q_block, v); }},
+    TensorField{"fp8.k_block", [](ProblemBuilder& b,
+                                  const TensorView& v) { attach_fp8(b, &Fp8Scales::k_block, v); }},
+    TensorField{"fp8.v_block", [](ProblemBuilder& b,
+                                  const TensorView& v) { attach_fp8(b, &Fp8Scales::v_block, v); }},
+    TensorField{"fp8.k_page", [](ProblemBuilder& b,
+                                 const TensorView& v) { attach_fp8(b, &Fp8Scales::k_page, v); }},
+    TensorField{"fp8.v_page", [](ProblemBuilder& b,
+                                 const TensorView& v) { attach_fp8(b, &Fp8Scales::v_page, v); }},
 };
 
 Attach attach_for(std::string_view field) {
@@ -88,6 +104,23 @@ Attach attach_for(std::string_view field) {
     known += (known.empty() ? "" : ", ") + std::string(entry.name);
   throw Error(ErrorKind::invalid_argument,
               "unknown tensor field '" + std::string(field) + "' (known: " + known + ")");
+}
+
+// `view` read as `as_dtype` (attach_host's rule): fp8 codes come as raw bytes from producers
+// without an fp8 type (NumPy), so uint8 storage takes the call's fp8 dtype; other storage must
+// already be of it, so that float data is never read as codes.
+TensorView read_as(TensorView view, const std::string& as_dtype, const std::string& field) {
+  if (as_dtype.empty()) return view;
+  const DType codes = parse_enum<DType>(as_dtype);
+  if (!is_fp8(codes))
+    throw Error(ErrorKind::invalid_argument,
+                field + ": as_dtype = " + as_dtype + " but only fp8 codes are read from bytes");
+  if (view.dtype != DType::uint8 && view.dtype != codes)
+    throw Error(ErrorKind::invalid_argument,
+                field + " holds " + std::string(to_string(view.dtype)) + " data, not " + as_dtype +
+                    " codes (uint8 storage or an " + as_dtype + " dtype)");
+  view.dtype = codes;
+  return view;
 }
 
 // A contiguous fp32 view of `shape` over `storage`, or an empty view when `like` is absent
@@ -212,31 +245,49 @@ void ProblemHandle::set_deterministic(bool deterministic) {
   builder_.backward(std::move(backward));
 }
 
-void ProblemHandle::attach_host(const std::string& field, const py::array& array, bool writable) {
+void ProblemHandle::set_fp8(const std::string& kind, double q_descale, double k_descale,
+                            double v_descale) {
+  // The views attached so far stay: only the kind and the factors change.
+  Fp8Scales scales = builder_.peek().fp8;
+  scales.kind = parse_enum<Fp8ScaleKind>(kind);
+  scales.q_descale = q_descale;
+  scales.k_descale = k_descale;
+  scales.v_descale = v_descale;
+  builder_.fp8_scales(std::move(scales));
+}
+
+void ProblemHandle::set_out_dtype(const std::string& dtype) {
+  builder_.out_dtype(parse_enum<DType>(dtype));
+}
+
+void ProblemHandle::attach_host(const std::string& field, const py::array& array, bool writable,
+                                const std::string& as_dtype) {
   const Attach attach = attach_for(field);
-  attach(builder_, host_view(array, field, writable));
+  attach(builder_, read_as(host_view(array, field, writable), as_dtype, field));
   owners_.push_back(array);
 }
 
 void ProblemHandle::attach_device(const std::string& field, const py::capsule& capsule,
-                                  bool writable) {
-  attach_device_view(field, device_view(capsule, field, writable), capsule);
+                                  bool writable, const std::string& as_dtype) {
+  attach_device_view(field, device_view(capsule, field, writable), capsule, as_dtype);
 }
 
 void ProblemHandle::attach_torch(const std::string& field, uintptr_t data, const std::string& dtype,
                                  const std::vector<int64_t>& shape,
                                  const std::vector<int64_t>& strides, int device,
-                                 const py::object& owner) {
-  attach_device_view(field, device_view(data, dtype, shape, strides, device, field), owner);
+                                 const py::object& owner, const std::string& as_dtype) {
+  attach_device_view(field, device_view(data, dtype, shape, strides, device, field), owner,
+                     as_dtype);
 }
 
-void ProblemHandle::attach_device_view(const std::string& field, const DeviceTensor& tensor,
-                                       const py::object& owner) {
+void ProblemHandle::attach_device_view(const std::string& field, DeviceTensor tensor,
+                                       const py::object& owner, const std::string& as_dtype) {
   const Attach attach = attach_for(field);
   if (device_ && *device_ != tensor.device_ordinal)
     throw Error(ErrorKind::invalid_argument,
                 field + " is on cuda:" + std::to_string(tensor.device_ordinal) +
                     " but the tensors before it are on cuda:" + std::to_string(*device_));
+  tensor.view = read_as(tensor.view, as_dtype, field);
   device_ = tensor.device_ordinal;
   attach(builder_, tensor.view);
   owners_.push_back(owner);

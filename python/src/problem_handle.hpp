@@ -52,17 +52,30 @@ class ProblemHandle {
   // append's RoPE position offsets in device memory (int64, batch entries).
   void set_rope_offsets_on_device(uintptr_t position_offsets);
   void set_deterministic(bool deterministic);
+  // fp8 inputs: the descale kind ("per_tensor", "per_block", "per_page") and the per-tensor
+  // factors (per_page: q_descale is Q's). The block and page views attach as "fp8.q_block",
+  // "fp8.k_block", "fp8.v_block", "fp8.k_page", "fp8.v_page".
+  void set_fp8(const std::string& kind, double q_descale, double k_descale, double v_descale);
+  // O's dtype; set_dtype resets it (to bf16 for fp8 inputs, else to the input dtype), so call
+  // this after set_dtype.
+  void set_out_dtype(const std::string& dtype);
+
+  // Each attach takes `as_dtype`: empty, or an fp8 dtype name ("fp8_e4m3", "fp8_e5m2") that
+  // uint8 storage is read as (fp8 codes in a NumPy uint8 array, which has no fp8 type); storage
+  // of another dtype must then already be that fp8 dtype.
 
   // A NumPy array as the view of `field`; `writable` for outputs and caches updated in place.
-  void attach_host(const std::string& field, const pybind11::array& array, bool writable);
+  void attach_host(const std::string& field, const pybind11::array& array, bool writable,
+                   const std::string& as_dtype);
   // A DLPack capsule (from `__dlpack__`) as a device view of `field`; all device tensors of one
   // problem must share a device.
-  void attach_device(const std::string& field, const pybind11::capsule& capsule, bool writable);
+  void attach_device(const std::string& field, const pybind11::capsule& capsule, bool writable,
+                     const std::string& as_dtype);
   // A PyTorch CUDA tensor described by its data pointer, dtype name, sizes, element strides and
   // device index (dlpack_views.hpp); `owner` is the tensor, kept alive with the problem.
   void attach_torch(const std::string& field, uintptr_t data, const std::string& dtype,
                     const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
-                    int device, const pybind11::object& owner);
+                    int device, const pybind11::object& owner, const std::string& as_dtype);
 
   // The device ordinal of the attached device tensors (none when all are host arrays).
   std::optional<int> device() const { return device_; }
@@ -75,8 +88,8 @@ class ProblemHandle {
   void run_reference();
 
  private:
-  void attach_device_view(const std::string& field, const DeviceTensor& tensor,
-                          const pybind11::object& owner);
+  void attach_device_view(const std::string& field, DeviceTensor tensor,
+                          const pybind11::object& owner, const std::string& as_dtype);
 
   ProblemBuilder builder_;
   std::vector<pybind11::object> owners_;  // what the attached views point into

@@ -2,6 +2,8 @@
 engine: the oracle of the Python tests. Shapes are [batch, seq, head, dim]; GQA repeats each
 key/value head over its group of query heads."""
 
+import math
+
 import numpy as np
 
 _ALIGNS = ("top_left", "bottom_right")
@@ -109,3 +111,38 @@ def attention_backward(q, k, v, do, *, causal=False, window=None, window_align="
         return g.reshape(g.shape[0], g.shape[1], nhead_k, group, g.shape[3]).sum(axis=3)
 
     return dq, per_kv_head(dk), per_kv_head(dv), ds
+
+
+# The OCP fp8 formats by engine name: exponent bits, mantissa bits, largest finite value.
+FP8_FORMATS = {"fp8_e4m3": (4, 3, 448.0), "fp8_e5m2": (5, 2, 57344.0)}
+
+
+def _fp8_value(code, exp_bits, man_bits):
+    """The value of one fp8 code, from its sign, exponent and mantissa fields."""
+    sign = -1.0 if code >> 7 else 1.0
+    exponent = (code >> man_bits) & ((1 << exp_bits) - 1)
+    mantissa = code & ((1 << man_bits) - 1)
+    bias = 2 ** (exp_bits - 1) - 1
+    if exp_bits == 4 and exponent == 15 and mantissa == 7:
+        return math.nan  # e4m3fn: no infinities, S.1111.111 is NaN
+    if exp_bits == 5 and exponent == 31:
+        return sign * math.inf if mantissa == 0 else math.nan
+    if exponent == 0:
+        return sign * math.ldexp(mantissa, 1 - bias - man_bits)
+    return sign * math.ldexp((1 << man_bits) + mantissa, exponent - bias - man_bits)
+
+
+def fp8_decode(codes, fmt):
+    """float64 values of uint8 fp8 codes of format `fmt` ('fp8_e4m3' or 'fp8_e5m2')."""
+    exp_bits, man_bits, _ = FP8_FORMATS[fmt]
+    table = np.array([_fp8_value(c, exp_bits, man_bits) for c in range(256)])
+    return table[np.asarray(codes, dtype=np.uint8)]
+
+
+def fp8_nearest_codes(values, fmt):
+    """uint8 codes of the finite fp8 values nearest to `values` (saturating), by search over
+    the whole table: a test-side quantizer that needs no rounding rule of its own."""
+    table = fp8_decode(np.arange(256), fmt)
+    candidates = np.flatnonzero(np.isfinite(table))
+    distance = np.abs(np.asarray(values, dtype=np.float64)[..., None] - table[candidates])
+    return candidates[np.argmin(distance, axis=-1)].astype(np.uint8)

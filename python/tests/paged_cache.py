@@ -7,8 +7,10 @@ import numpy as np
 class PagedCache:
     """Contiguous K/V [batch, capacity, heads, dim] scattered over a shuffled page pool."""
 
-    def __init__(self, rng, k, v, lengths, page_size, layout, spare_pages=2):
-        self.page_size, self.layout = page_size, layout
+    def __init__(self, rng, k, v, lengths, page_size, layout, spare_pages=2, fill=np.nan):
+        """fill: the value of slots no sequence owns (NaN: a read of one shows in the
+        result; integer codes such as fp8's need an integer)."""
+        self.page_size, self.layout, self.fill = page_size, layout, fill
         batch, _, heads, dim = k.shape
         pages_of = [max(1, -(-(length + spare_pages * page_size) // page_size))
                     for length in lengths]
@@ -23,7 +25,7 @@ class PagedCache:
         self.v_pool = self._scatter(v, lengths, len(order), heads, v.shape[3])
 
     def _scatter(self, x, lengths, num_pages, heads, dim):
-        pool = np.full((num_pages, self.page_size, heads, dim), np.nan, dtype=x.dtype)
+        pool = np.full((num_pages, self.page_size, heads, dim), self.fill, dtype=x.dtype)
         for b, length in enumerate(lengths):
             for j in range(length):
                 pool[self.block_table[b, j // self.page_size], j % self.page_size] = x[b, j]

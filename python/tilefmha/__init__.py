@@ -5,6 +5,7 @@ tensors (any object with ``__dlpack__`` on a CUDA device) run on the GPU through
 dispatcher, on the tensor's current stream, without copies. See docs/python.md.
 
     o = tilefmha.attention(q, k, v, causal=True)               # [batch, seq, head, dim]
+    o = tilefmha.attention(q8, k8, v8, q_descale=sq, k_descale=sk, v_descale=sv)  # fp8 -> bf16
     o, lse = tilefmha.attention_varlen(q, k, v, cu_q, cu_k, return_lse=True)
     o = tilefmha.paged_attention(q, k_cache, v_cache, block_table, seqlens_k)
     o, lse = tilefmha.merge_states(o_states, lse_states)      # [n, batch, seq, head, dim]
@@ -21,7 +22,7 @@ from ._append import append_kv, append_kv_and_attend, rope_tables
 from ._backends import is_cuda
 from ._backward import attention_backward
 from ._core import gpu_unavailable_reason
-from ._dtypes import bf16_from_float32, bf16_to_float32
+from ._dtypes import bf16_from_float32, bf16_to_float32, fp8_from_float32, fp8_to_float32
 from ._forward import attention, attention_varlen, batch_prefill, explain, paged_attention
 from ._merge import merge_states
 from ._warmup import WarmupReport, warmup
@@ -36,6 +37,8 @@ __all__ = [
     "bf16_from_float32",
     "bf16_to_float32",
     "explain",
+    "fp8_from_float32",
+    "fp8_to_float32",
     "gpu_unavailable_reason",
     "is_cuda",
     "merge_states",

@@ -11,6 +11,7 @@ import threading
 import numpy as np
 
 from . import _core
+from ._dtypes import host_storage, storage_name
 
 _DL_CPU = 1
 _DL_CUDA = 2
@@ -18,6 +19,8 @@ _DL_CUDA_MANAGED = 13
 _DL_LEGACY_DEFAULT_STREAM = 1  # the DLPack protocol's name for CUDA stream 0
 
 BACKENDS = ("auto", "cpu", "gpu")
+# PyTorch's fp8 storage names (without "torch.").
+_FP8_STORAGE = ("float8_e4m3fn", "float8_e5m2")
 
 
 def _is_torch(x):
@@ -35,6 +38,10 @@ def is_cuda(x):
         return x.is_cuda
     device = _dlpack_device(x)
     return device is not None and device[0] in (_DL_CUDA, _DL_CUDA_MANAGED)
+
+
+def _torch_dtype(torch, engine_dtype):
+    return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[engine_dtype]
 
 
 def _cuda_device_index(x):
@@ -94,11 +101,18 @@ class HostBackend:
             t = x.detach()
             if t.dtype == torch.bfloat16:
                 return t.view(torch.int16).numpy().view(np.uint16)
+            if storage_name(t) in _FP8_STORAGE:
+                # NumPy has no fp8: the codes as uint8, read as the call's fp8 dtype (as_dtype).
+                return t.view(torch.uint8).numpy()
             return t.numpy()
         return np.asarray(x)
 
     def float32_array(self, x, field):
         return np.ascontiguousarray(self.tensor(x, field), dtype=np.float32)
+
+    def contiguous(self, x):
+        """x in row-major order (x itself when it already is)."""
+        return np.ascontiguousarray(x)
 
     def broadcast(self, x, shape, field):
         try:
@@ -107,17 +121,21 @@ class HostBackend:
             raise ValueError(f"{field}.shape = {list(x.shape)} does not broadcast to "
                              f"[batch, nhead_q, seqlen_q, seqlen_k] = {list(shape)}") from None
 
-    def empty_like_layout(self, like, shape):
-        """An uninitialized array of `shape` and like's dtype, axes in like's memory order."""
+    def empty_like_layout(self, like, shape, dtype=None):
+        """An uninitialized array of `shape`, axes in like's memory order, of like's dtype or of
+        engine dtype `dtype` (bf16: uint16 bit patterns, or ml_dtypes bfloat16 beside ml_dtypes
+        inputs)."""
         order = _memory_order(like.strides, like.shape)
-        storage = np.empty([shape[axis] for axis in order], dtype=like.dtype)
+        storage = np.empty([shape[axis] for axis in order],
+                           dtype=like.dtype if dtype is None else host_storage(dtype, like))
         return storage.transpose(_inverse(order))
 
     def empty_float32(self, shape):
         return np.empty(shape, dtype=np.float32)
 
-    def attach(self, problem, field, x, writable=False):
-        problem.attach_host(field, x, writable)
+    def attach(self, problem, field, x, writable=False, as_dtype=""):
+        """as_dtype: the fp8 dtype uint8 codes are read as (ProblemHandle::attach_host)."""
+        problem.attach_host(field, x, writable, as_dtype)
 
     def run(self, problem):
         problem.run_reference()
@@ -169,14 +187,15 @@ def stream_query(torch):
     return lambda device: torch.cuda.current_stream(device).cuda_stream
 
 
-def torch_empty_like_layout(like, shape):
-    """An uninitialized PyTorch tensor of `shape` with like's dtype and device, its axes in
-    like's memory order (so that bhsd inputs give bhsd outputs)."""
+def torch_empty_like_layout(like, shape, dtype=None):
+    """An uninitialized PyTorch tensor of `shape` with like's device and dtype (or the torch
+    dtype `dtype`), its axes in like's memory order (so that bhsd inputs give bhsd outputs)."""
+    options = {} if dtype is None else {"dtype": dtype}
     if like.is_contiguous():
         # Row-major strides already are the memory order _memory_order would find.
-        return like.new_empty(shape)
+        return like.new_empty(shape, **options)
     order = _memory_order(like.stride(), like.shape)
-    return like.new_empty([shape[axis] for axis in order]).permute(_inverse(order))
+    return like.new_empty([shape[axis] for axis in order], **options).permute(_inverse(order))
 
 
 class CudaBackend:
@@ -221,6 +240,10 @@ class CudaBackend:
         torch = self._require_torch()
         return torch.as_tensor(x, dtype=torch.float32, device=f"cuda:{self.device}").contiguous()
 
+    def contiguous(self, x):
+        """x in row-major order (x itself when it already is, or is no PyTorch tensor)."""
+        return x.contiguous() if _is_torch(x) else x
+
     def broadcast(self, x, shape, field):
         try:
             return x.expand(shape)
@@ -228,24 +251,27 @@ class CudaBackend:
             raise ValueError(f"{field}.shape = {list(x.shape)} does not broadcast to "
                              f"[batch, nhead_q, seqlen_q, seqlen_k] = {list(shape)}") from None
 
-    def empty_like_layout(self, like, shape):
-        self._require_torch()
-        return torch_empty_like_layout(like, shape)
+    def empty_like_layout(self, like, shape, dtype=None):
+        """As HostBackend's; `dtype` is an engine dtype name (fp32, fp16, bf16)."""
+        torch = self._require_torch()
+        return torch_empty_like_layout(like, shape, None if dtype is None else
+                                       _torch_dtype(torch, dtype))
 
     def empty_float32(self, shape):
         torch = self._require_torch()
         return torch.empty(shape, dtype=torch.float32, device=f"cuda:{self.device}")
 
-    def attach(self, problem, field, x, writable=False):
+    def attach(self, problem, field, x, writable=False, as_dtype=""):
+        """as_dtype: the fp8 dtype uint8 codes are read as (ProblemHandle::attach_torch)."""
         if _is_torch(x):
             # PyTorch's own description of the tensor: its __dlpack__ would cost more than the
             # kernel launch in stream and device queries, and the kernels run on its current
             # stream anyway, so no stream handshake is needed.
             problem.attach_torch(field, x.data_ptr(), str(x.dtype).removeprefix("torch."),
-                                 tuple(x.shape), x.stride(), x.device.index, x)
+                                 tuple(x.shape), x.stride(), x.device.index, x, as_dtype)
             return
         stream = self.stream or _DL_LEGACY_DEFAULT_STREAM
-        problem.attach_device(field, x.__dlpack__(stream=stream), writable)
+        problem.attach_device(field, x.__dlpack__(stream=stream), writable, as_dtype)
 
     def run(self, problem):
         gpu_sessions.get(self.device).run(problem, self.stream)

@@ -8,8 +8,9 @@ and devices itself (python/src/torch_views.hpp), builds the problem, plans it an
 What this module adds in Python is only what needs PyTorch: the outputs' allocation and the
 current stream.
 
-The fast path takes plain torch.Tensor q, k, v of one CUDA device with a float dtype and no
-bias, ALiBi slopes or sink logits. Everything else, and any call whose tensors it does not
+The fast path takes plain torch.Tensor q, k, v of one CUDA device with a float dtype (fp32,
+fp16, bf16: fp8 inputs need descales, which only the general path sets) and no bias, ALiBi
+slopes or sink logits. Everything else, and any call whose tensors it does not
 recognise (wrong rank, host tensors, another device...), goes the general path, whose checks
 name what is wrong; both paths hand the engine the same problem, so the engine's errors are the
 same.
@@ -29,16 +30,18 @@ class _NotEnabled:
 # torch.Tensor once enable() ran; attention() compares type(q) with it.
 Tensor = _NotEnabled
 _float32 = None
+_dtypes = ()  # the torch dtypes the extension takes here
 _current_stream = None
 
 
 def enable(torch):
     """Registers PyTorch's tensor type and float dtypes with the extension (idempotent)."""
-    global Tensor, _float32, _current_stream
+    global Tensor, _float32, _dtypes, _current_stream
     if Tensor is torch.Tensor:
         return
-    _core.register_torch(torch.Tensor, {torch.float32: "fp32", torch.float16: "fp16",
-                                        torch.bfloat16: "bf16"})
+    names = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+    _core.register_torch(torch.Tensor, names)
+    _dtypes = frozenset(names)
     _float32 = torch.float32
     _current_stream = stream_query(torch)
     Tensor = torch.Tensor
@@ -54,8 +57,9 @@ def forward(q, k, v, features, return_lse, seqstarts=None):
     engine_tuple() for prefix sums on the GPU.
     """
     shape = q.shape
+    # Checked before O is allocated: an fp8 q would otherwise cost an allocation per call.
     if (type(k) is not Tensor or type(v) is not Tensor or not q.is_cuda
-            or len(shape) != (3 if seqstarts else 4)):
+            or len(shape) != (3 if seqstarts else 4) or q.dtype not in _dtypes):
         return None
     device = q.get_device()
     # Allocated before the extension checks the call: a call it turns down frees them unused,

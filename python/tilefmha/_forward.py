@@ -1,13 +1,15 @@
 """Forward attention: dense (batch mode), varlen (group mode), paged decode and batch prefill.
 
-Every function takes the feature keywords of ``attention`` (see ``Features``), allocates O in
-the input's dtype (and LSE in float32) and returns ``o`` or ``(o, lse)``.
+Every function takes the feature keywords of ``attention`` (see ``Features``) and the fp8
+keywords (``_fp8``: descales and ``out_dtype``), allocates O in the input's dtype (fp8 inputs:
+``out_dtype``, bf16 by default) and LSE in float32, and returns ``o`` or ``(o, lse)``.
 """
 
 from . import _core, _fast
 from ._backends import is_cuda, select_backend
-from ._dtypes import attention_dtype, require_tensor
+from ._dtypes import FP8_DTYPES, attention_dtype, require_same_dtype, require_tensor
 from ._features import Features, scalar_features
+from ._fp8 import Fp8Inputs
 from ._paging import DeviceKeyLengths, PageTable, key_lengths, page_pools
 from ._shapes import index_list, longest, require_rank
 
@@ -24,30 +26,42 @@ THD = {
 }
 
 
+def call_dtypes(q, dtype, out_dtype, kv, **descales):
+    """The engine dtype of a forward call and its Fp8Inputs. kv: the caller's K and V by
+    argument name, which must hold q's fp8 format when q is fp8."""
+    engine_dtype = attention_dtype(q, dtype, fp8=True)
+    if engine_dtype in FP8_DTYPES:
+        require_same_dtype(engine_dtype, dtype, **kv)
+    return engine_dtype, Fp8Inputs.from_arguments(engine_dtype, out_dtype, **descales)
+
+
 def run_forward(family, backend, dtype, q, k, v, features, return_lse, *, seqstarts=None,
-                key_lengths=None, pages=None):
+                key_lengths=None, pages=None, fp8=None):
     """Builds and runs one forward problem from engine views (arguments as build_forward).
     Returns (o, lse) as engine views (lse None unless return_lse)."""
     problem, o, lse = build_forward(family, backend, dtype, q, k, v, features, return_lse,
-                                    seqstarts=seqstarts, key_lengths=key_lengths, pages=pages)
+                                    seqstarts=seqstarts, key_lengths=key_lengths, pages=pages,
+                                    fp8=fp8)
     backend.run(problem)
     return o, lse
 
 
 def build_forward(family, backend, dtype, q, k, v, features, return_lse, *, seqstarts=None,
-                  key_lengths=None, pages=None):
+                  key_lengths=None, pages=None, fp8=None):
     """Builds one forward problem from engine views, with its outputs allocated.
 
     q: [rows, seq, nhead_q, hdim_q] (group mode: rows = 1, seq = total tokens). k, v: the same
     layout, or page pools [num_pages, page_size, nhead_k, hdim] when `pages` is given.
     seqstarts: (seqstart_q, seqstart_k) for group mode (seqstart_k may be empty when paged), or
-    DeviceSeqstarts.
+    DeviceSeqstarts. fp8: the call's Fp8Inputs (None: inputs of `dtype`, not fp8).
     Returns (problem, o, lse), o and lse as engine views (lse None unless return_lse).
     """
+    fp8 = fp8 or Fp8Inputs(dtype, dtype)
     rows, seq, nhead_q, hdim_q = (int(n) for n in q.shape)
     nhead_k, hdim_v = int(k.shape[2]), int(v.shape[3])
     problem = _core.Problem(family)
     problem.set_dtype(dtype)
+    fp8.configure(problem)
     problem.set_shape(rows, nhead_q, nhead_k, seq, 0 if pages else int(k.shape[1]), hdim_q,
                       hdim_v)
     batch, seqlen_q, seqlen_k = rows, seq, 0 if pages else int(k.shape[1])
@@ -68,10 +82,14 @@ def build_forward(family, backend, dtype, q, k, v, features, return_lse, *, seqs
         pages.configure(problem)
     features.configure(problem)
     features.attach_logit_inputs(problem, backend, (batch, nhead_q, seqlen_q, seqlen_k))
+    fp8.attach(problem, backend, {"batch": batch, "nhead_q": nhead_q, "nhead_k": nhead_k,
+                                  "seqlen_q": seqlen_q, "seqlen_k": seqlen_k,
+                                  "num_pages": int(k.shape[0]) if pages else 0})
 
-    o = backend.empty_like_layout(q, (rows, seq, nhead_q, hdim_v))
+    o = backend.empty_like_layout(q, (rows, seq, nhead_q, hdim_v),
+                                  None if fp8.out_dtype == dtype else fp8.out_dtype)
     for field, x in (("q", q), ("k", k), ("v", v)):
-        backend.attach(problem, field, x)
+        backend.attach(problem, field, x, as_dtype=fp8.codes_dtype)
     backend.attach(problem, "o", o, writable=True)
     lse = None
     if return_lse:
@@ -80,15 +98,17 @@ def build_forward(family, backend, dtype, q, k, v, features, return_lse, *, seqs
     return problem, o, lse
 
 
-def explain(q, k, v, *, return_lse=False, dtype=None, backend="auto", **features):
+def explain(q, k, v, *, q_descale=None, k_descale=None, v_descale=None, out_dtype=None,
+            return_lse=False, dtype=None, backend="auto", **features):
     """How attention(q, k, v, **features) would run, as text: on the GPU, one line per stage
     with the chosen kernel and why (planning compiles the kernels on first use, but launches
     nothing); on the CPU, the reference. Arguments as in attention()."""
     be = select_backend(backend, q)
-    engine_dtype = attention_dtype(q, dtype)
+    engine_dtype, fp8 = call_dtypes(q, dtype, out_dtype, {"k": k, "v": v}, q_descale=q_descale,
+                                    k_descale=k_descale, v_descale=v_descale)
     q, k, v = inputs(be, BSHD, q=q, k=k, v=v)
     problem, _, _ = build_forward("fwd", be, engine_dtype, q, k, v, Features(**features),
-                                  return_lse)
+                                  return_lse, fp8=fp8)
     return be.plan(problem)
 
 
@@ -112,8 +132,8 @@ def _results(backend, o, lse, return_lse):
 
 def attention(q, k, v, *, causal=False, window=None, window_align="top_left", sink_tokens=0,
               softcap=0.0, scale=None, bias=None, alibi_slopes=None, sink_logits=None,
-              dropout_p=0.0, seed=0, offset=0, num_splits=0, return_lse=False, dtype=None,
-              backend="auto"):
+              dropout_p=0.0, seed=0, offset=0, num_splits=0, q_descale=None, k_descale=None,
+              v_descale=None, out_dtype=None, return_lse=False, dtype=None, backend="auto"):
     """Attention over [batch, seq, head, dim] tensors: O = softmax(scale * Q K^T + bias) V.
 
     q: [batch, seqlen_q, nhead_q, hdim_q]; k: [batch, seqlen_k, nhead_k, hdim_q];
@@ -122,19 +142,30 @@ def attention(q, k, v, *, causal=False, window=None, window_align="top_left", si
     be contiguous.
 
     dtype: NumPy float32 and float16 are read as they are; bf16 comes as PyTorch bfloat16, as
-    ml_dtypes bfloat16, or as NumPy uint16 bit patterns with dtype='bf16'.
+    ml_dtypes bfloat16, or as NumPy uint16 bit patterns with dtype='bf16'. fp8 (e4m3 or e5m2,
+    one format for q, k and v) comes as PyTorch float8_e4m3fn / float8_e5m2, as the ml_dtypes
+    types of those names, or as NumPy uint8 codes with dtype='fp8_e4m3' or 'fp8_e5m2'
+    (fp8_from_float32 makes them).
+    q_descale, k_descale, v_descale: fp8 inputs are dequantized as code * descale. Floats (or
+    0-d / one-element tensors, read once): one factor per tensor, 1.0 when absent. float32
+    tensors [batch, heads, ceil(seq / 128)] (heads: nhead_q for q, nhead_k for k and v): one
+    factor per sequence, head and block of 128 tokens; then all three are tensors.
+    out_dtype: O's dtype for fp8 inputs, 'bf16' (default) or 'fp32' (or torch dtypes); other
+    inputs give O in their own dtype, which is all out_dtype may name for them.
     backend: 'cpu' (the exact CPU reference), 'gpu' (CUDA tensors through the dispatcher, on the
     current PyTorch stream) or 'auto' (where q lives).
 
     num_splits: split-KV on the GPU: 0 lets the engine split long key rows over several CTAs
     and merge the partials where that pays (decode), 1 forbids it, n > 1 forces n splits.
 
-    Returns o [batch, seqlen_q, nhead_q, hdim_v] in q's dtype and memory order, and with
-    return_lse the float32 log-sum-exp [batch, nhead_q, seqlen_q] (natural log; -inf for rows
-    that see no key).
+    Returns o [batch, seqlen_q, nhead_q, hdim_v] in q's dtype (fp8: out_dtype; bf16 on NumPy
+    as uint16 bit patterns, or ml_dtypes bfloat16 beside ml_dtypes inputs) and memory order,
+    and with return_lse the float32 log-sum-exp [batch, nhead_q, seqlen_q] (natural log; -inf
+    for rows that see no key).
     """
     if (type(q) is _fast.Tensor and dtype is None and backend != "cpu" and bias is None
-            and alibi_slopes is None and sink_logits is None):
+            and alibi_slopes is None and sink_logits is None and q_descale is None
+            and k_descale is None and v_descale is None and out_dtype is None):
         result = _fast.forward(q, k, v, scalar_features(causal, window, window_align, sink_tokens,
                                                         softcap, scale, dropout_p, seed, offset,
                                                         num_splits), return_lse)
@@ -143,9 +174,10 @@ def attention(q, k, v, *, causal=False, window=None, window_align="top_left", si
     features = Features(causal, window, window_align, sink_tokens, softcap, scale, bias,
                         alibi_slopes, sink_logits, dropout_p, seed, offset, num_splits)
     be = select_backend(backend, q)
-    engine_dtype = attention_dtype(q, dtype)
+    engine_dtype, fp8 = call_dtypes(q, dtype, out_dtype, {"k": k, "v": v}, q_descale=q_descale,
+                                    k_descale=k_descale, v_descale=v_descale)
     q, k, v = inputs(be, BSHD, q=q, k=k, v=v)
-    o, lse = run_forward("fwd", be, engine_dtype, q, k, v, features, return_lse)
+    o, lse = run_forward("fwd", be, engine_dtype, q, k, v, features, return_lse, fp8=fp8)
     return _results(be, o, lse, return_lse)
 
 
@@ -191,8 +223,8 @@ class DeviceSeqstarts:
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
-                     max_seqlen_k=None, return_lse=False, dtype=None, backend="auto",
-                     **features):
+                     max_seqlen_k=None, q_descale=None, k_descale=None, v_descale=None,
+                     out_dtype=None, return_lse=False, dtype=None, backend="auto", **features):
     """Variable-length attention over packed sequences (group mode).
 
     q: [total_q, nhead_q, hdim_q]; k: [total_k, nhead_k, hdim_q]; v: [total_k, nhead_k, hdim_v].
@@ -207,6 +239,10 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
     into the same tensors). Host cu_seqlens (lists, arrays) need no maximums; on the CPU
     backend, CUDA cu_seqlens are copied to the host.
 
+    fp8 inputs and their descales as in attention(); per-block descales are [batch, heads,
+    ceil(max seqlen / 128)] with batch the number of sequences and tokens counted from the
+    start of their sequence.
+
     Returns o [total_q, nhead_q, hdim_v] and with return_lse lse [nhead_q, total_q].
     """
     if backend != "cpu" and is_cuda(q) and (is_cuda(cu_seqlens_q) or is_cuda(cu_seqlens_k)):
@@ -218,21 +254,25 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
         engine_starts = seqstarts
     fast = Features(**features)
     if (type(q) is _fast.Tensor and dtype is None and backend != "cpu"
-            and not fast.has_logit_inputs()):
+            and not fast.has_logit_inputs() and q_descale is None and k_descale is None
+            and v_descale is None and out_dtype is None):
         result = _fast.forward(q, k, v, fast.scalars(), return_lse, seqstarts=engine_starts)
         if result is not None:
             return result
     be = select_backend(backend, q)
-    engine_dtype = attention_dtype(q, dtype)
+    engine_dtype, fp8 = call_dtypes(q, dtype, out_dtype, {"k": k, "v": v}, q_descale=q_descale,
+                                    k_descale=k_descale, v_descale=v_descale)
     q, k, v = inputs(be, THD, q=q, k=k, v=v)
     o, lse = run_forward("fwd", be, engine_dtype, q[None], k[None], v[None], fast, return_lse,
-                         seqstarts=seqstarts)
+                         seqstarts=seqstarts, fp8=fp8)
     return _results(be, o[0], None if lse is None else lse[0], return_lse)
 
 
 def paged_attention(q, k_cache, v_cache, block_table, seqlens_k, page_size=None, layout="nhd", *,
-                    page_indptr=None, page_indices=None, max_seqlen_k=None, return_lse=False,
-                    check_tables=False, dtype=None, backend="auto", **features):
+                    page_indptr=None, page_indices=None, max_seqlen_k=None, q_descale=None,
+                    k_descale=None, v_descale=None, k_page_descale=None, v_page_descale=None,
+                    out_dtype=None, return_lse=False, check_tables=False, dtype=None,
+                    backend="auto", **features):
     """Attention of [batch, seqlen_q, nhead_q, hdim] queries (decode: seqlen_q = 1) over a paged
     KV cache (family fwd_pagedkv).
 
@@ -251,24 +291,32 @@ def paged_attention(q, k_cache, v_cache, block_table, seqlens_k, page_size=None,
     entries are trusted, not checked: check_tables=True synchronizes, copies them to the host and
     validates them first, raising a ValueError that names the first bad entry instead of reading
     out of bounds (a debugging mode; it cannot be graph-captured).
+
+    fp8 q and pools take attention()'s descales, or per-page ones: k_page_descale and
+    v_page_descale, float32 [num_pages, nhead_k], dequantize each page and KV head of the pools
+    (q then takes q_descale, a float).
     """
     be = select_backend(backend, q)
     on_device = be.name == "gpu"
-    engine_dtype = attention_dtype(q, dtype)
+    engine_dtype, fp8 = call_dtypes(q, dtype, out_dtype, {"k_cache": k_cache, "v_cache": v_cache},
+                                    q_descale=q_descale, k_descale=k_descale,
+                                    v_descale=v_descale, k_page_descale=k_page_descale,
+                                    v_page_descale=v_page_descale)
     (q,) = inputs(be, BSHD, q=q)
     k, v, held = page_pools(be, k_cache, v_cache, layout, page_size)
     pages = PageTable.from_arguments(layout, held, int(k.shape[0]), block_table, page_indptr,
                                      page_indices, on_device=on_device, checked=check_tables)
     o, lse = run_forward("fwd_pagedkv", be, engine_dtype, q, k, v, Features(**features),
                          return_lse, key_lengths=key_lengths(seqlens_k, max_seqlen_k, on_device),
-                         pages=pages)
+                         pages=pages, fp8=fp8)
     return _results(be, o, lse, return_lse)
 
 
 def batch_prefill(q, k_cache, v_cache, cu_seqlens_q, seqlens_k, *, block_table=None,
                   page_indptr=None, page_indices=None, page_size=None, layout="nhd",
-                  max_seqlen_q=None, max_seqlen_k=None, return_lse=False, check_tables=False,
-                  dtype=None, backend="auto", **features):
+                  max_seqlen_q=None, max_seqlen_k=None, q_descale=None, k_descale=None,
+                  v_descale=None, k_page_descale=None, v_page_descale=None, out_dtype=None,
+                  return_lse=False, check_tables=False, dtype=None, backend="auto", **features):
     """Packed variable-length queries against a paged KV cache (family batch_prefill).
 
     q: [total_q, nhead_q, hdim] with cu_seqlens_q as in attention_varlen; k_cache, v_cache and
@@ -279,10 +327,16 @@ def batch_prefill(q, k_cache, v_cache, cu_seqlens_q, seqlens_k, *, block_table=N
     On the GPU, CUDA cu_seqlens_q, seqlens_k and page tables stay on the device (give
     max_seqlen_q and max_seqlen_k): no copy, no synchronize, graph-capturable, as in
     paged_attention; check_tables=True validates them first, as there.
+
+    fp8 inputs and descales as in paged_attention (per-block: batch is the number of
+    sequences, as in attention_varlen).
     """
     be = select_backend(backend, q)
     on_device = be.name == "gpu"
-    engine_dtype = attention_dtype(q, dtype)
+    engine_dtype, fp8 = call_dtypes(q, dtype, out_dtype, {"k_cache": k_cache, "v_cache": v_cache},
+                                    q_descale=q_descale, k_descale=k_descale,
+                                    v_descale=v_descale, k_page_descale=k_page_descale,
+                                    v_page_descale=v_page_descale)
     (q,) = inputs(be, THD, q=q)
     k, v, held = page_pools(be, k_cache, v_cache, layout, page_size)
     pages = PageTable.from_arguments(layout, held, int(k.shape[0]), block_table, page_indptr,
@@ -293,5 +347,6 @@ def batch_prefill(q, k_cache, v_cache, cu_seqlens_q, seqlens_k, *, block_table=N
         seqstarts = (index_list(cu_seqlens_q, "cu_seqlens_q"), [])
     o, lse = run_forward("batch_prefill", be, engine_dtype, q[None], k, v, Features(**features),
                          return_lse, seqstarts=seqstarts,
-                         key_lengths=key_lengths(seqlens_k, max_seqlen_k, on_device), pages=pages)
+                         key_lengths=key_lengths(seqlens_k, max_seqlen_k, on_device), pages=pages,
+                         fp8=fp8)
     return _results(be, o[0], None if lse is None else lse[0], return_lse)

@@ -11,7 +11,8 @@ import sys
 from . import _core
 
 # NumPy-style and PyTorch-style spellings of the engine's dtype names.
-_DTYPE_ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
+_DTYPE_ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
+                  "float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2"}
 
 
 @dataclasses.dataclass(frozen=True)
