@@ -21,17 +21,22 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "codegen/fwd_sm90.hpp"
 #include "core/tensor_iteration.hpp"
+#include "jit/build_pipeline.hpp"
 #include "jit/module.hpp"
 #include "runtime/device_mirror.hpp"
+#include "runtime/fwd_sm90_params.hpp"
 #include "runtime/tolerance.hpp"
 #include "support/forward_problems.hpp"
 #include "support/gpu_availability.hpp"
 #include "support/gpu_problem.hpp"
+#include "support/kernel_configs.hpp"
+#include "support/ptxas_report.hpp"
 #include "tilefmha/engine.hpp"
 #include "tilefmha/reference.hpp"
 
@@ -357,6 +362,96 @@ TEST_F(FwdSm90Fp8Gpu, Throughput) {
           }
         }
       }
+    }
+  }
+}
+
+// Tuning: one fp8 tile compiled with each of a list of NVRTC knobs and consumer schedules
+// (fwd_sm90_transpose.h, fwd_sm90_shape.h), launched directly on a long problem; prints
+// TFLOP/s and the ptxas register and spill report. Opt-in: TILEFMHA_FP8_VARIANTS=1.
+TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
+  if (std::getenv("TILEFMHA_FP8_VARIANTS") == nullptr)
+    GTEST_SKIP() << "set TILEFMHA_FP8_VARIANTS=1";
+  struct Variant {
+    int hdim, stages;
+    fmha::Sm90Schedule schedule;
+    std::vector<std::string> defines;
+  };
+  using S = fmha::Sm90Schedule;
+  const std::vector<Variant> variants = {
+      {128, 2, S::pingpong, {}}, {128, 2, S::overlap, {}},
+      {128, 3, S::pingpong, {}}, {128, 2, S::pingpong, {"-DTILEFMHA_FP8_SKIP_TRANSPOSE"}},
+      {256, 1, S::pingpong, {}}, {256, 1, S::overlap, {}},
+  };
+
+  std::vector<jit::BuildJob> jobs;
+  std::vector<KernelConfig> configs;
+  for (const Variant& v : variants) {
+    KernelConfig c = testing::sm90_fwd_config(DType::fp8_e4m3, v.hdim, v.hdim, 128, 128, v.stages);
+    c.out_dtype = DType::bf16;
+    c.fp8_scale = Fp8ScaleKind::per_tensor;
+    c.pad_seqlen_q = c.pad_seqlen_k = true;
+    configs.push_back(c);
+    jobs.push_back({c.symbol(), codegen::generate_sm90_source(c, {v.schedule, false})});
+  }
+  std::vector<jit::BuildResult> built;
+  for (size_t n = 0; n < variants.size(); ++n) {
+    jit::BuildOptions options;
+    options.compile.arch = "sm_90a";
+    options.compile.extra_arguments = variants[n].defines;
+    options.compile.extra_arguments.push_back("--ptxas-options=-v");
+    options.show_progress = false;
+    jit::BuildReport report = jit::build_kernels(std::span(&jobs[n], 1), options, nullptr);
+    ASSERT_TRUE(report.failure_report().empty()) << report.failure_report();
+    built.push_back(std::move(report.results.front()));
+  }
+  jit::GpuContext context(0);
+  for (int64_t d : {128, 256}) {
+    const int64_t s = 16384, h = 2048 / d, count = s * h * d;
+    std::vector<std::byte> q = random_values(DType::fp8_e4m3, count, kCodeRange, 1),
+                           k = random_values(DType::fp8_e4m3, count, kCodeRange, 2),
+                           v = random_values(DType::fp8_e4m3, count, kCodeRange, 3),
+                           o(static_cast<size_t>(count * 2));
+    const Problem host = ProblemBuilder(Family::fwd)
+                             .dtype(DType::fp8_e4m3)
+                             .shape(1, h, h, s, s, d, d)
+                             .q(bshd_view(q, DType::fp8_e4m3, 1, s, h, d))
+                             .k(bshd_view(k, DType::fp8_e4m3, 1, s, h, d))
+                             .v(bshd_view(v, DType::fp8_e4m3, 1, s, h, d))
+                             .o(bshd_view(o, DType::bf16, 1, s, h, d))
+                             .fp8_scales(per_tensor())
+                             .build();
+    const testing::DeviceProblem device(host);
+    for (size_t n = 0; n < variants.size(); ++n) {
+      if (variants[n].hdim != d) continue;
+      const jit::LoadedModule module(built[n].cubin);
+      const KernelConfig& c = configs[n];
+      const codegen::Sm90Variant variant{variants[n].schedule, false};
+      const fmha::Sm90FwdParams params =
+          runtime::make_fwd_sm90_params(device.problem(), device.indices(), c);
+      const jit::LaunchShape shape = codegen::launch_shape_sm90(c, device.problem(), variant, 0);
+      auto launch = [&] {
+        fmha::Sm90FwdParams argument = params;
+        runtime::bind_sm90_grid(argument, c, shape.grid[0]);
+        void* arguments[] = {&argument};
+        jit::launch_kernel(module.function(c.symbol()), shape, arguments);
+      };
+      for (int warm = 0; warm < 3; ++warm) launch();
+      context.synchronize();
+      const int repeats = 10;
+      const auto start = std::chrono::steady_clock::now();
+      for (int r = 0; r < repeats; ++r) launch();
+      context.synchronize();
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / repeats;
+      std::string defines;
+      for (const std::string& define : variants[n].defines) defines += define + " ";
+      std::printf("d%lld s%d schedule %d %-40s %7.1f TFLOP/s\n", static_cast<long long>(d),
+                  c.stages, static_cast<int>(variants[n].schedule), defines.c_str(),
+                  4.0 * h * double(s) * s * d / seconds / 1e12);
+      const testing::PtxasReport report = testing::ptxas_report(built[n].note);
+      std::printf("    registers %d, spill bytes %d\n", report.registers, report.spill_bytes);
+      std::fflush(stdout);
     }
   }
 }

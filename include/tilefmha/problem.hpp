@@ -209,8 +209,12 @@ struct Problem {
   // Index along the seq dim of the Q/O (K/V) view where sequence b starts (0 in batch mode).
   int64_t query_start(int64_t b) const;
   int64_t key_start(int64_t b) const;
-  // Total query tokens (batch * seqlen_q in batch mode).
+  // Total query tokens (batch * seqlen_q in batch mode; 0 in group mode over device prefix
+  // sums, which the host does not read).
   int64_t total_q() const;
+  // Rows along the seq dim of the Q/O views: seqlen_q in batch mode, the packed tokens in group
+  // mode (Q's seq extent where the prefix sums live on the device).
+  int64_t query_rows() const;
   // Page and slot of key j of sequence b in a paged cache.
   struct PageSlot {
     int64_t page;

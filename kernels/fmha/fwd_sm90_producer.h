@@ -2,9 +2,10 @@
 // Per tile, Q (once the consumers release the buffer: after the previous tile's last QK^T, or
 // its O where O reuses the Q buffer), then K and V blocks into their
 // rings in the order the consumers use them under the overlap schedule (K0, K1, V0, K2, V1,
-// ..., V(n-1)); the serial schedule consumes them in an order this one never blocks. A
-// persistent CTA issues the next tile's K0 before its Q, so it lands while the consumers still
-// finish the previous tile. A split-KV tile loads only the blocks of its split.
+// ..., V(n-1); fp8: K0, V0, K1, V1, ..., so each V block has its transpose's time to spare); the
+// serial schedule consumes them in an order this one never blocks. A persistent CTA issues the next
+// tile's K0 before its Q, so it lands while the consumers still finish the previous tile. A
+// split-KV tile loads only the blocks of its split.
 #pragma once
 
 #include "fmha/fwd_sm90_params.h"
@@ -125,7 +126,14 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
     }
     ++q_loads;
     if (!Traits::kPersistent && steps > 0) load_k(0);
-    if (steps > 0) {
+    if constexpr (Traits::kFp8) {
+      // V(j) right after K(j): the transposer must finish it before P V(j), a block earlier
+      // than the consumers need a landed 16-bit V.
+      for (int step = 0; step < steps; ++step) {
+        if (step > 0) load_k(step);
+        load_v(step);
+      }
+    } else if (steps > 0) {
       for (int step = 1; step < steps; ++step) {
         load_k(step);
         load_v(step - 1);

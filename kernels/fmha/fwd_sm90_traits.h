@@ -73,8 +73,8 @@ struct Sm90FwdTraits {
   // Register reallocation pays when one warpgroup's registers can feed another's: several
   // consumers, or one consumer whose CTA shares the SM (launched at 128 registers a thread).
   static constexpr bool kReallocateRegisters = kConsumerGroups > 1 || kCtasPerSm > 1;
-  static constexpr int kProducerRegisters = sm90_producer_registers(kConsumerGroups, kFp8);
-  static constexpr int kConsumerRegisters = sm90_consumer_registers(kConsumerGroups, kFp8);
+  static constexpr int kProducerRegisters = sm90_producer_registers(kConsumerGroups, kFp8, HdimV);
+  static constexpr int kConsumerRegisters = sm90_consumer_registers(kConsumerGroups, kFp8, HdimV);
   static constexpr int kQBytes = BlockM * HdimQ * kElementBytes;
   static constexpr int kQPanelBytes = BlockM * kSm90RowBytes;
   static constexpr int kKPanelBytes = BlockN * kSm90RowBytes;

@@ -14,10 +14,12 @@
 // for the consumers to free the transposed one (vt_empty) before overwriting it, so the next V
 // block's load never waits for a P V.
 //
-// Work split: lane (g = lane / 4, t = lane % 4) of a warp owns keys 16g + {2t, 2t+1, 2t+8,
-// 2t+9} and, in iteration (u, v), the 4 V columns 16 (g ^ u) + 4 (t ^ v) + 0..3 of a panel: four
-// 32-bit loads (one per key) become, by byte permutes, four 32-bit stores (one per column).
-// The XORs spread each instruction's 32 accesses over 32 banks in both tiles' swizzles.
+// Work split: a warp step moves 16 keys x 32 V columns (512 bytes) with one ldmatrix.trans, four
+// byte permutes and one stmatrix. ldmatrix's 16-bit transpose hands each lane two keys' bytes of
+// two adjacent V columns; a permute of the registers of keys 2t.. and 2t+8.. gives one column's
+// four keys in P's order; stmatrix writes those words to the transposed rows. Each 8x8 tile's
+// rows lie in 8 distinct 16-byte positions of the 128B swizzle on both sides, so neither side
+// conflicts on banks (the stored tiles mix even and odd columns for that).
 #pragma once
 
 #include "fmha/fwd_sm90_params.h"
@@ -25,7 +27,12 @@
 #include "fmha/fwd_sm90_traits.h"
 #include "fmha/seq_info.h"
 #include "tile/async_proxy.h"
+#include "tile/ldmatrix.h"
 #include "tile/mbarrier.h"
+
+// A tuning knob (an NVRTC -D define) for measuring the transpose's cost:
+// TILEFMHA_FP8_SKIP_TRANSPOSE skips its data movement (the barriers still complete; the results are
+// then wrong).
 
 namespace tilefmha::fmha {
 
@@ -45,54 +52,60 @@ TILEFMHA_DEVICE tile::u32 sm90_byte_perm(tile::u32 a, tile::u32 b, tile::u32 sel
   return result;
 }
 
+// Keeps the bytes of keys below `valid` in an ldmatrix.trans register whose bytes 0-1 belong to
+// key `key` and bytes 2-3 to key + 1 (the block's last, partial group only).
+TILEFMHA_DEVICE tile::u32 sm90_keep_valid_keys(tile::u32 value, int key, int valid) {
+  const tile::u32 low = key < valid ? 0x0000FFFFu : 0u;
+  const tile::u32 high = key + 1 < valid ? 0xFFFF0000u : 0u;
+  return value & (low | high);
+}
+
 // Transposes one landed V block (`raw`, [128 keys][hdim_v] in 128-element panels) into `out`;
-// keys from `valid` on are written as zeros. `worker` in [0, 96). Four iterations at a time,
-// so that 16 loads are in flight before the first permute waits for one.
+// keys from `valid` on are written as zeros. `worker` in [0, 96).
 template <class Traits>
 TILEFMHA_DEVICE void sm90_transpose_block(tile::u32 raw, tile::u32 out, int valid, int worker) {
-  constexpr int kIterations = Traits::kHdimV / Traits::kPanelElements * 32;  // 32 (u, v) a panel
-  constexpr int kUnroll = 4;
+  constexpr int kSteps = Traits::kHdimV / Traits::kPanelElements * 32;  // (group, chunk pair)
   constexpr int kWarps = Traits::kTransposerThreads / 32;
   const int lane = worker % 32;
-  const int g = lane / 4;
-  const int t = lane % 4;
-  const int keys[4] = {16 * g + 2 * t, 16 * g + 2 * t + 1, 16 * g + 2 * t + 8, 16 * g + 2 * t + 9};
-  for (int first = (worker / 32) * kUnroll; first < kIterations; first += kWarps * kUnroll) {
-    tile::u32 rows[kUnroll][4];
-#pragma unroll
-    for (int n = 0; n < kUnroll; ++n) {
-      const int iteration = first + n;
-      const int panel = iteration / 32;
-      const int chunk = g ^ ((iteration % 32) / 4);  // 16-byte chunk of the V row
-      const int word = t ^ (iteration % 4);          // 4-byte word within it
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const tile::u32 address = raw + panel * Traits::kVPanelBytes + keys[k] * kSm90RowBytes +
-                                  ((chunk ^ (keys[k] % 8)) * 16) + 4 * word;
-        rows[n][k] = keys[k] < valid ? sm90_load_shared_u32(address) : 0u;
-      }
+  const int tile_of_lane = lane / 8;  // the 8x8 tile whose row address this lane gives
+  const int row_of_lane = lane % 8;
+  const int t = lane % 4;              // ldmatrix.trans: keys 2t, 2t + 1 of a tile's 8
+  const bool upper_rows = lane >= 16;  // stmatrix: tile rows 4..7 of this lane's registers
+  for (int step = worker / 32; step < kSteps; step += kWarps) {
+    const int panel = step / 32;
+    const int group = step % 8;                                  // keys 16 group .. + 15
+    const int chunk = 2 * ((step % 32) / 8) + tile_of_lane / 2;  // this lane's 16-byte chunk
+    // Tiles 0, 1: keys 16g + 0..7 and + 8..15 of chunk 2p; tiles 2, 3: the same of chunk 2p + 1.
+    const int key = 16 * group + 8 * (tile_of_lane % 2) + row_of_lane;
+    tile::u32 loaded[4];
+    tile::ldmatrix_x4_trans(
+        raw + panel * Traits::kVPanelBytes + key * kSm90RowBytes + ((chunk ^ (key % 8)) * 16),
+        loaded);
+    if (16 * group + 16 > valid) {
+      const int first = 16 * group + 2 * t;
+      loaded[0] = sm90_keep_valid_keys(loaded[0], first, valid);
+      loaded[1] = sm90_keep_valid_keys(loaded[1], first + 8, valid);
+      loaded[2] = sm90_keep_valid_keys(loaded[2], first, valid);
+      loaded[3] = sm90_keep_valid_keys(loaded[3], first + 8, valid);
     }
+    // Registers 2j, 2j + 1 hold keys {2t, 2t+1} and {2t+8, 2t+9} at V columns 2r, 2r + 1 of chunk
+    // j's pair (r = lane / 4): one byte permute gathers each column's four keys in the order
+    // P's accumulators hold them.
+    tile::u32 columns[4];
 #pragma unroll
-    for (int n = 0; n < kUnroll; ++n) {
-      const int iteration = first + n;
-      const int panel = iteration / 32;
-      const int chunk = g ^ ((iteration % 32) / 4);
-      const int word = t ^ (iteration % 4);
-      // 4x4 byte transpose: column c's word gathers byte c of the four key rows.
-      const tile::u32 low01 = sm90_byte_perm(rows[n][0], rows[n][1], 0x5140u);
-      const tile::u32 high01 = sm90_byte_perm(rows[n][0], rows[n][1], 0x7362u);
-      const tile::u32 low23 = sm90_byte_perm(rows[n][2], rows[n][3], 0x5140u);
-      const tile::u32 high23 = sm90_byte_perm(rows[n][2], rows[n][3], 0x7362u);
-      const tile::u32 columns[4] = {
-          sm90_byte_perm(low01, low23, 0x5410u), sm90_byte_perm(low01, low23, 0x7632u),
-          sm90_byte_perm(high01, high23, 0x5410u), sm90_byte_perm(high01, high23, 0x7632u)};
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int row = panel * Traits::kPanelElements + 16 * chunk + 4 * word + c;  // V column
-        sm90_store_shared_b32(out + row * kSm90RowBytes + ((g ^ (row % 8)) * 16) + 4 * t,
-                              columns[c]);
-      }
+    for (int j = 0; j < 2; ++j) {
+      const tile::u32 even = sm90_byte_perm(loaded[2 * j], loaded[2 * j + 1], 0x6420u);
+      const tile::u32 odd = sm90_byte_perm(loaded[2 * j], loaded[2 * j + 1], 0x7531u);
+      // Stored tile 2j takes even columns in rows 0..3 and odd ones in rows 4..7 (tile 2j + 1
+      // the rest), so each tile's 8 rows fall in 8 distinct swizzle positions.
+      columns[2 * j] = upper_rows ? odd : even;
+      columns[2 * j + 1] = upper_rows ? even : odd;
     }
+    // This lane's row address: tile m, row i holds V column 16 chunk + 2i (+1 as above).
+    const int odd_row = (tile_of_lane % 2) ^ (row_of_lane >= 4 ? 1 : 0);
+    const int column = panel * Traits::kPanelElements + 16 * chunk + 2 * row_of_lane + odd_row;
+    tile::stmatrix_x4(out + column * kSm90RowBytes + ((group ^ (column % 8)) * 16), columns[0],
+                      columns[1], columns[2], columns[3]);
   }
 }
 
@@ -117,9 +130,11 @@ TILEFMHA_DEVICE void sm90_transpose_v(const Sm90FwdParams& params, const Schedul
       tile::mbarrier_wait(barriers.v_full(stage), phase);
       tile::mbarrier_wait(barriers.vt_empty(stage), phase ^ 1u);  // the consumers' P V is done
       const tile::u32 offset = stage * Traits::kSmem.v_stage_bytes;
+#if !defined(TILEFMHA_FP8_SKIP_TRANSPOSE)
       sm90_transpose_block<Traits>(smem + Traits::kSmem.v_offset + offset,
                                    smem + Traits::kSmem.vt_offset + offset,
                                    seq.len_k - blocks.block(step) * Traits::kBlockN, worker);
+#endif
       // The consumers' wgmma reads the tile through the async proxy.
       tile::fence_proxy_async_shared();
       tile::mbarrier_arrive(barriers.vt_full(stage));

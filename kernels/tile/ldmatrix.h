@@ -56,4 +56,15 @@ TILEFMHA_DEVICE void ldmatrix_x2_trans(u32 smem_row, u32 (&r)[2]) {
   ldmatrix_x2_trans(smem_row, r[0], r[1]);
 }
 
+#if defined(TILEFMHA_HAS_SM90)
+// stmatrix (sm_90): the inverse of ldmatrix_x4, a warp stores four 8x8 tiles of 16-bit values;
+// lane l gives the address of row l % 8 of tile l / 8, and register j of lane l holds row l / 4,
+// values 2 (l % 4) and 2 (l % 4) + 1 of tile j.
+TILEFMHA_DEVICE void stmatrix_x4(u32 smem_row, u32 r0, u32 r1, u32 r2, u32 r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_row),
+               "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+#endif
+
 }  // namespace tilefmha::tile

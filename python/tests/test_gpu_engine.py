@@ -86,15 +86,19 @@ def packed_varlen(generator, total_q, total_k, heads_q=4, heads_k=2, dim=64):
             draw(generator, total_k, heads_k, dim))
 
 
+# num_splits 3: split-KV partials and the combine over device prefix sums, whose token count
+# only the views tell the host.
+@pytest.mark.parametrize("num_splits", [0, 1, 3])
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64] if torch else [])
-def test_varlen_over_device_cu_seqlens_matches_host_cu_seqlens(index_dtype):
+def test_varlen_over_device_cu_seqlens_matches_host_cu_seqlens(index_dtype, num_splits):
     generator = torch.Generator(device="cuda").manual_seed(5)
     cu_q, cu_k = [0, 17, 17, 140, 201], [0, 30, 95, 95, 300]
     q, k, v = packed_varlen(generator, cu_q[-1], cu_k[-1])
     device_q = torch.tensor(cu_q, dtype=index_dtype, device="cuda")
     device_k = torch.tensor(cu_k, dtype=index_dtype, device="cuda")
     o, lse = tilefmha.attention_varlen(q, k, v, device_q, device_k, max_seqlen_q=123,
-                                       max_seqlen_k=205, causal="bottom_right", return_lse=True)
+                                       max_seqlen_k=205, causal="bottom_right", return_lse=True,
+                                       num_splits=num_splits)
     assert_close_to_cpu(o, lse, *tilefmha.attention_varlen(
         q.cpu(), k.cpu(), v.cpu(), cu_q, cu_k, causal="bottom_right", return_lse=True))
 

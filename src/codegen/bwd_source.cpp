@@ -150,7 +150,7 @@ std::string generate_bwd_sm80_source(const KernelConfig& c) {
 
 int64_t bwd_rows(const Problem& problem) {
   const bool group = problem.mode == Mode::group;
-  return (group ? problem.total_q() : problem.batch * problem.seqlen_q) * problem.nhead_q;
+  return (group ? 1 : problem.batch) * problem.query_rows() * problem.nhead_q;
 }
 
 jit::LaunchShape launch_shape_bwd_rows(const KernelConfig& c, const Problem& problem) {

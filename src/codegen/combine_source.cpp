@@ -98,8 +98,7 @@ jit::LaunchShape launch_shape_combine(const KernelConfig& c, const Problem& prob
     unsupported("hdim_v", problem.hdim_v,
                 "exceeds the combine kernel's head dim " + std::to_string(c.hdim_v));
   const bool group = problem.mode == Mode::group;
-  const int64_t rows = (group ? 1 : problem.batch) * problem.nhead_q *
-                       (group ? problem.total_q() : problem.seqlen_q);
+  const int64_t rows = (group ? 1 : problem.batch) * problem.nhead_q * problem.query_rows();
   const int64_t blocks = (rows + c.block_m - 1) / c.block_m;
   constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
   if (blocks > kMaxGridX)

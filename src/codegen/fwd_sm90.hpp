@@ -47,9 +47,9 @@ struct Sm90Variant {
   bool persistent = false;
 };
 
-// Pingpong when the tile has several consumer warpgroups, else intra-warpgroup overlap; CTAs
-// loop over tiles when config.persistent (the looping code is up to 10% slower when each CTA
-// runs one tile, so only the persistent form has it).
+// Pingpong when the tile has several consumer warpgroups (fp8: never), else intra-warpgroup
+// overlap; CTAs loop over tiles when config.persistent (the looping code is up to 10% slower when
+// each CTA runs one tile, so only the persistent form has it).
 Sm90Variant default_sm90_variant(const KernelConfig& config);
 
 // Whether a persistent grid (CTAs filling the SMs, looping over tiles) beats one CTA per tile for

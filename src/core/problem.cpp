@@ -43,6 +43,11 @@ int64_t Problem::total_q() const {
   return seqstart_q.empty() ? 0 : seqstart_q.back();  // 0: unknown on the host
 }
 
+int64_t Problem::query_rows() const {
+  if (mode != Mode::group) return seqlen_q;
+  return seqstart_q.empty() ? q.shape[1] : seqstart_q.back();
+}
+
 Problem::PageSlot Problem::page_slot(int64_t b, int64_t j) const {
   const int64_t logical_page = j / paged.page_size;
   const int64_t slot = j % paged.page_size;

@@ -83,7 +83,7 @@ fmha::BwdParams make_bwd_params(const Problem& p, const FwdDeviceIndices& indice
 
   const bool group = p.mode == Mode::group;
   params.row_batches = group ? 1 : p.batch;
-  params.row_seqlen = group ? p.total_q() : p.seqlen_q;
+  params.row_seqlen = p.query_rows();
   return params;
 }
 

@@ -80,7 +80,7 @@ fmha::CombineParams make_combine_params(const Problem& p, const SplitKv& split) 
   // Group mode packs its sequences along the seq dim of batch entry 0 (as LSE does).
   const bool group = p.mode == Mode::group;
   const int64_t rows_batch = group ? 1 : p.batch;
-  const int64_t rows_seq = group ? p.total_q() : p.seqlen_q;
+  const int64_t rows_seq = p.query_rows();
 
   fmha::CombineParams params{};
   require_device_view(p.o, "o", 4);

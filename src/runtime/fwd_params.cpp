@@ -112,7 +112,7 @@ void bind_split_partials(fmha::FwdParams& params, const Problem& p, const SplitK
   require_partial(split.lse_acc, "split.lse_acc", 4);
   const bool group = p.mode == Mode::group;
   const int64_t rows_batch = group ? 1 : p.batch;
-  const int64_t rows_seq = group ? p.total_q() : p.seqlen_q;
+  const int64_t rows_seq = p.query_rows();
   require_partial_shape(split.o_acc, "split.o_acc",
                         {split.num_splits, rows_batch, p.nhead_q, rows_seq, p.hdim_v});
   require_partial_shape(split.lse_acc, "split.lse_acc",
