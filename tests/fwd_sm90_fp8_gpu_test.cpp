@@ -373,23 +373,30 @@ TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
   if (std::getenv("TILEFMHA_FP8_VARIANTS") == nullptr)
     GTEST_SKIP() << "set TILEFMHA_FP8_VARIANTS=1";
   struct Variant {
+    DType dtype;
     int hdim, stages;
     fmha::Sm90Schedule schedule;
     std::vector<std::string> defines;
   };
   using S = fmha::Sm90Schedule;
+  const DType e4m3 = DType::fp8_e4m3, bf16 = DType::bf16;
   const std::vector<Variant> variants = {
-      {128, 2, S::pingpong, {}}, {128, 2, S::overlap, {}},
-      {128, 3, S::pingpong, {}}, {128, 2, S::pingpong, {"-DTILEFMHA_FP8_SKIP_TRANSPOSE"}},
-      {256, 1, S::pingpong, {}}, {256, 1, S::overlap, {}},
+      {e4m3, 128, 2, S::overlap, {}},
+      {e4m3, 128, 2, S::overlap, {"-DTILEFMHA_RESCALE_ALWAYS"}},
+      {e4m3, 128, 2, S::pingpong, {}},
+      {e4m3, 128, 2, S::overlap, {"-DTILEFMHA_FP8_SKIP_TRANSPOSE"}},
+      {bf16, 128, 2, S::pingpong, {}},
+      {bf16, 128, 2, S::pingpong, {"-DTILEFMHA_RESCALE_ALWAYS"}},
+      {e4m3, 256, 1, S::overlap, {}},
+      {e4m3, 256, 1, S::overlap, {"-DTILEFMHA_RESCALE_ALWAYS"}},
   };
 
   std::vector<jit::BuildJob> jobs;
   std::vector<KernelConfig> configs;
   for (const Variant& v : variants) {
-    KernelConfig c = testing::sm90_fwd_config(DType::fp8_e4m3, v.hdim, v.hdim, 128, 128, v.stages);
+    KernelConfig c = testing::sm90_fwd_config(v.dtype, v.hdim, v.hdim, 128, 128, v.stages);
     c.out_dtype = DType::bf16;
-    c.fp8_scale = Fp8ScaleKind::per_tensor;
+    if (is_fp8(v.dtype)) c.fp8_scale = Fp8ScaleKind::per_tensor;
     c.pad_seqlen_q = c.pad_seqlen_k = true;
     configs.push_back(c);
     jobs.push_back({c.symbol(), codegen::generate_sm90_source(c, {v.schedule, false})});
@@ -406,24 +413,26 @@ TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
     built.push_back(std::move(report.results.front()));
   }
   jit::GpuContext context(0);
-  for (int64_t d : {128, 256}) {
+  for (const auto& [d, dtype] :
+       {std::pair{128, e4m3}, std::pair{128, bf16}, std::pair{256, e4m3}}) {
     const int64_t s = 16384, h = 2048 / d, count = s * h * d;
-    std::vector<std::byte> q = random_values(DType::fp8_e4m3, count, kCodeRange, 1),
-                           k = random_values(DType::fp8_e4m3, count, kCodeRange, 2),
-                           v = random_values(DType::fp8_e4m3, count, kCodeRange, 3),
+    const double range = is_fp8(dtype) ? kCodeRange : 1.0;
+    std::vector<std::byte> q = random_values(dtype, count, range, 1),
+                           k = random_values(dtype, count, range, 2),
+                           v = random_values(dtype, count, range, 3),
                            o(static_cast<size_t>(count * 2));
-    const Problem host = ProblemBuilder(Family::fwd)
-                             .dtype(DType::fp8_e4m3)
-                             .shape(1, h, h, s, s, d, d)
-                             .q(bshd_view(q, DType::fp8_e4m3, 1, s, h, d))
-                             .k(bshd_view(k, DType::fp8_e4m3, 1, s, h, d))
-                             .v(bshd_view(v, DType::fp8_e4m3, 1, s, h, d))
-                             .o(bshd_view(o, DType::bf16, 1, s, h, d))
-                             .fp8_scales(per_tensor())
-                             .build();
+    ProblemBuilder builder(Family::fwd);
+    builder.dtype(dtype)
+        .shape(1, h, h, s, s, d, d)
+        .q(bshd_view(q, dtype, 1, s, h, d))
+        .k(bshd_view(k, dtype, 1, s, h, d))
+        .v(bshd_view(v, dtype, 1, s, h, d))
+        .o(bshd_view(o, DType::bf16, 1, s, h, d));
+    if (is_fp8(dtype)) builder.fp8_scales(per_tensor());
+    const Problem host = builder.build();
     const testing::DeviceProblem device(host);
     for (size_t n = 0; n < variants.size(); ++n) {
-      if (variants[n].hdim != d) continue;
+      if (variants[n].hdim != d || variants[n].dtype != dtype) continue;
       const jit::LoadedModule module(built[n].cubin);
       const KernelConfig& c = configs[n];
       const codegen::Sm90Variant variant{variants[n].schedule, false};
@@ -446,8 +455,9 @@ TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / repeats;
       std::string defines;
       for (const std::string& define : variants[n].defines) defines += define + " ";
-      std::printf("d%lld s%d schedule %d %-40s %7.1f TFLOP/s\n", static_cast<long long>(d),
-                  c.stages, static_cast<int>(variants[n].schedule), defines.c_str(),
+      std::printf("%-9s d%d s%d schedule %d %-40s %7.1f TFLOP/s\n",
+                  std::string(to_string(dtype)).c_str(), d, c.stages,
+                  static_cast<int>(variants[n].schedule), defines.c_str(),
                   4.0 * h * double(s) * s * d / seconds / 1e12);
       const testing::PtxasReport report = testing::ptxas_report(built[n].note);
       std::printf("    registers %d, spill bytes %d\n", report.registers, report.spill_bytes);

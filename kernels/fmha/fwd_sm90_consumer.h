@@ -253,7 +253,14 @@ struct Sm90Consumer {
     release(kFp8 ? barriers.vt_empty(stage) : barriers.v_empty(stage));
   }
 
+  // O's rows times their factors. Once a row's maximum settles, its softmax correction is
+  // exactly 1 block after block: a warp whose 16 rows all have factor 1 skips the multiplies
+  // (exact either way). TILEFMHA_RESCALE_ALWAYS (an NVRTC -D define) turns the test off, for
+  // measuring it.
   TILEFMHA_DEVICE static void rescale(float (&o)[Traits::kHdimV / 2], const float (&c)[2]) {
+#if !defined(TILEFMHA_RESCALE_ALWAYS)
+    if (!__any_sync(0xFFFFFFFFu, c[0] != 1.0f || c[1] != 1.0f)) return;
+#endif
 #pragma unroll
     for (int j = 0; j < Traits::kHdimV / 8; ++j) {
       o[4 * j + 0] *= c[0];
