@@ -263,6 +263,13 @@ run_fp8() {
     --json "$logs/fp8_bench.json" >"$logs/fp8_bench.txt" 2>&1 || status=1
   note "fp8 bench: $(elapsed "$start")"
   sed -n '/^summary:/,$p' "$logs/fp8_bench.txt" | tee -a "$summary"
+  start=$SECONDS
+  # shellcheck disable=SC2086
+  PYTHONPATH=$python_dir limited python3 "$root/bench/fp8_serving_bench.py" \
+    ${TILEFMHA_FP8_SERVING_ARGS:-} --json "$logs/fp8_serving_bench.json" \
+    >"$logs/fp8_serving_bench.txt" 2>&1 || status=1
+  note "fp8 serving bench: $(elapsed "$start")"
+  sed -n '/^summary:/,$p' "$logs/fp8_serving_bench.txt" | tee -a "$summary"
 }
 
 # The quick start's main job on this GPU host, and the Python environment report.

@@ -172,10 +172,10 @@ TEST(ArchSpec, ResourceFormulas) {
   EXPECT_EQ(r.registers_per_thread, 32 + 128 * (176 + 128) / 256 + 128 * 176 / (2 * 256));
   EXPECT_EQ(r.registers_per_block, 128 * 24 + 256 * 228);
 
-  // FP8: 1-byte Q, K and V, a transposed V copy per stage (and its barrier), a 16-bit O tile.
+  // FP8: 1-byte Q, K and V, a transposed V copy per stage (and its two barriers), a 16-bit O
+  // tile.
   c = hopper_tile(Family::fwd, DType::fp8_e4m3, 128, 128, 128, 12, 2);
-  EXPECT_EQ(tile_smem_bytes(c),
-            128 * 128 + 2 * 128 * 384 + 2 * 128 * 128 + 8 * 12 + 1024);
+  EXPECT_EQ(tile_smem_bytes(c), 128 * 128 + 2 * 128 * 384 + 2 * 128 * 128 + 8 * 14 + 1024);
 
   // Backward: Q, dO per stage; K, V; P, dS; LSE, D; the fp32 dQ staging tile of sm90_ws.
   c = hopper_tile(Family::bwd_dq_dk_dv, DType::bf16, 128, 64, 128, 12, 2);
