@@ -377,18 +377,15 @@ TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
     int hdim, stages;
     fmha::Sm90Schedule schedule;
     std::vector<std::string> defines;
+    bool persistent = false;
   };
   using S = fmha::Sm90Schedule;
   const DType e4m3 = DType::fp8_e4m3, bf16 = DType::bf16;
   const std::vector<Variant> variants = {
-      {e4m3, 128, 2, S::overlap, {}},
-      {e4m3, 128, 2, S::overlap, {"-DTILEFMHA_RESCALE_ALWAYS"}},
-      {e4m3, 128, 2, S::pingpong, {}},
-      {e4m3, 128, 2, S::overlap, {"-DTILEFMHA_FP8_SKIP_TRANSPOSE"}},
-      {bf16, 128, 2, S::pingpong, {}},
-      {bf16, 128, 2, S::pingpong, {"-DTILEFMHA_RESCALE_ALWAYS"}},
-      {e4m3, 256, 1, S::overlap, {}},
-      {e4m3, 256, 1, S::overlap, {"-DTILEFMHA_RESCALE_ALWAYS"}},
+      {e4m3, 128, 2, S::overlap, {}},        {e4m3, 128, 2, S::overlap, {}, true},
+      {e4m3, 128, 2, S::pingpong, {}, true}, {bf16, 128, 2, S::pingpong, {}},
+      {bf16, 128, 2, S::pingpong, {}, true}, {e4m3, 256, 1, S::overlap, {}},
+      {e4m3, 256, 1, S::overlap, {}, true},
   };
 
   std::vector<jit::BuildJob> jobs;
@@ -399,7 +396,7 @@ TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
     if (is_fp8(v.dtype)) c.fp8_scale = Fp8ScaleKind::per_tensor;
     c.pad_seqlen_q = c.pad_seqlen_k = true;
     configs.push_back(c);
-    jobs.push_back({c.symbol(), codegen::generate_sm90_source(c, {v.schedule, false})});
+    jobs.push_back({c.symbol(), codegen::generate_sm90_source(c, {v.schedule, v.persistent})});
   }
   std::vector<jit::BuildResult> built;
   for (size_t n = 0; n < variants.size(); ++n) {
@@ -435,10 +432,11 @@ TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
       if (variants[n].hdim != d || variants[n].dtype != dtype) continue;
       const jit::LoadedModule module(built[n].cubin);
       const KernelConfig& c = configs[n];
-      const codegen::Sm90Variant variant{variants[n].schedule, false};
+      const codegen::Sm90Variant variant{variants[n].schedule, variants[n].persistent};
       const fmha::Sm90FwdParams params =
           runtime::make_fwd_sm90_params(device.problem(), device.indices(), c);
-      const jit::LaunchShape shape = codegen::launch_shape_sm90(c, device.problem(), variant, 0);
+      const jit::LaunchShape shape =
+          codegen::launch_shape_sm90(c, device.problem(), variant, context.multiprocessor_count());
       auto launch = [&] {
         fmha::Sm90FwdParams argument = params;
         runtime::bind_sm90_grid(argument, c, shape.grid[0]);
@@ -455,9 +453,10 @@ TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / repeats;
       std::string defines;
       for (const std::string& define : variants[n].defines) defines += define + " ";
-      std::printf("%-9s d%d s%d schedule %d %-40s %7.1f TFLOP/s\n",
+      std::printf("%-9s d%d s%d schedule %d%s %-40s %7.1f TFLOP/s\n",
                   std::string(to_string(dtype)).c_str(), d, c.stages,
-                  static_cast<int>(variants[n].schedule), defines.c_str(),
+                  static_cast<int>(variants[n].schedule),
+                  variants[n].persistent ? " persistent" : "", defines.c_str(),
                   4.0 * h * double(s) * s * d / seconds / 1e12);
       const testing::PtxasReport report = testing::ptxas_report(built[n].note);
       std::printf("    registers %d, spill bytes %d\n", report.registers, report.spill_bytes);
