@@ -17,6 +17,25 @@ TILEFMHA_DEVICE float sm90_negative_infinity() {
 template <int Columns>
 struct Sm90OnlineSoftmax {
   static constexpr int kChunks = Columns / 8;
+
+  struct Max {
+    TILEFMHA_DEVICE static float apply(float a, float b) { return tile::max_f32(a, b); }
+  };
+  struct Sum {
+    TILEFMHA_DEVICE static float apply(float a, float b) { return a + b; }
+  };
+  // Folds `values` pairwise (any count), leaving the result in values[0]: log2(kChunks)
+  // dependent steps instead of kChunks.
+  template <class Op>
+  TILEFMHA_DEVICE static float tree(float (&values)[kChunks]) {
+#pragma unroll
+    for (int width = 1; width < kChunks; width *= 2) {
+#pragma unroll
+      for (int j = 0; j + width < kChunks; j += 2 * width)
+        values[j] = Op::apply(values[j], values[j + width]);
+    }
+    return values[0];
+  }
   float row_max[2];  // raw (unscaled) running max; -inf while a row has seen nothing
   float row_sum[2];  // this thread's partial sums; quad-reduced at the end
 
@@ -29,31 +48,30 @@ struct Sm90OnlineSoftmax {
   }
 
   // Replaces s by its unnormalized probabilities and returns, per row, the factor by which
-  // everything accumulated so far must be rescaled.
+  // everything accumulated so far must be rescaled. The row's maximum and sum over the block
+  // reduce as pairwise trees, not chains: with few warps per scheduler to hide latency, a chain
+  // of 32 dependent adds per row stalled the consumers (H100 profile: "wait" the top stall).
   TILEFMHA_DEVICE void update(float (&s)[Columns / 2], float scale, float (&correction)[2]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float block_max = row_max[r];
+      float partial[kChunks];
 #pragma unroll
-      for (int j = 0; j < kChunks; ++j) {
-        block_max = tile::max_f32(block_max, tile::max_f32(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
-      }
-      block_max = tile::quad_max(block_max);
+      for (int j = 0; j < kChunks; ++j)
+        partial[j] = tile::max_f32(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]);
+      const float block_max = tile::quad_max(tile::max_f32(row_max[r], tree<Max>(partial)));
       // A row with nothing visible keeps max -inf: subtracting 0 keeps exp2 at 0, never NaN.
       const float base = block_max == sm90_negative_infinity() ? 0.0f : block_max * scale;
       correction[r] = tile::exp2_approx(row_max[r] * scale - base);
       row_max[r] = block_max;
-      float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < kChunks; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[4 * j + 2 * r + e];
-          x = tile::exp2_approx(x * scale - base);
-          sum += x;
-        }
+        float& x0 = s[4 * j + 2 * r];
+        float& x1 = s[4 * j + 2 * r + 1];
+        x0 = tile::exp2_approx(x0 * scale - base);
+        x1 = tile::exp2_approx(x1 * scale - base);
+        partial[j] = x0 + x1;
       }
-      row_sum[r] = row_sum[r] * correction[r] + sum;
+      row_sum[r] = row_sum[r] * correction[r] + tree<Sum>(partial);
     }
   }
 
