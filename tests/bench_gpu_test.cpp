@@ -140,6 +140,54 @@ TEST_F(BenchGpu, BenchTimesVerifiesAndWritesRebuildableRows) {
   EXPECT_NE(text.str().find("\"CUDA events\""), std::string::npos);
 }
 
+// FP8 e4m3 shapes (codes in [-64, 64], per-tensor descales near 1/64, bf16 O) on Hopper: timed
+// with the same FLOP count as the 16-bit shapes, on an fp8 sm90_ws kernel, and verified in
+// whole (short shapes fit the reference's budget) within the fp8 tolerance, LSE included.
+TEST_F(BenchGpu, Fp8ShapesTimeAndVerifyOnHopper) {
+  if (jit::GpuContext().compute_capability() != 90)
+    GTEST_SKIP() << "the fp8 kernels need an sm_90 GPU";
+  const fs::path dir = fresh_dir();
+  const fs::path sweep = dir / "sweep.json";
+  std::ofstream(sweep) << R"({"protocol": {"total_tokens": 1024, "hidden": 1024}, "dtype": "bf16",
+      "hdim": [128], "seqlen": [512], "causal": [false, true]})";
+  const CliResult result =
+      run_cli("bench --no-progress --verify --lse --dtype fp8_e4m3 --warmup 1 --repeat 3 --sweep " +
+              sweep.string() + " --csv " + (dir / "rows.csv").string() + " --cache-dir " +
+              (dir / "cache").string());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("summary: 2 shapes: 2 timed"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("verify 2 passed, 0 failed"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("all batches, heads and rows"), std::string::npos) << result.output;
+
+  std::ifstream csv(dir / "rows.csv");
+  std::string line;
+  ASSERT_TRUE(std::getline(csv, line));
+  const std::vector<std::string> header = split_csv_line(line);
+  const auto column = [&](const std::string& name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    EXPECT_NE(it, header.end()) << "no column " << name;
+    return static_cast<size_t>(it - header.begin());
+  };
+  int rows = 0;
+  while (std::getline(csv, line)) {
+    ++rows;
+    const std::vector<std::string> cells = split_csv_line(line);
+    ASSERT_EQ(cells.size(), header.size()) << line;
+    EXPECT_EQ(cells[column("status")], "ok") << cells[column("message")];
+    EXPECT_EQ(cells[column("verify")], "passed");
+    EXPECT_EQ(cells[column("problem_dtype")], "fp8_e4m3");
+    EXPECT_EQ(cells[column("dtype")], "fp8_e4m3");
+    EXPECT_EQ(cells[column("out_dtype")], "bf16");
+    EXPECT_EQ(cells[column("fp8_scale")], "per_tensor");
+    EXPECT_EQ(cells[column("pipeline")], "sm90_ws");
+    const double causal = cells[column("problem_causal")] == "true" ? 0.5 : 1.0;
+    EXPECT_NEAR(std::stod(cells[column("gflop")]), 4.0 * 2 * 8 * 512 * 512 * 128 * causal / 1e9,
+                1e-6);
+    EXPECT_GT(std::stod(cells[column("tflops")]), 0.0);
+  }
+  EXPECT_EQ(rows, 2);
+}
+
 TEST_F(BenchGpu, BuildLoadsEveryKernelIntoTheRegistry) {
   const fs::path dir = fresh_dir();
   jit::GpuContext context;

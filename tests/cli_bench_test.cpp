@@ -124,6 +124,36 @@ TEST(CliBench, CommandLineNarrowsTheSweep) {
   for (const auto& s : listed_shapes(no.output)) EXPECT_FALSE(s.causal);
 }
 
+// FP8 shapes are the same FA3 shapes with e4m3 inputs: the same FLOPs (TFLOP/s compare with
+// the 16-bit rows), no anchors (they are bf16 measurements). --dtype or the sweep file's dtype.
+TEST(CliBench, Fp8ShapesKeepTheProtocolAndItsFlops) {
+  const fs::path dir = fresh_dir();
+  const fs::path sweep = write_file(dir / "sweep.json", small_sweep());
+  const CliResult bf16 = run_cli("bench --list-shapes --sweep " + sweep.string());
+  const CliResult fp8 =
+      run_cli("bench --list-shapes --dtype fp8_e4m3 --sweep " + sweep.string() + " --verify");
+  ASSERT_EQ(fp8.exit_code, 0) << fp8.output;
+  const auto bf16_shapes = listed_shapes(bf16.output);
+  const auto fp8_shapes = listed_shapes(fp8.output);
+  ASSERT_EQ(fp8_shapes.size(), bf16_shapes.size()) << fp8.output;
+  for (size_t i = 0; i < fp8_shapes.size(); ++i) {
+    EXPECT_EQ(fp8_shapes[i].batch, bf16_shapes[i].batch);
+    EXPECT_EQ(fp8_shapes[i].heads, bf16_shapes[i].heads);
+    EXPECT_DOUBLE_EQ(fp8_shapes[i].gflop, bf16_shapes[i].gflop);
+    EXPECT_EQ(fp8_shapes[i].cudnn, "-");
+    EXPECT_EQ(fp8_shapes[i].fa2, "-");
+  }
+  EXPECT_NE(fp8.output.find("fp8_e4m3"), std::string::npos) << fp8.output;
+
+  std::string fp8_file = small_sweep();
+  fp8_file.replace(fp8_file.find(R"("dtype": "bf16", "hdim")"), 15, R"("dtype": "fp8_e4m3")");
+  const fs::path fp8_sweep = write_file(dir / "fp8_sweep.json", fp8_file);
+  const CliResult from_file = run_cli("bench --list-shapes --sweep " + fp8_sweep.string());
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.output;
+  EXPECT_EQ(listed_shapes(from_file.output).size(), 8u) << from_file.output;
+  EXPECT_NE(from_file.output.find("fp8_e4m3"), std::string::npos) << from_file.output;
+}
+
 TEST(CliBench, BadSweepsAndFlagsExitTwoNamingTheProblem) {
   const fs::path dir = fresh_dir();
   const std::string good = write_file(dir / "good.json", small_sweep()).string();
@@ -144,7 +174,8 @@ TEST(CliBench, BadSweepsAndFlagsExitTwoNamingTheProblem) {
       {"--sweep " + good + " --hdim 96", "hdim 96 does not divide"},
       {"--sweep " + good + " --seqlen 0", "seqlen 0"},
       {"--sweep " + good + " --causal maybe", "maybe"},
-      {"--sweep " + good + " --dtype fp8_e4m3", "fp8_e4m3"},
+      {"--sweep " + good + " --dtype fp8_e5m2", "hold no fp8_e5m2 kernel"},
+      {"--sweep " + good + " --dtype fp32", "runs bf16, fp16 or fp8_e4m3"},
       {"--sweep " + good + " --dtype float", "float"},
       {"--sweep " + good + " --repeat 0", "repeat = 0"},
       {"--sweep " + good + " --warmup -1", "warmup = -1"},
@@ -170,6 +201,11 @@ TEST(CliBench, WithoutAGpuFailsClearlyAndWritesNothing) {
   EXPECT_NE(result.output.find("bench needs a GPU"), std::string::npos) << result.output;
   EXPECT_FALSE(fs::exists(dir / "out.csv"));
   EXPECT_FALSE(fs::exists(dir / "out.json"));
+
+  const CliResult fp8 = run_cli("bench --sweep " + kRepoSweep.string() +
+                                " --dtype fp8_e4m3 --verify --hdim 128 --seqlen 2048");
+  EXPECT_EQ(fp8.exit_code, 1) << fp8.output;
+  EXPECT_NE(fp8.output.find("bench needs a GPU"), std::string::npos) << fp8.output;
 }
 
 }  // namespace

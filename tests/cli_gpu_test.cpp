@@ -2,7 +2,12 @@
 // poisoned on the device, every element compared with the CPU reference.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <regex>
+#include <string>
+
 #include "jit/cuda_driver.hpp"
+#include "jit/module.hpp"
 #include "support/run_cli.hpp"
 
 using tilefmha::testing::run_cli;
@@ -145,4 +150,41 @@ TEST(CliGpu, AppendThenAttend) {
   expect_validates(
       "--family fwd_appendkv --page-table sglang --page-size 1 --kv-layout hnd -b 2 "
       "--seqlen-q 3 --seqlen-k 64 --seqlens-k 10,40 --dtype fp16 --hdim-q 96");
+}
+
+// FP8 e4m3/e5m2 codes with bf16 O on sm90_ws (Hopper only), per-tensor and per-block descale
+// tables mirrored to the device, validated within the fp8 tolerance: O's atol is bf16's 1.6e-2
+// plus 2^-4 x the largest |dequantized V| (the CLI's codes span the type's range and its
+// descales bring them within 1.5), LSE 2e-3 + 2^-9 |ref|. GQA, two sequences of a ragged 300
+// rows (the last key block and per-block descale block partial), causal.
+TEST(CliGpu, Fp8OnHopperWithinTheFp8Tolerance) {
+  if (const auto why = tilefmha::jit::gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  if (tilefmha::jit::GpuContext().compute_capability() != 90)
+    GTEST_SKIP() << "the fp8 kernels need an sm_90 GPU";
+  const std::string shape =
+      " -b 2 --nhead-q 8 --nhead-k 2 --seqlen-q 300 --hdim-q 128 --causal top_left --lse";
+  const std::regex o_line(R"(o: max abs err \S+, max rel err \S+, 0 of (\d+) outside atol (\S+) )");
+  for (const char* scale : {"per_tensor", "per_block"}) {
+    SCOPED_TRACE(scale);
+    const std::string out =
+        validated_output(std::string("--dtype fp8_e4m3 --fp8-scale ") + scale + shape);
+    EXPECT_NE(out.find("sm90_ws"), std::string::npos) << out;
+    EXPECT_NE(out.find("fwd fp8_e4m3"), std::string::npos) << out;
+    std::smatch o;
+    ASSERT_TRUE(std::regex_search(out, o, o_line)) << out;
+    EXPECT_EQ(std::stoll(o[1]), 2 * 300 * 8 * 128) << "every O element compared";
+    // The fp8 term is there: random descales put max |V| between about 0.5 and 1.5 (the
+    // factors allow for the line's three significant digits).
+    const double atol = std::stod(o[2]);
+    EXPECT_GT(atol, (1.6e-2 + 0.5 / 16) * 0.99) << out;
+    EXPECT_LT(atol, (1.6e-2 + 1.5 / 16) * 1.01) << out;
+    EXPECT_NE(out.find("lse: max abs err"), std::string::npos) << out;
+    EXPECT_NE(out.find("rtol 0.00195"), std::string::npos) << "LSE rtol 2^-9: " << out;
+  }
+  validated_output("--dtype fp8_e5m2 --seqlen-q 200 --seqlen-k 333 --causal bottom_right --lse");
+  // --backend auto picks the GPU here, and --validate holds it to the same tolerance.
+  const auto automatic = run_cli("run --backend auto --validate --dtype fp8_e4m3" + shape);
+  EXPECT_EQ(automatic.exit_code, 0) << automatic.output;
+  EXPECT_NE(automatic.output.find("| backend gpu "), std::string::npos) << automatic.output;
+  EXPECT_NE(automatic.output.find("validation passed"), std::string::npos) << automatic.output;
 }

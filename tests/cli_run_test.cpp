@@ -369,6 +369,35 @@ TEST(CliRun, SplitsAreStagesOnTheCpuAndTheEnginesRequestOnTheGpu) {
   EXPECT_NE(help.output.find("0 = it chooses"), std::string::npos) << help.output;
 }
 
+// FP8 inputs on the GPU backend: --validate's help gives their tolerance, and the flags are
+// checked before the GPU is opened (--validate needs --backend gpu; without a GPU, --backend gpu
+// is a usage error). Per-block descales exercise the tables the GPU run mirrors to the device.
+TEST(CliRun, Fp8GpuFlagsAreCheckedBeforeTheGpuIsOpened) {
+  const CliResult help = run_cli("run --help");
+  for (const char* part : {"fp8 inputs", "2^-4*max|dequantized V|", "2e-3 + 2^-9*|ref|",
+                           "bf16 1.6e-2", "LSE 1e-3 + 1e-4*|ref|"})
+    EXPECT_NE(help.output.find(part), std::string::npos) << part << " in " << help.output;
+
+  const std::string fp8 =
+      " --dtype fp8_e4m3 --fp8-scale per_block --seqlen-q 130 --hdim-q 32 --nhead-q 2 "
+      "--causal top_left --threads 2";
+  const CliResult cpu_validate = run_cli("run --validate" + fp8);
+  EXPECT_EQ(cpu_validate.exit_code, 2) << cpu_validate.output;
+  EXPECT_NE(cpu_validate.output.find("need --backend gpu"), std::string::npos)
+      << cpu_validate.output;
+  for (const char* dtype : {"fp8_e4m3", "fp8_e5m2"}) {
+    const CliResult bad_scale =
+        run_cli(std::string("run --backend gpu --dtype ") + dtype + " --fp8-scale per_row");
+    EXPECT_EQ(bad_scale.exit_code, 2) << bad_scale.output;
+    EXPECT_NE(bad_scale.output.find("--fp8-scale"), std::string::npos) << bad_scale.output;
+  }
+  if (!jit::gpu_unavailable_reason().empty()) {
+    const CliResult gpu = run_cli("run --backend gpu --validate" + fp8);
+    EXPECT_EQ(gpu.exit_code, 2) << gpu.output;
+    EXPECT_NE(gpu.output.find("GPU backend unavailable"), std::string::npos) << gpu.output;
+  }
+}
+
 // Append-KV writes k_new/v_new behind each sequence's cached keys; the attention that follows
 // equals a plain forward over the appended caches.
 TEST(CliRun, AppendKvFillsTheCachesThenAttendsOverThem) {

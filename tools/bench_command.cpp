@@ -85,7 +85,8 @@ void add_bench_command(CLI::App& app) {
       ->delimiter(',');
   bench->add_option("--causal", o.shapes.causal, "both, yes or no (default: the sweep's)")
       ->check(CLI::IsMember({"both", "yes", "no"}));
-  bench->add_option("--dtype", command->dtype, "bf16 or fp16 (default: the sweep's)");
+  bench->add_option("--dtype", command->dtype,
+                    "bf16, fp16 or fp8_e4m3 (per-tensor descales, bf16 O) (default: the sweep's)");
   bench->add_option("--warmup", o.timing.warmup, "untimed runs before the repeats")
       ->capture_default_str();
   bench->add_option("--repeat", o.timing.repeat, "timed runs; the median is reported")

@@ -86,11 +86,11 @@ void print_bench_header(std::ostream& out, const BenchOptions& options, const Be
 
 void print_shape_list(std::ostream& out, const BenchSweep& sweep,
                       const std::vector<BenchShape>& shapes) {
-  out << printf_text("%5s %7s %6s %6s %5s %6s %10s %8s %8s\n", "hdim", "seqlen", "causal", "batch",
+  out << printf_text("%5s %7s %6s %6s %5s %8s %10s %8s %8s\n", "hdim", "seqlen", "causal", "batch",
                      "heads", "dtype", "GFLOP", "FA2", "cuDNN");
   for (const BenchShape& shape : shapes) {
     const auto anchor = sweep.anchor(shape.hdim, shape.seqlen, shape.causal, shape.dtype);
-    out << printf_text("%5lld %7lld %6s %6lld %5lld %6s %10.1f %8s %8s\n",
+    out << printf_text("%5lld %7lld %6s %6lld %5lld %8s %10.1f %8s %8s\n",
                        static_cast<long long>(shape.hdim), static_cast<long long>(shape.seqlen),
                        shape.causal ? "yes" : "no", static_cast<long long>(shape.batch),
                        static_cast<long long>(shape.nhead), to_string(shape.dtype).data(),

@@ -37,11 +37,32 @@ struct HostInputs {
   std::vector<std::byte> lse;  // fp32
 };
 
+// FP8 shapes hold codes in [-64, 64] (the range of tests/fwd_sm90_fp8_gpu_test.cpp) with
+// per-tensor descales near 1/64, so the dequantized inputs land near [-1, 1] like the 16-bit
+// shapes' and the softmax does the same work. The descales differ, so --verify catches one
+// applied to the wrong operand.
+constexpr double kFp8CodeRange = 64.0;
+
+Fp8Scales bench_fp8_scales() {
+  Fp8Scales scales;
+  scales.kind = Fp8ScaleKind::per_tensor;
+  scales.q_descale = 1.0 / 48;
+  scales.k_descale = 1.0 / 80;
+  scales.v_descale = 1.0 / 64;
+  return scales;
+}
+
+// O's dtype: the input dtype, except bf16 for fp8 inputs (what the fp8 kernels write).
+DType output_dtype(DType dtype) {
+  return is_fp8(dtype) ? DType::bf16 : dtype;
+}
+
 int64_t qkv_elements(const BenchShape& shape) {
   return shape.batch * shape.seqlen * shape.nhead * shape.hdim;
 }
 
 Problem host_problem(const BenchShape& shape, bool lse, HostInputs& in) {
+  const DType out = output_dtype(shape.dtype);
   ProblemBuilder builder(Family::fwd);
   builder.dtype(shape.dtype)
       .shape(shape.batch, shape.nhead, shape.nhead, shape.seqlen, shape.seqlen, shape.hdim,
@@ -49,7 +70,8 @@ Problem host_problem(const BenchShape& shape, bool lse, HostInputs& in) {
       .q(bshd(in.q.data(), shape.dtype, shape.batch, shape.seqlen, shape.nhead, shape.hdim))
       .k(bshd(in.k.data(), shape.dtype, shape.batch, shape.seqlen, shape.nhead, shape.hdim))
       .v(bshd(in.v.data(), shape.dtype, shape.batch, shape.seqlen, shape.nhead, shape.hdim))
-      .o(bshd(in.o.data(), shape.dtype, shape.batch, shape.seqlen, shape.nhead, shape.hdim));
+      .o(bshd(in.o.data(), out, shape.batch, shape.seqlen, shape.nhead, shape.hdim));
+  if (is_fp8(shape.dtype)) builder.fp8_scales(bench_fp8_scales());
   if (shape.causal) builder.causal();
   if (lse)
     builder.lse(
@@ -141,10 +163,11 @@ double BenchSession::prepare(const std::vector<BenchShape>& shapes) {
     lse_elements = std::max(lse_elements, shape.batch * shape.nhead * shape.seqlen);
   }
   const uint64_t seed = s.options.input_seed;
-  fill_uniform(in.q, in.dtype, in.elements, seed * 3 + 0);
-  fill_uniform(in.k, in.dtype, in.elements, seed * 3 + 1);
-  fill_uniform(in.v, in.dtype, in.elements, seed * 3 + 2);
-  in.o.assign(in.q.size(), std::byte{0});
+  const double range = is_fp8(in.dtype) ? kFp8CodeRange : 1.0;
+  fill_uniform(in.q, in.dtype, in.elements, seed * 3 + 0, range);
+  fill_uniform(in.k, in.dtype, in.elements, seed * 3 + 1, range);
+  fill_uniform(in.v, in.dtype, in.elements, seed * 3 + 2, range);
+  in.o.assign(static_cast<size_t>(in.elements * dtype_size(output_dtype(in.dtype))), std::byte{0});
   in.lse.assign(static_cast<size_t>(lse_elements * 4), std::byte{0});
 
   // The engine's choice per shape (Engine::verdicts: no compiling), in the launch form its plan

@@ -90,6 +90,19 @@ void parse_anchors(const nlohmann::json& json, const std::string& context, Bench
   anchors.finish();
 }
 
+// The dtypes the bench's candidates (the `fwd` sweep config) hold kernels for. `run` plans
+// over every forward kernel, e5m2 included, so the refusal points there.
+void check_bench_dtype(DType dtype) {
+  if (dtype == DType::bf16 || dtype == DType::fp16 || dtype == DType::fp8_e4m3) return;
+  std::string message =
+      "--dtype " + std::string(to_string(dtype)) + ": the benchmark runs bf16, fp16 or fp8_e4m3";
+  if (dtype == DType::fp8_e5m2)
+    message +=
+        " (its candidates, sweep config fwd, hold no fp8_e5m2 kernel; `tilefmha run "
+        "--dtype fp8_e5m2 --backend gpu` runs one shape)";
+  throw Error(ErrorKind::invalid_argument, message);
+}
+
 }  // namespace
 
 std::optional<AnchorRow> BenchSweep::anchor(int64_t hdim, int64_t seqlen, bool is_causal,
@@ -161,9 +174,7 @@ std::vector<BenchShape> expand_shapes(const BenchSweep& sweep, const ShapeSelect
   std::sort(causal.begin(), causal.end());
   causal.erase(std::unique(causal.begin(), causal.end()), causal.end());
   const DType dtype = selection.dtype.value_or(sweep.dtype);
-  if (dtype != DType::bf16 && dtype != DType::fp16)
-    throw Error(ErrorKind::invalid_argument,
-                "--dtype " + std::string(to_string(dtype)) + ": the benchmark runs bf16 or fp16");
+  check_bench_dtype(dtype);
 
   std::vector<BenchShape> shapes;
   for (int64_t hdim : hdims) {

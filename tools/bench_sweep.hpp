@@ -73,7 +73,8 @@ struct ShapeSelection {
 
 // Shapes in the order hdim, seqlen, causal (no before yes). Throws Error(invalid_argument)
 // naming the value for an hdim that does not divide the hidden size, a non-positive length, a
-// causal word other than both/yes/no or a dtype other than fp16/bf16.
+// causal word other than both/yes/no or a dtype other than fp16/bf16/fp8_e4m3 (fp8 shapes read
+// e4m3 codes with per-tensor descales and write bf16 O).
 std::vector<BenchShape> expand_shapes(const BenchSweep& sweep, const ShapeSelection& selection);
 
 }  // namespace tilefmha::cli

@@ -244,7 +244,8 @@ void add_run_options(CLI::App& command, RunOptions& o) {
   command.add_flag("--validate", o.validate,
                    "gpu: compare every output element with the CPU reference; exit 1 when an "
                    "element is outside atol + rtol*|ref| (bf16 1.6e-2, fp16 2e-3, fp32 2e-5; "
-                   "LSE 1e-3 + 1e-4*|ref|)");
+                   "LSE 1e-3 + 1e-4*|ref|; fp8 inputs: O's atol plus 2^-4*max|dequantized V| "
+                   "(P is rounded to e4m3), LSE 2e-3 + 2^-9*|ref|)");
   command.add_flag("--explain", o.explain, "gpu: print which kernel each stage uses and why");
   add_optional(command, "--pipeline", o.pipeline,
                "gpu: consider only kernels of this pipeline (sm80_mma, sm90_ws, simt_f32) "

@@ -9,11 +9,13 @@ namespace tilefmha::cli {
 namespace {
 
 // Whether bench --verify's slices reproduce `p` exactly: its slices shift query rows (so no
-// dropout, whose random numbers follow the row) and re-align a causal mask top-left, which is
-// the same mask as bottom-right only when seqlen_q == seqlen_k.
+// dropout, whose random numbers follow the row, and no fp8 descale tables indexed by it) and
+// re-align a causal mask top-left, which is the same mask as bottom-right only when
+// seqlen_q == seqlen_k.
 bool sliceable(const Problem& p) {
   if (p.family != Family::fwd || p.mode != Mode::batch || p.has_dropout() ||
-      p.bias_kind != BiasKind::none || !p.sink_logits.empty())
+      p.bias_kind != BiasKind::none || !p.sink_logits.empty() ||
+      p.fp8.kind == Fp8ScaleKind::per_block || p.fp8.kind == Fp8ScaleKind::per_page)
     return false;
   if (p.mask.kind == MaskKind::none) return true;
   return p.mask.kind == MaskKind::causal &&

@@ -10,8 +10,10 @@
 
 namespace tilefmha::cli {
 
-// Resizes `bytes` to `elements` values of `dtype`, uniform in [-1, 1], the same for a given seed
-// whatever the thread count.
-void fill_uniform(std::vector<std::byte>& bytes, DType dtype, int64_t elements, uint64_t seed);
+// Resizes `bytes` to `elements` values of `dtype`, uniform in [-range, range], the same for a
+// given seed whatever the thread count. FP8 codes take a wider range, which their descales
+// bring back near [-1, 1].
+void fill_uniform(std::vector<std::byte>& bytes, DType dtype, int64_t elements, uint64_t seed,
+                  double range = 1.0);
 
 }  // namespace tilefmha::cli
