@@ -374,25 +374,30 @@ TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
     GTEST_SKIP() << "set TILEFMHA_FP8_VARIANTS=1";
   struct Variant {
     DType dtype;
-    int hdim, stages;
+    int hdim, block_m, block_n, stages;
     fmha::Sm90Schedule schedule;
     std::vector<std::string> defines;
     bool persistent = false;
   };
   using S = fmha::Sm90Schedule;
   const DType e4m3 = DType::fp8_e4m3, bf16 = DType::bf16;
+  const std::vector<std::string> always = {"-DTILEFMHA_RESCALE_ALWAYS"};
+  const std::vector<std::string> chain = {"-DTILEFMHA_SOFTMAX_CHAIN"};
+  const std::vector<std::string> both = {"-DTILEFMHA_RESCALE_ALWAYS", "-DTILEFMHA_SOFTMAX_CHAIN"};
   const std::vector<Variant> variants = {
-      {e4m3, 128, 2, S::overlap, {}},
-      {e4m3, 128, 2, S::overlap, {"-DTILEFMHA_FP8_SKIP_TRANSPOSE"}},
-      {bf16, 128, 2, S::pingpong, {}},
-      {e4m3, 256, 1, S::overlap, {}},
+      {e4m3, 128, 128, 128, 2, S::overlap, {}},     {bf16, 64, 192, 128, 2, S::pingpong, {}},
+      {bf16, 64, 192, 128, 2, S::pingpong, always}, {bf16, 64, 192, 128, 2, S::pingpong, chain},
+      {bf16, 64, 192, 128, 2, S::pingpong, both},   {bf16, 128, 128, 192, 2, S::pingpong, {}},
+      {bf16, 128, 128, 192, 2, S::pingpong, both},  {bf16, 256, 128, 80, 2, S::pingpong, {}},
+      {bf16, 256, 128, 80, 2, S::pingpong, always}, {bf16, 256, 128, 80, 2, S::pingpong, chain},
+      {bf16, 256, 128, 80, 2, S::pingpong, both},
   };
-
 
   std::vector<jit::BuildJob> jobs;
   std::vector<KernelConfig> configs;
   for (const Variant& v : variants) {
-    KernelConfig c = testing::sm90_fwd_config(v.dtype, v.hdim, v.hdim, 128, 128, v.stages);
+    KernelConfig c =
+        testing::sm90_fwd_config(v.dtype, v.hdim, v.hdim, v.block_m, v.block_n, v.stages);
     c.out_dtype = DType::bf16;
     if (is_fp8(v.dtype)) c.fp8_scale = Fp8ScaleKind::per_tensor;
     c.pad_seqlen_q = c.pad_seqlen_k = true;
@@ -412,7 +417,7 @@ TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
   }
   jit::GpuContext context(0);
   for (const auto& [d, dtype] :
-       {std::pair{128, e4m3}, std::pair{128, bf16}, std::pair{256, e4m3}}) {
+       {std::pair{128, e4m3}, std::pair{64, bf16}, std::pair{128, bf16}, std::pair{256, bf16}}) {
     const int64_t s = 16384, h = 2048 / d, count = s * h * d;
     const double range = is_fp8(dtype) ? kCodeRange : 1.0;
     std::vector<std::byte> q = random_values(dtype, count, range, 1),
@@ -454,8 +459,8 @@ TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / repeats;
       std::string defines;
       for (const std::string& define : variants[n].defines) defines += define + " ";
-      std::printf("%-9s d%d s%d schedule %d%s %-40s %7.1f TFLOP/s\n",
-                  std::string(to_string(dtype)).c_str(), d, c.stages,
+      std::printf("%-9s d%d m%d n%d s%d schedule %d%s %-60s %7.1f TFLOP/s\n",
+                  std::string(to_string(dtype)).c_str(), d, c.block_m, c.block_n, c.stages,
                   static_cast<int>(variants[n].schedule),
                   variants[n].persistent ? " persistent" : "", defines.c_str(),
                   4.0 * h * double(s) * s * d / seconds / 1e12);
