@@ -30,7 +30,8 @@ _STORED_AS = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16",
 _ML_DTYPES_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 _HOST_STORAGE = {"fp32": np.float32, "fp16": np.float16, "bf16": np.uint16}
 
-_FORWARD_FUNCTIONS = "attention, attention_varlen, paged_attention and batch_prefill"
+_FORWARD_FUNCTIONS = ("attention, attention_varlen, paged_attention, batch_prefill, append_kv "
+                      "and append_kv_and_attend")
 
 
 def require_tensor(x, field):
