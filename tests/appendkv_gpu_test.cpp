@@ -312,6 +312,10 @@ std::vector<AppendCase> fp8_append_cases() {
        128, true, true},
       {"fp8_e5m2_sglang_hnd_page1_interleaved", e5m2, 64, 3, sglang, KvLayout::hnd, 1, interleaved,
        64, false, true},
+      // hdim 96 on the hdim-128 kernel; half 20 is no multiple of the chunk (partners code by
+      // code) and rotary_dim 40 ends inside a chunk.
+      {"fp8_e4m3_contiguous_hdim96_element_partners", e4m3, 96, 3, none, KvLayout::nhd, 0, half, 40,
+       true, true},
       // A byte copy: NaN payloads and infinities come through unchanged.
       {"fp8_e5m2_contiguous_plain_every_code", e5m2, 128, 4, none, KvLayout::nhd, 0, RopeKind::none,
        0, false, false, false, true},
