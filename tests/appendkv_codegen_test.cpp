@@ -1,12 +1,14 @@
-// The append-KV kernel with no GPU: enumerated fwd_appendkv configs pass the support check (and
-// others are refused naming the field), the template table serves the family, sources select
-// the paged path and RoPE kind, every variant compiles with NVRTC for sm_80 and sm_90a without
-// spills, the launch covers K, V and Q rows, and an append -> attend problem is planned as the
-// append kernel then the attention's kernels, with the key counts and the attention's workspace
-// nested in one workspace.
+// The append-KV kernel with no GPU: enumerated fwd_appendkv configs pass the support check
+// (fp8 ones with per_tensor scales on sm89 / sm90; others are refused naming the field), the
+// template table serves the family, sources select the element type, paged path and RoPE kind,
+// every variant compiles with NVRTC for sm_80 and sm_90a without spills (fp8 ones for sm_89 and
+// sm_90a, and not for sm_80), the launch covers K, V and Q rows, and an append -> attend problem
+// is planned as the append kernel then the attention's kernels (an fp8 one on sm90_ws's fp8
+// kernel), with the key counts and the attention's workspace nested in one workspace.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/appendkv.hpp"
@@ -14,6 +16,7 @@
 #include "enumerate/enumerator.hpp"
 #include "enumerate/profile.hpp"
 #include "enumerate/sweep_config.hpp"
+#include "jit/compiler.hpp"
 #include "runtime/candidates.hpp"
 #include "runtime/dispatcher.hpp"
 #include "runtime/plan_key.hpp"
@@ -22,16 +25,19 @@
 #include "support/gpu_availability.hpp"
 #include "support/refusal.hpp"
 #include "templates/template_table.hpp"
+#include "tilefmha/error.hpp"
 
 namespace tilefmha {
 namespace {
 
+// fp8 configs are sm90's (their conversions need sm_89) with per-tensor scales.
 KernelConfig appendkv_config(DType dtype, int hdim_q, int hdim_v, PageTableKind table,
                              RopeKind rope) {
   KernelConfig c;
   c.family = Family::fwd_appendkv;
   c.pipeline = Pipeline::appendkv;
-  c.arch = Arch::sm80;
+  c.arch = is_fp8(dtype) ? Arch::sm90 : Arch::sm80;
+  c.fp8_scale = is_fp8(dtype) ? Fp8ScaleKind::per_tensor : Fp8ScaleKind::none;
   c.dtype = c.out_dtype = dtype;
   c.hdim_q = hdim_q;
   c.hdim_v = hdim_v;
@@ -49,25 +55,36 @@ std::string refusal(const KernelConfig& c) {
   return testing::not_supported_message([&] { codegen::check_supported_appendkv(c); });
 }
 
-TEST(AppendKvCodegen, EnumeratedConfigsAreBuiltOrRefusedByDtype) {
-  const auto configs =
-      enumerate::enumerate_kernels(enumerate::load_arch_spec(Arch::sm90),
-                                   enumerate::load_sweep_config("appendkv"),
-                                   enumerate::load_profile("full"), enumerate::FilterSet{})
-          .configs;
-  ASSERT_FALSE(configs.empty());
-  int64_t built = 0;
-  for (const KernelConfig& c : configs) {
-    const auto rejection = templates::build_rejection(c);
-    if (is_fp8(c.dtype)) {
-      ASSERT_TRUE(rejection.has_value()) << c.name();
-      EXPECT_EQ(rejection->field, "dtype") << rejection->text;
-    } else {
-      EXPECT_FALSE(rejection.has_value()) << c.name() << ": " << rejection->text;
+// Every enumerated config builds except fp8 ones with per-page scales, refused naming
+// fp8_scale; fp8 configs exist for sm89 and sm90 only.
+TEST(AppendKvCodegen, EnumeratedConfigsBuildExceptPerPageFp8) {
+  for (Arch arch : {Arch::sm80, Arch::sm89, Arch::sm90}) {
+    SCOPED_TRACE(to_string(arch));
+    const auto configs =
+        enumerate::enumerate_kernels(enumerate::load_arch_spec(arch),
+                                     enumerate::load_sweep_config("appendkv"),
+                                     enumerate::load_profile("full"), enumerate::FilterSet{})
+            .configs;
+    ASSERT_FALSE(configs.empty());
+    int64_t built = 0, fp8_built = 0;
+    for (const KernelConfig& c : configs) {
+      const auto rejection = templates::build_rejection(c);
+      if (is_fp8(c.dtype) && c.fp8_scale != Fp8ScaleKind::per_tensor) {
+        ASSERT_TRUE(rejection.has_value()) << c.name();
+        EXPECT_EQ(rejection->field, "fp8_scale") << rejection->text;
+        continue;
+      }
+      ASSERT_FALSE(rejection.has_value()) << c.name() << ": " << rejection->text;
       ++built;
+      fp8_built += is_fp8(c.dtype);
+    }
+    EXPECT_GT(built, 0);
+    if (arch == Arch::sm80) {
+      EXPECT_EQ(fp8_built, 0);
+    } else {
+      EXPECT_GT(fp8_built, 0);
     }
   }
-  EXPECT_GT(built, 0);
 }
 
 TEST(AppendKvCodegen, SupportChecksNameTheField) {
@@ -75,8 +92,11 @@ TEST(AppendKvCodegen, SupportChecksNameTheField) {
       appendkv_config(DType::bf16, 128, 128, PageTableKind::none, RopeKind::none);
   EXPECT_EQ(refusal(good), "");
   KernelConfig c = good;
-  c.dtype = c.out_dtype = DType::fp8_e4m3;
+  c.dtype = c.out_dtype = DType::int32;
   testing::expect_names_field(refusal(c), "dtype");
+  c = good;
+  c.fp8_scale = Fp8ScaleKind::per_tensor;
+  testing::expect_names_field(refusal(c), "fp8_scale");
   c = good;
   c.mode = Mode::group;
   testing::expect_names_field(refusal(c), "mode");
@@ -89,6 +109,34 @@ TEST(AppendKvCodegen, SupportChecksNameTheField) {
   c = good;
   c.family = Family::fwd;
   testing::expect_names_field(refusal(c), "family");
+}
+
+TEST(AppendKvCodegen, Fp8NeedsPerTensorScalesAndSm89) {
+  const KernelConfig good = appendkv_config(
+      DType::fp8_e4m3, 128, 128, PageTableKind::vllm_block_table, RopeKind::half_rotated);
+  EXPECT_EQ(refusal(good), "");
+  KernelConfig c = good;
+  c.arch = Arch::sm89;
+  EXPECT_EQ(refusal(c), "");
+  c.dtype = c.out_dtype = DType::fp8_e5m2;
+  EXPECT_EQ(refusal(c), "");
+  for (Fp8ScaleKind kind : {Fp8ScaleKind::none, Fp8ScaleKind::per_block, Fp8ScaleKind::per_page}) {
+    c = good;
+    c.fp8_scale = kind;
+    const std::string why = refusal(c);
+    testing::expect_names_field(why, "fp8_scale");
+    if (kind != Fp8ScaleKind::none) {
+      EXPECT_NE(why.find("per_tensor"), std::string::npos) << why;
+    }
+  }
+  for (Arch arch : {Arch::sm80, Arch::sm86}) {
+    c = good;
+    c.arch = arch;
+    testing::expect_names_field(refusal(c), "arch");
+  }
+  c = good;
+  c.out_dtype = DType::bf16;  // the cache keeps its codes; O's dtype is the attention's
+  testing::expect_names_field(refusal(c), "out_dtype");
 }
 
 TEST(AppendKvCodegen, SourcesSelectPagingAndRope) {
@@ -105,6 +153,14 @@ TEST(AppendKvCodegen, SourcesSelectPagingAndRope) {
   EXPECT_NE(contiguous.find("/*paged=*/false, tilefmha::fmha::RopeMode::interleaved"),
             std::string::npos)
       << contiguous;
+  for (const auto& [dtype, type] : {std::pair{DType::fp8_e4m3, "tilefmha::tile::float_e4m3_t"},
+                                    std::pair{DType::fp8_e5m2, "tilefmha::tile::float_e5m2_t"}}) {
+    const std::string fp8 = codegen::generate_appendkv_source(
+        appendkv_config(dtype, 128, 128, PageTableKind::none, RopeKind::half_rotated));
+    EXPECT_NE(fp8.find(std::string("AppendKvTraits<\n    ") + type + ", /*hdim=*/128"),
+              std::string::npos)
+        << fp8;
+  }
 }
 
 std::vector<testing::CompileCase> compile_cases() {
@@ -122,6 +178,21 @@ std::vector<testing::CompileCase> compile_cases() {
   return cases;
 }
 
+// fp8: RoPE of both kinds over contiguous and paged caches (both table forms), and the plain
+// copy; hdim 256 has the most chunks per row (16 lanes of 16 codes).
+std::vector<testing::CompileCase> fp8_compile_cases() {
+  std::vector<testing::CompileCase> cases;
+  for (const KernelConfig& c :
+       {appendkv_config(DType::fp8_e4m3, 128, 128, PageTableKind::none, RopeKind::half_rotated),
+        appendkv_config(DType::fp8_e4m3, 128, 128, PageTableKind::vllm_block_table,
+                        RopeKind::half_rotated),
+        appendkv_config(DType::fp8_e5m2, 256, 256, PageTableKind::sglang_page_list,
+                        RopeKind::interleaved),
+        appendkv_config(DType::fp8_e5m2, 64, 64, PageTableKind::none, RopeKind::none)})
+    cases.push_back({c, codegen::generate_appendkv_source(c)});
+  return cases;
+}
+
 TEST(AppendKvCodegen, CompilesForSm80) {
   if (!testing::nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
   testing::expect_compiles(compile_cases(), "sm_80");
@@ -129,12 +200,38 @@ TEST(AppendKvCodegen, CompilesForSm80) {
 
 TEST(AppendKvCodegen, CompilesForSm90a) {
   if (!testing::nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
-  testing::expect_compiles(compile_cases(), "sm_90a");
+  std::vector<testing::CompileCase> cases = compile_cases();
+  for (testing::CompileCase& c : fp8_compile_cases()) cases.push_back(std::move(c));
+  testing::expect_compiles(cases, "sm_90a");
+}
+
+TEST(AppendKvCodegen, Fp8CompilesForSm89) {
+  if (!testing::nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
+  std::vector<testing::CompileCase> cases = fp8_compile_cases();
+  for (testing::CompileCase& c : cases) c.config.arch = Arch::sm89;
+  testing::expect_compiles(cases, "sm_89");
+}
+
+// Below sm_89 the kernel itself refuses fp8 (codegen refuses the config before that).
+TEST(AppendKvCodegen, Fp8DoesNotCompileForSm80) {
+  if (!testing::nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
+  const testing::CompileCase c = fp8_compile_cases().front();
+  jit::CompileOptions options;
+  options.arch = "sm_80";
+  try {
+    jit::compile_kernel(c.config.symbol(), c.source, options);
+    ADD_FAILURE() << "compiled for sm_80";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("fp8 append-KV needs sm_89"), std::string::npos)
+        << error.what();
+  }
 }
 
 // A decode append over a vLLM block table: 3 sequences, 8 query heads on 2 KV heads, 1 new token
-// each, pages of 16. Planning reads shapes and traits only, so the views point nowhere.
-Problem paged_append(bool with_output, bool rotate_q) {
+// each, pages of 16. Planning reads shapes and traits only, so the views point nowhere. fp8
+// dtypes get fp8 scales of `kind` (per-tensor by default) and a bf16 O.
+Problem paged_append(bool with_output, bool rotate_q, DType dtype = DType::bf16,
+                     Fp8ScaleKind kind = Fp8ScaleKind::per_tensor) {
   const auto fake = reinterpret_cast<void*>(uintptr_t{1} << 20);
   PagedKv paged;
   paged.table = PageTableKind::vllm_block_table;
@@ -144,19 +241,28 @@ Problem paged_append(bool with_output, bool rotate_q) {
   paged.block_table = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
   AppendKv append;
   append.seqlen_knew = 1;
-  append.k_new = bshd(fake, DType::bf16, 3, 1, 2, 128, MemorySpace::device);
+  append.k_new = bshd(fake, dtype, 3, 1, 2, 128, MemorySpace::device);
   append.v_new = append.k_new;
   append.rope = RopeKind::half_rotated;
   append.rotary_dim = 64;
   append.rope_theta = 10000.0;
   append.rotate_q = rotate_q;
   ProblemBuilder builder(Family::fwd_appendkv);
-  builder.dtype(DType::bf16).shape(3, 8, 2, 1, 0, 128, 128).key_lengths({40, 0, 63});
+  builder.dtype(dtype).shape(3, 8, 2, 1, 0, 128, 128).key_lengths({40, 0, 63});
   builder.paged(paged).append(append);
-  builder.q(bshd(fake, DType::bf16, 3, 1, 8, 128, MemorySpace::device));
-  if (with_output) builder.o(bshd(fake, DType::bf16, 3, 1, 8, 128, MemorySpace::device));
-  const TensorView pool = bshd(fake, DType::bf16, 12, 16, 2, 128, MemorySpace::device);
+  builder.q(bshd(fake, dtype, 3, 1, 8, 128, MemorySpace::device));
+  if (with_output)
+    builder.o(bshd(fake, builder.peek().out_dtype, 3, 1, 8, 128, MemorySpace::device));
+  const TensorView pool = bshd(fake, dtype, 12, 16, 2, 128, MemorySpace::device);
   builder.k(pool).v(pool);
+  if (is_fp8(dtype)) {
+    Fp8Scales scales;
+    scales.kind = kind;
+    scales.q_descale = 0.5;
+    scales.k_descale = 0.25;
+    scales.v_descale = 2.0;
+    builder.fp8_scales(scales);
+  }
   return builder.build();
 }
 
@@ -200,6 +306,61 @@ TEST(AppendKvDispatch, AppendThenAttendExplainsBothStages) {
   // Append only: no attention verdicts.
   for (const auto& verdict : dispatcher.explain(paged_append(false, true)))
     EXPECT_EQ(verdict.kernel.family, Family::fwd_appendkv) << verdict.kernel.name();
+}
+
+// The first verdict of `family` that fits, or null.
+const runtime::CandidateVerdict* best_of(const std::vector<runtime::CandidateVerdict>& verdicts,
+                                         Family family) {
+  for (const auto& verdict : verdicts)
+    if (verdict.kernel.family == family && verdict.rejection.empty()) return &verdict;
+  return nullptr;
+}
+
+// An fp8 append -> attend: the append kernel moves the codes (its out_dtype is the cache's), the
+// attention runs on sm90_ws's fp8 kernel with the problem's scales and a bf16 O.
+TEST(AppendKvDispatch, Fp8AppendThenAttendPlansTheSm90Fp8Attention) {
+  runtime::Registry registry;
+  runtime::Dispatcher dispatcher = dispatcher_for(registry);
+  for (DType dtype : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+    SCOPED_TRACE(to_string(dtype));
+    const Problem problem = paged_append(true, true, dtype);
+    ASSERT_EQ(problem.out_dtype, DType::bf16);
+    const auto verdicts = dispatcher.explain(problem);
+    const auto* append = best_of(verdicts, Family::fwd_appendkv);
+    ASSERT_NE(append, nullptr);
+    EXPECT_EQ(append->kernel.dtype, dtype);
+    EXPECT_EQ(append->kernel.out_dtype, dtype);
+    EXPECT_EQ(append->kernel.fp8_scale, Fp8ScaleKind::per_tensor);
+    EXPECT_EQ(append->kernel.arch, Arch::sm90);
+    const auto* attend = best_of(verdicts, Family::fwd_pagedkv);
+    ASSERT_NE(attend, nullptr) << "an fp8 paged attention kernel";
+    EXPECT_EQ(attend->kernel.pipeline, Pipeline::sm90_ws) << attend->kernel.name();
+    EXPECT_EQ(attend->kernel.dtype, dtype);
+    EXPECT_EQ(attend->kernel.out_dtype, DType::bf16);
+    EXPECT_EQ(attend->kernel.fp8_scale, Fp8ScaleKind::per_tensor);
+
+    // The attention stage keeps the scales and O's dtype.
+    const Problem attention = runtime::attention_stage_problem(problem, nullptr);
+    EXPECT_EQ(attention.dtype, dtype);
+    EXPECT_EQ(attention.out_dtype, DType::bf16);
+    EXPECT_EQ(attention.fp8.kind, Fp8ScaleKind::per_tensor);
+    EXPECT_EQ(attention.fp8.q_descale, 0.5);
+    EXPECT_EQ(attention.fp8.k_descale, 0.25);
+    EXPECT_EQ(attention.fp8.v_descale, 2.0);
+  }
+}
+
+// Per-page scales: no append kernel fits, and the closest refusal names fp8_scale.
+TEST(AppendKvDispatch, Fp8PerPageAppendIsRefusedNamingTheScale) {
+  runtime::Registry registry;
+  runtime::Dispatcher dispatcher = dispatcher_for(registry);
+  const Problem problem = paged_append(false, false, DType::fp8_e4m3, Fp8ScaleKind::per_page);
+  const auto verdicts = dispatcher.explain(problem);
+  ASSERT_FALSE(verdicts.empty());
+  EXPECT_EQ(best_of(verdicts, Family::fwd_appendkv), nullptr);
+  EXPECT_EQ(verdicts.front().rejection_field, "fp8_scale") << verdicts.front().rejection;
+  EXPECT_NE(verdicts.front().rejection.find("per_tensor"), std::string::npos)
+      << verdicts.front().rejection;
 }
 
 TEST(AppendKvDispatch, WorkspaceNestsTheAttentionAfterTheKeyCounts) {

@@ -3,15 +3,17 @@
 // warp for __syncwarp), on the parameters runtime::make_appendkv_params builds and the grid
 // codegen::launch_shape_appendkv sizes, against the CPU reference: contiguous caches and paged
 // pools (vLLM and SGLang, NHD and HND, pages of 1, 16 and 1024), every RoPE kind from tables or
-// a base with position offsets, Q rotated in place, 16-byte and element-wise paths, fp32, fp16
-// and bf16, and the key counts after the append. It checks indexing, the vector and scalar
-// paths, the warp ordering of the in-place rotation and that the grid covers every row; the
-// GPU itself (PTX, memory model) is appendkv_gpu_test's.
+// a base with position offsets, Q rotated in place, 16-byte and element-wise paths, fp32, fp16,
+// bf16 and fp8 (codes compared byte for byte: copies exactly, rotated dims within one rounding
+// step of the reference's double rotation), and the key counts after the append. It checks
+// indexing, the vector and scalar paths, the warp ordering of the in-place rotation and that the
+// grid covers every row; the GPU itself (PTX, memory model) is appendkv_gpu_test's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <barrier>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -24,6 +26,7 @@
 #include "fmha/appendkv.h"
 #include "runtime/appendkv_params.hpp"
 #include "runtime/tolerance.hpp"
+#include "support/code_agreement.hpp"
 #include "support/tensor_pool.hpp"
 #include "tilefmha/reference.hpp"
 #include "tilefmha/validate.hpp"
@@ -68,6 +71,13 @@ struct Case {
 
 constexpr int64_t kBatch = 3, kHeadsQ = 8, kHeadsK = 2, kCapacity = 48;
 const std::vector<int64_t> kLengths = {17, 0, 40};
+
+// fp8 caches share one scale with the new tokens and Q (the append moves codes).
+Fp8Scales per_tensor_scales() {
+  Fp8Scales scales;
+  scales.kind = Fp8ScaleKind::per_tensor;
+  return scales;
+}
 
 // One fwd_appendkv problem with its own tensors; two built from one seed are identical.
 struct Setup {
@@ -138,6 +148,7 @@ struct Setup {
     }
     b.append(a);
     b.q(pool.uniform(c.dtype, {kBatch, c.seqlen_knew, kHeadsQ, c.hdim}, -1, 1));
+    if (is_fp8(c.dtype)) b.fp8_scales(per_tensor_scales());
     problem = b.build();
   }
 };
@@ -157,11 +168,30 @@ KernelConfig config_of(const Case& c) {
   k.pipeline = Pipeline::appendkv;
   k.arch = Arch::sm80;
   k.dtype = k.out_dtype = c.dtype;
+  if (is_fp8(c.dtype)) {
+    k.arch = Arch::sm90;
+    k.fp8_scale = Fp8ScaleKind::per_tensor;
+  }
   k.hdim_q = k.hdim_v = static_cast<int32_t>((c.hdim + 31) / 32 * 32);
   k.warps = 4;
   k.page_table = c.table;
   k.rope = c.rope;
   return k;
+}
+
+// fp8 caches and Q, code by code: V and the unrotated dims exactly; rotated dims (of K and Q)
+// within one rounding step, since the kernel rotates in fp32 and the reference in double.
+void expect_same_codes(const TensorView& got, const TensorView& want, const Case& c,
+                       const std::string& name) {
+  const int64_t rotated = name == "v" || c.rope == RopeKind::none ? 0 : c.rotary_dim;
+  const testing::CodeAgreement a =
+      testing::compare_codes(got, want, [&](int64_t linear) { return linear % c.hdim < rotated; });
+  std::printf("  %-40s %s: %lld codes, %lld of %lld rotated one step off\n", c.name.c_str(),
+              name.c_str(), static_cast<long long>(a.compared), static_cast<long long>(a.one_step),
+              static_cast<long long>(a.loose));
+  EXPECT_EQ(a.compared, want.numel()) << name;
+  EXPECT_EQ(a.mismatches, 0) << name << ": " << a.one_step << " codes one step off";
+  EXPECT_LE(a.one_step * 1000, a.loose) << name << ": " << a.one_step << " of " << a.loose;
 }
 
 template <class Element, int Hdim, bool Paged, fmha::RopeMode Rope>
@@ -192,6 +222,10 @@ void check(const Case& c) {
        {std::tuple{&emulated.problem.k, &expected.problem.k, "k"},
         std::tuple{&emulated.problem.v, &expected.problem.v, "v"},
         std::tuple{&emulated.problem.q, &expected.problem.q, "q"}}) {
+    if (is_fp8(c.dtype)) {
+      expect_same_codes(*got, *want, c, name);
+      continue;
+    }
     runtime::Agreement agreement;
     agreement.add(*got, *want, tolerance);
     EXPECT_EQ(agreement.mismatches, 0) << name << ": max abs err " << agreement.max_abs_error;
@@ -227,6 +261,32 @@ TEST(AppendKvEmulation, ElementWisePathForARaggedHeadDim) {
   check<tile::half_t, 64, false, fmha::RopeMode::half_rotated>(
       {"contiguous hdim 36 half", DType::fp16, 36, PageTableKind::none, KvLayout::nhd, 0,
        RopeKind::half_rotated, 36, false, 2});
+}
+
+TEST(AppendKvEmulation, Fp8PagedHalfRotatedVectorPartners) {
+  check<tile::float_e4m3_t, 128, true, fmha::RopeMode::half_rotated>(
+      {"e4m3 vllm nhd page 16", DType::fp8_e4m3, 128, PageTableKind::vllm_block_table,
+       KvLayout::nhd, 16, RopeKind::half_rotated, 64, false, 19});
+}
+
+TEST(AppendKvEmulation, Fp8ContiguousFromABase) {
+  // rotary_dim 48 ends inside the third 16-code chunk; half 20 is no multiple of the chunk.
+  check<tile::float_e5m2_t, 64, false, fmha::RopeMode::interleaved>(
+      {"e5m2 contiguous interleaved theta", DType::fp8_e5m2, 64, PageTableKind::none, KvLayout::nhd,
+       0, RopeKind::interleaved, 48, true});
+  check<tile::float_e4m3_t, 96, false, fmha::RopeMode::half_rotated>(
+      {"e4m3 contiguous half element partners", DType::fp8_e4m3, 96, PageTableKind::none,
+       KvLayout::nhd, 0, RopeKind::half_rotated, 40, true, 3});
+}
+
+TEST(AppendKvEmulation, Fp8ElementWiseAndPlainCopies) {
+  // hdim 36 is no multiple of the 16-code chunk: every row moves code by code.
+  check<tile::float_e5m2_t, 64, false, fmha::RopeMode::half_rotated>(
+      {"e5m2 contiguous hdim 36", DType::fp8_e5m2, 36, PageTableKind::none, KvLayout::nhd, 0,
+       RopeKind::half_rotated, 36, false, 2});
+  check<tile::float_e4m3_t, 128, true, fmha::RopeMode::none>(
+      {"e4m3 sglang hnd page 1024 copy", DType::fp8_e4m3, 128, PageTableKind::sglang_page_list,
+       KvLayout::hnd, 1024, RopeKind::none, 0, false, 2});
 }
 
 TEST(AppendKvEmulation, PagesOf1024WithoutRope) {

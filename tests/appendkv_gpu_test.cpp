@@ -5,7 +5,12 @@
 //     offsets, Q rotated in place, GQA, a sequence with an empty cache, fp16 / bf16 / fp32;
 //   * the append -> attend plan (a fwd_appendkv problem with O): one plan, the attention reading
 //     the key counts the append wrote, with host or device key lengths;
-//   * that plan captured in a CUDA graph and replayed with new device lengths and new tokens.
+//   * that plan captured in a CUDA graph and replayed with new device lengths and new tokens;
+//   * fp8 (e4m3, e5m2, per-tensor scales) caches and Q, compared code for code (sm_89+): copies
+//     byte for byte; RoPE'd codes byte for byte where the rotation is exact in fp32 (every code,
+//     NaN and infinity included, scaled by few-bit factors: this pins the rounding, saturation
+//     and NaN of the fp8 conversion), else within one rounding step (see fp8_mismatches); and
+//     an fp8 append -> attend on sm90_ws's fp8 kernel (sm_90).
 // The slots an append must write start as NaN in the caches, and O starts as NaN, so a missed
 // write fails the comparison; every other slot must come back unchanged. The host half
 // (problems validate, the reference runs) runs everywhere; the GPU half is skipped without a
@@ -26,6 +31,7 @@
 #include "jit/module.hpp"
 #include "runtime/device_mirror.hpp"
 #include "runtime/tolerance.hpp"
+#include "support/code_agreement.hpp"
 #include "support/forward_problems.hpp"
 #include "support/gpu_problem.hpp"
 #include "tilefmha/engine.hpp"
@@ -52,11 +58,30 @@ struct AppendCase {
   bool theta = false;  // angles from rope_theta (with position offsets) instead of tables
   bool rotate_q = false;
   bool attend = false;  // O set: append -> attend
+  // fp8: new tokens and Q hold every code in turn (NaN and infinities included), and the RoPE
+  // tables scale by few-bit factors with sine 0, so the fp32 rotation is exact and only the
+  // conversion back to fp8 rounds.
+  bool every_code = false;
 };
 
 constexpr int64_t kBatch = 3, kHeadsQ = 8, kHeadsK = 2, kCapacity = 96;
 // Cached lengths: a middle sequence with an empty cache.
 const std::vector<int64_t> kLengths = {37, 0, 70};
+
+// fp8 descales (distinct, so that the attention after an append would show a swapped pair).
+Fp8Scales fp8_scales() {
+  Fp8Scales scales;
+  scales.kind = Fp8ScaleKind::per_tensor;
+  scales.q_descale = 0.5;
+  scales.k_descale = 0.25;
+  scales.v_descale = 2.0;
+  return scales;
+}
+
+// The every_code cases' cosines, one per position in turn: each times an fp8 code is exact in
+// fp32 (at most 9 significant bits). 1.0625 and 1.5 make rounding ties (to even, up and down),
+// 2 saturates the largest codes, 2^-5 takes codes into the subnormals.
+constexpr double kExactCosines[] = {1.0625, 1.5, 0.9375, 2.0, 0.03125, 1.25};
 
 // A host fwd_appendkv problem whose tensors live in `pool`: caches random except the slots the
 // append writes (NaN), new tokens and Q random, O NaN when the case attends.
@@ -85,9 +110,20 @@ class AppendProblem {
     }
     b.append(a);
     b.q(pool_.uniform(c.dtype, {kBatch, c.seqlen_knew, kHeadsQ, c.hdim}, -1, 1));
+    if (is_fp8(c.dtype)) b.fp8_scales(fp8_scales());
     if (c.attend) {
-      TensorView o = pool_.filled(c.dtype, {kBatch, c.seqlen_knew, kHeadsQ, c.hdim}, kUnwritten);
+      const DType out = b.peek().out_dtype;  // bf16 for fp8 inputs
+      TensorView o = pool_.filled(out, {kBatch, c.seqlen_knew, kHeadsQ, c.hdim}, kUnwritten);
       b.o(o).causal(MaskAlign::bottom_right);
+      // fp8: logits of standard deviation ~3 (codes in [-1, 1], descales 0.5 and 0.25), so each
+      // row's softmax picks a few keys and a lost descale moves O well past its bound.
+      if (is_fp8(c.dtype)) b.scale(6.0);
+    }
+    if (c.every_code) {
+      every_code(a.k_new);
+      every_code(a.v_new);
+      every_code(b.peek().q);
+      if (c.rope != RopeKind::none) exact_tables(a);
     }
     problem_ = b.build();
     poison_new_slots();
@@ -152,6 +188,21 @@ class AppendProblem {
         const double angle = position * std::pow(10000.0, -2.0 * f / c_.rotary_dim);
         numeric::store(a.rope_cos, {position, f}, std::cos(angle));
         numeric::store(a.rope_sin, {position, f}, std::sin(angle));
+      }
+  }
+
+  // Codes 0, 1, ..., 255, 0, ... in row-major order.
+  static void every_code(const TensorView& x) {
+    auto* codes = static_cast<unsigned char*>(x.data);
+    for (int64_t e = 0; e < x.numel(); ++e) codes[e] = static_cast<unsigned char>(e % 256);
+  }
+
+  // cos = kExactCosines[position % 6], sin = 0 at every position.
+  static void exact_tables(const AppendKv& a) {
+    for (int64_t position = 0; position < a.rope_cos.shape[0]; ++position)
+      for (int64_t f = 0; f < a.rope_cos.shape[1]; ++f) {
+        numeric::store(a.rope_cos, {position, f}, kExactCosines[position % 6]);
+        numeric::store(a.rope_sin, {position, f}, 0.0);
       }
   }
 
@@ -245,17 +296,70 @@ std::vector<AppendCase> attend_cases() {
   return cases;
 }
 
+// fp8 appends: contiguous and paged (both table forms, NHD and HND), RoPE of both kinds from
+// tables or a base, Q rotated, a plain copy, and every code through an exact rotation.
+std::vector<AppendCase> fp8_append_cases() {
+  const DType e4m3 = DType::fp8_e4m3, e5m2 = DType::fp8_e5m2;
+  const auto none = PageTableKind::none, vllm = PageTableKind::vllm_block_table,
+             sglang = PageTableKind::sglang_page_list;
+  const auto half = RopeKind::half_rotated, interleaved = RopeKind::interleaved;
+  return {
+      // rotary_dim 96 < hdim: dims 96..127 are copies; half 48 is three whole 16-code chunks.
+      {"fp8_e4m3_contiguous_half_rotated_rotate_q", e4m3, 128, 5, none, KvLayout::nhd, 0, half, 96,
+       false, true},
+      // 19 new tokens straddle pages; angles from a base with position offsets.
+      {"fp8_e4m3_vllm_nhd_page16_half_rotated_theta", e4m3, 128, 19, vllm, KvLayout::nhd, 16, half,
+       128, true, true},
+      {"fp8_e5m2_sglang_hnd_page1_interleaved", e5m2, 64, 3, sglang, KvLayout::hnd, 1, interleaved,
+       64, false, true},
+      // hdim 96 on the hdim-128 kernel; half 20 is no multiple of the chunk (partners code by
+      // code) and rotary_dim 40 ends inside a chunk.
+      {"fp8_e4m3_contiguous_hdim96_element_partners", e4m3, 96, 3, none, KvLayout::nhd, 0, half, 40,
+       true, true},
+      // A byte copy: NaN payloads and infinities come through unchanged.
+      {"fp8_e5m2_contiguous_plain_every_code", e5m2, 128, 4, none, KvLayout::nhd, 0, RopeKind::none,
+       0, false, false, false, true},
+      {"fp8_e4m3_every_code_exact_rope", e4m3, 128, 6, none, KvLayout::nhd, 0, interleaved, 128,
+       false, true, false, true},
+      {"fp8_e5m2_every_code_exact_rope_paged", e5m2, 128, 6, vllm, KvLayout::hnd, 16, half, 128,
+       false, true, false, true},
+  };
+}
+
+// fp8 append -> attend at hdim 128 (sm90_ws's fp8 attention): a chunk into a contiguous cache
+// and a decode step into 16-key pages.
+std::vector<AppendCase> fp8_attend_cases() {
+  AppendCase chunk;
+  chunk.name = "fp8_e4m3_contiguous_chunk_then_attend";
+  chunk.dtype = DType::fp8_e4m3;
+  chunk.seqlen_knew = 4;
+  chunk.rope = RopeKind::half_rotated;
+  chunk.rotary_dim = 128;
+  chunk.theta = true;
+  chunk.rotate_q = true;
+  chunk.attend = true;
+  AppendCase decode = chunk;
+  decode.name = "fp8_e4m3_paged_decode_then_attend";
+  decode.table = PageTableKind::vllm_block_table;
+  decode.page_size = 16;
+  decode.seqlen_knew = 1;
+  return {chunk, decode};
+}
+
 // The host half runs everywhere: every case's problem validates and the reference appends (and
-// attends) without leaving a NaN in a slot it should write.
+// attends) without leaving a NaN in a slot it should write (every_code cases append NaN codes on
+// purpose).
 TEST(AppendKvGpuCases, ProblemsValidateAndTheReferenceFillsEveryNewSlot) {
   std::vector<AppendCase> cases = append_cases();
-  for (const AppendCase& c : attend_cases()) cases.push_back(c);
+  for (const auto& more : {attend_cases(), fp8_append_cases(), fp8_attend_cases()})
+    cases.insert(cases.end(), more.begin(), more.end());
   uint64_t seed = 1;
   for (const AppendCase& c : cases) {
     SCOPED_TRACE(c.name);
     AppendProblem host(c, seed++);
     ASSERT_NO_THROW(validate(host.problem()));
     ASSERT_NO_THROW(reference::run(host.problem()));
+    if (c.every_code) continue;
     const Problem& p = host.problem();
     for (int64_t b = 0; b < kBatch; ++b)
       for (int64_t t = 0; t < c.seqlen_knew; ++t) {
@@ -309,6 +413,55 @@ class AppendKvGpu : public ::testing::Test {
     return bad;
   }
 
+  // The fp8 form of mismatches(): caches and Q code for code (testing::compare_codes). V,
+  // unrotated K and the dims past rotary_dim must match byte for byte, and so must rotated codes
+  // where the rotation is exact in fp32 (every_code): there only the fp8 conversion rounds, so
+  // its ties, saturation and NaN are the reference's. Elsewhere a rotated code may be one step
+  // from the reference's: the kernel rotates in fp32 with the hardware's sine and cosine (abs
+  // error ~4e-7), the reference in double, so a value that close to a rounding midpoint may round
+  // the other way. For values near 1 that is about 1 in 2^17 codes (e4m3's midpoints lie 2^-4
+  // apart, relatively); more than 1 in 1000 fails. O (bf16, after an attention) gets the fp8
+  // attention's bound: its kernel rounds P to e4m3 (relative 2^-4) before P V.
+  static int64_t fp8_mismatches(const runtime::DeviceMirror& mirror, const Problem& host,
+                                const AppendCase& c) {
+    reference::run(host);
+    const Problem& device = mirror.device_problem();
+    int64_t bad = 0;
+    const auto codes = [&](const TensorView& gpu, const TensorView& ref, const char* what,
+                           bool rotates) {
+      const auto got = mirror.download(gpu);
+      const int64_t rotated =
+          rotates && !c.every_code && c.rope != RopeKind::none ? c.rotary_dim : 0;
+      const testing::CodeAgreement a = testing::compare_codes(
+          got.view, ref, [&](int64_t linear) { return linear % c.hdim < rotated; });
+      std::printf("  %-44s %-2s %lld codes, %lld one step off (of %lld rotated), %lld wrong\n",
+                  c.name.c_str(), what, static_cast<long long>(a.compared),
+                  static_cast<long long>(a.one_step), static_cast<long long>(a.loose),
+                  static_cast<long long>(a.mismatches));
+      bad += a.mismatches + (a.compared == ref.numel() ? 0 : 1) + (a.one_step * 1000 > a.loose);
+    };
+    codes(device.k, host.k, "k", true);
+    codes(device.v, host.v, "v", false);
+    if (host.append.rotate_q) codes(device.q, host.q, "q", true);
+    if (appends_then_attends(host)) {
+      const auto o = mirror.download(device.o);
+      const double atol = std::ldexp(host.fp8.v_descale, -4) + 1e-2;  // |V codes| <= 1
+      const runtime::Agreement a = testing::compare(host.o, o.view, atol, 1e-2);
+      std::printf("  %-44s o  max abs err %.2e (bound %.2e) over %lld\n", c.name.c_str(),
+                  a.max_abs_error, atol, static_cast<long long>(a.compared));
+      bad += a.mismatches + (a.compared == host.o.numel() ? 0 : 1);
+    }
+    return bad;
+  }
+
+  // The fp8 append kernels need sm_89 conversions, the fp8 attention sm_90's sm90_ws.
+  std::string fp8_skip_reason(bool attends) const {
+    const int cc = context_->compute_capability();
+    if (attends && cc != 90) return "the fp8 attention after an append needs an sm_90 GPU";
+    if (cc < 89) return "fp8 append-KV needs an sm_89 or newer GPU";
+    return "";
+  }
+
   static std::unique_ptr<Engine> engine_;
   std::unique_ptr<jit::GpuContext> context_;
 };
@@ -326,6 +479,56 @@ TEST_F(AppendKvGpu, AppendMatchesTheReference) {
     engine_->run(plan, mirror.device_problem(), stream.handle());
     stream.synchronize();
     EXPECT_EQ(mismatches(mirror, host.problem(), c.name), 0) << plan.explanation();
+  }
+}
+
+TEST_F(AppendKvGpu, Fp8AppendMatchesTheReferenceCodeForCode) {
+  if (const std::string why = fp8_skip_reason(false); !why.empty()) GTEST_SKIP() << why;
+  uint64_t seed = 400;
+  for (const AppendCase& c : fp8_append_cases()) {
+    SCOPED_TRACE(c.name);
+    AppendProblem host(c, seed++);
+    runtime::DeviceMirror mirror(host.problem());
+    const EnginePlan plan = engine_->plan(mirror.device_problem());
+    ASSERT_EQ(plan.kernels().front().dtype, c.dtype) << plan.explanation();
+    jit::Stream stream;
+    engine_->run(plan, mirror.device_problem(), stream.handle());
+    stream.synchronize();
+    EXPECT_EQ(fp8_mismatches(mirror, host.problem(), c), 0) << plan.explanation();
+  }
+}
+
+// fp8 append -> attend: the attention runs on sm90_ws's fp8 kernel with the problem's descales
+// and a bf16 O, reading the key counts the append wrote (host or device lengths).
+TEST_F(AppendKvGpu, Fp8AppendThenAttendIsOnePlan) {
+  if (const std::string why = fp8_skip_reason(true); !why.empty()) GTEST_SKIP() << why;
+  uint64_t seed = 500;
+  for (const AppendCase& c : fp8_attend_cases()) {
+    for (bool device_lengths : {false, true}) {
+      SCOPED_TRACE(c.name + (device_lengths ? " (device lengths)" : " (host lengths)"));
+      AppendProblem host(c, seed++);
+      runtime::DeviceMirror mirror(host.problem());
+      auto lengths = upload(host.problem().seqlen_k_per_batch);
+      Problem device = mirror.device_problem();
+      if (device_lengths) {
+        device.seqlen_k_per_batch.clear();
+        device.seqlen_k = *std::max_element(kLengths.begin(), kLengths.end());
+        device.device_indices.seqlen_k = reinterpret_cast<const int64_t*>(lengths->address());
+      }
+      const EnginePlan plan = engine_->plan(device);
+      const std::vector<KernelConfig> kernels = plan.kernels();
+      ASSERT_GE(kernels.size(), 2u) << plan.explanation();
+      EXPECT_EQ(kernels[0].family, Family::fwd_appendkv);
+      EXPECT_EQ(kernels[0].dtype, c.dtype);
+      EXPECT_EQ(kernels[1].pipeline, Pipeline::sm90_ws) << plan.explanation();
+      EXPECT_EQ(kernels[1].dtype, c.dtype) << plan.explanation();
+      EXPECT_EQ(kernels[1].out_dtype, DType::bf16) << plan.explanation();
+      EXPECT_EQ(kernels[1].fp8_scale, Fp8ScaleKind::per_tensor) << plan.explanation();
+      jit::Stream stream;
+      engine_->run(plan, device, stream.handle());
+      stream.synchronize();
+      EXPECT_EQ(fp8_mismatches(mirror, host.problem(), c), 0) << plan.explanation();
+    }
   }
 }
 

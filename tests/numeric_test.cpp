@@ -37,6 +37,30 @@ TEST(Numeric, Fp8KnownValues) {
   EXPECT_TRUE(std::isnan(numeric::fp8_e4m3_to_float(0x7f)));
 }
 
+// What sm_89's cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 writes (CUDA's cuda_fp8.hpp models it), which
+// the GPU append-KV kernel must match byte for byte: ties to even up to the largest finite value,
+// everything past it (infinities too) saturates with its sign, every NaN is 0x7F.
+TEST(Numeric, Fp8EncodingSaturatesAndCanonicalizesNanLikeTheHardware) {
+  const double nan = std::nan("");
+  for (const auto encode : {numeric::float_to_fp8_e4m3, numeric::float_to_fp8_e5m2}) {
+    EXPECT_EQ(encode(nan), 0x7f);
+    EXPECT_EQ(encode(-nan), 0x7f);
+    EXPECT_EQ(encode(-0.0), 0x80);
+    EXPECT_EQ(encode(-std::ldexp(1.0, -30)), 0x80);  // underflows to -0
+  }
+  EXPECT_EQ(numeric::float_to_fp8_e4m3(464.0), 0x7e);  // halfway to 480: ties to even (448)
+  EXPECT_EQ(numeric::float_to_fp8_e4m3(464.5), 0x7e);  // past it: saturates
+  EXPECT_EQ(numeric::float_to_fp8_e4m3(INFINITY), 0x7e);
+  EXPECT_EQ(numeric::float_to_fp8_e4m3(-INFINITY), 0xfe);
+  EXPECT_EQ(numeric::float_to_fp8_e4m3(std::ldexp(1.0, -10)), 0x00);  // half the least: even
+  EXPECT_EQ(numeric::float_to_fp8_e4m3(3 * std::ldexp(1.0, -10)), 0x02);
+  EXPECT_EQ(numeric::float_to_fp8_e5m2(61440.0), 0x7b);  // halfway to 65536: saturates
+  EXPECT_EQ(numeric::float_to_fp8_e5m2(INFINITY), 0x7b);
+  EXPECT_EQ(numeric::float_to_fp8_e5m2(-INFINITY), 0xfb);
+  EXPECT_EQ(numeric::float_to_fp8_e5m2(std::ldexp(1.0, -17)), 0x00);
+  EXPECT_EQ(numeric::float_to_fp8_e5m2(3 * std::ldexp(1.0, -17)), 0x02);
+}
+
 TEST(Numeric, EveryEncodingRoundTrips) {
   for (uint32_t bits = 0; bits < 0x10000; ++bits) {
     const float h = numeric::half_to_float(static_cast<uint16_t>(bits));

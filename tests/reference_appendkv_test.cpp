@@ -367,6 +367,92 @@ INSTANTIATE_TEST_SUITE_P(
         make("sglang_hnd_interleaved_q", kSglang, kHnd, kInterleaved, 10, true, DType::fp16)),
     case_name);
 
+// Codes 0, 1, ..., 255, 0, ... in storage order.
+void fill_every_code(HostTensor& x) {
+  auto* codes = static_cast<uint8_t*>(x.view().data);
+  for (int64_t e = 0; e < x.elements(); ++e) codes[e] = static_cast<uint8_t>(e % 256);
+}
+
+uint8_t code_at(const HostTensor& x, std::initializer_list<int64_t> index) {
+  return static_cast<const uint8_t*>(x.view().data)[x.view().offset(index)];
+}
+
+// fp8 with a per-tensor scale: the rotated dims of K and Q are the double rotation of the decoded
+// codes, rounded by numeric::store (nearest even, saturating, NaN as 0x7F); every other element,
+// infinities and NaN payloads included, is copied code for code.
+TEST(ReferenceAppendKv, Fp8RotatesTheRotaryDimsAndCopiesEveryOtherCode) {
+  constexpr int64_t kRotary = 8;
+  const DType e5m2 = DType::fp8_e5m2;
+  HostTensor k_cache(e5m2, {kBatch, kCapacity, kHeadsK, kDimQ});
+  HostTensor v_cache(e5m2, {kBatch, kCapacity, kHeadsK, kDimV});
+  HostTensor k_new(e5m2, {kBatch, kNew, kHeadsK, kDimQ});
+  HostTensor v_new(e5m2, {kBatch, kNew, kHeadsK, kDimV});
+  HostTensor q(e5m2, {kBatch, kNew, kHeadsQ, kDimQ});
+  HostTensor q_before(e5m2, {kBatch, kNew, kHeadsQ, kDimQ});
+  for (HostTensor* x : {&k_new, &v_new, &q, &q_before}) fill_every_code(*x);
+  HostTensor cos(DType::fp32, {kMaxPosition, kRotary / 2});
+  HostTensor sin(DType::fp32, {kMaxPosition, kRotary / 2});
+  for (int64_t pos = 0; pos < kMaxPosition; ++pos)
+    for (int64_t f = 0; f < kRotary / 2; ++f) {
+      cos.set({pos, f}, std::cos(0.7 * pos + f));
+      sin.set({pos, f}, std::sin(0.7 * pos + f));
+    }
+  AppendKv a;
+  a.seqlen_knew = kNew;
+  a.k_new = k_new.view();
+  a.v_new = v_new.view();
+  a.rope = RopeKind::interleaved;
+  a.rotary_dim = kRotary;
+  a.rope_cos = cos.view();
+  a.rope_sin = sin.view();
+  a.rotate_q = true;
+  Fp8Scales scales;
+  scales.kind = Fp8ScaleKind::per_tensor;
+  reference::append_kv(ProblemBuilder(Family::fwd_appendkv)
+                           .dtype(e5m2)
+                           .shape(kBatch, kHeadsQ, kHeadsK, kNew, kCapacity, kDimQ, kDimV)
+                           .key_lengths(kExisting)
+                           .q(q.view())
+                           .k(k_cache.view())
+                           .v(v_cache.view())
+                           .append(a)
+                           .fp8_scales(scales)
+                           .build());
+
+  int64_t nan_copies = 0;
+  for (int64_t b = 0; b < kBatch; ++b)
+    for (int64_t t = 0; t < kNew; ++t) {
+      const int64_t pos = kExisting[b] + t;
+      const auto rotated = [&](const HostTensor& from, std::initializer_list<int64_t> at,
+                               int64_t d) {
+        const std::vector<int64_t> i(at);
+        const double x1 = from.at({i[0], i[1], i[2], d & ~int64_t{1}});
+        const double x2 = from.at({i[0], i[1], i[2], d | 1});
+        const double c = cos.at({pos, d / 2}), s = sin.at({pos, d / 2});
+        return numeric::float_to_fp8_e5m2(d % 2 == 0 ? x1 * c - x2 * s : x2 * c + x1 * s);
+      };
+      for (int64_t h = 0; h < kHeadsK; ++h) {
+        for (int64_t d = 0; d < kDimQ; ++d) {
+          const uint8_t want =
+              d < kRotary ? rotated(k_new, {b, t, h}, d) : code_at(k_new, {b, t, h, d});
+          EXPECT_EQ(code_at(k_cache, {b, pos, h, d}), want)
+              << b << " " << t << " " << h << " " << d;
+        }
+        for (int64_t d = 0; d < kDimV; ++d) {
+          EXPECT_EQ(code_at(v_cache, {b, pos, h, d}), code_at(v_new, {b, t, h, d}));
+          nan_copies += std::isnan(v_new.at({b, t, h, d}));
+        }
+      }
+      for (int64_t h = 0; h < kHeadsQ; ++h)
+        for (int64_t d = 0; d < kDimQ; ++d) {
+          const uint8_t want =
+              d < kRotary ? rotated(q_before, {b, t, h}, d) : code_at(q_before, {b, t, h, d});
+          EXPECT_EQ(code_at(q, {b, t, h, d}), want);
+        }
+    }
+  EXPECT_GT(nan_copies, 0) << "the copies include NaN codes other than 0x7F";
+}
+
 TEST(ReferenceAppendKv, Fp8PerPageScalesAreNotSupported) {
   HostTensor cache(DType::fp8_e4m3, {kBatch, kCapacity, kHeadsK, kDimQ});
   HostTensor fresh(DType::fp8_e4m3, {kBatch, kNew, kHeadsK, kDimQ});

@@ -7,6 +7,10 @@
 //   * a row is shared by kLanes adjacent lanes of one warp, each holding every kLanes-th chunk of
 //     16 bytes, so a row's lanes move whole contiguous segments in 16-byte accesses (element by
 //     element where a pointer, stride or head dim does not allow it);
+//   * chunks move as raw bytes: only the dims RoPE rotates are widened to fp32, rotated and
+//     rounded back (fp8: round to nearest even, saturating, as numeric::store), so V, unrotated
+//     K and the dims past rotary_dim are byte copies, and an fp8 cache (one per-tensor scale
+//     shared with the new tokens and Q, so rotating codes is rotating values) is moved as codes;
 //   * half-rotated RoPE pairs dim f with f + rotary_dim / 2, which another lane may hold: every
 //     lane reads its chunks and their partners before any lane of the warp writes, which keeps
 //     the in-place rotation of Q race-free;
@@ -21,7 +25,7 @@ namespace tilefmha::fmha {
 
 template <class Element_, int Hdim, int Warps, bool Paged, RopeMode Rope>
 struct AppendKvTraits {
-  using Element = Element_;  // float, tile::half_t or tile::bfloat16_t
+  using Element = Element_;  // float, tile::half_t, tile::bfloat16_t or an fp8 code type
   static constexpr int kVector = 16 / int(sizeof(Element));
   static constexpr int kChunksPerRow = (Hdim + kVector - 1) / kVector;
   // The smallest power of two of lanes covering a row's chunks, at most a warp.
@@ -39,8 +43,13 @@ struct AppendKvTraits {
 
   static_assert(tile::same_type<Element, float>::value ||
                     tile::same_type<Element, tile::half_t>::value ||
-                    tile::same_type<Element, tile::bfloat16_t>::value,
-                "append-KV moves fp32, fp16 or bf16");
+                    tile::same_type<Element, tile::bfloat16_t>::value ||
+                    tile::is_fp8<Element>::value,
+                "append-KV moves fp32, fp16, bf16 or fp8");
+#if !defined(TILEFMHA_HAS_SM89)
+  static_assert(!tile::is_fp8<Element>::value,
+                "fp8 append-KV needs sm_89 or newer (cvt to and from e4m3x2 / e5m2x2)");
+#endif
   static_assert(kLanes * kChunksPerLane >= kChunksPerRow, "a row's lanes cover its chunks");
 };
 
@@ -54,43 +63,106 @@ TILEFMHA_DEVICE bool vectorizable(const void* data, const TokenStrides& s, long 
          ((s.batch | s.seq | s.head | dim) % Vector) == 0;
 }
 
+// 16 bytes of a row as in memory: 16 / sizeof(T) elements of T, element e in the bits of word
+// e * sizeof(T) / 4 that its bytes occupy.
+struct Chunk {
+  tile::u32 word[4];
+};
+
+template <class T>
+constexpr int kElementBits = 8 * int(sizeof(T));
+
+// Storage bits of a value of T and back (fp32 as its IEEE bits, so NaN payloads survive).
+template <class T>
+TILEFMHA_DEVICE tile::u32 bits_of(T value) {
+  if constexpr (tile::same_type<T, float>::value) {
+    return tile::float_as_bits(value);
+  } else {
+    return tile::u32(value.bits);
+  }
+}
+
+template <class T>
+TILEFMHA_DEVICE T from_bits(tile::u32 bits) {
+  if constexpr (tile::same_type<T, float>::value) {
+    return tile::bits_as_float(bits);
+  } else if constexpr (tile::is_fp8<T>::value) {
+    return T{static_cast<unsigned char>(bits)};
+  } else {
+    return T{static_cast<tile::u16>(bits)};
+  }
+}
+
+// Element e of a chunk (e is a compile-time index once the loops unroll, so these are register
+// shifts and masks).
+template <class T>
+TILEFMHA_DEVICE tile::u32 element(const Chunk& chunk, int e) {
+  constexpr int kBits = kElementBits<T>;
+  if constexpr (kBits == 32) {
+    return chunk.word[e];
+  } else {
+    constexpr int kPerWord = 32 / kBits;
+    return (chunk.word[e / kPerWord] >> (e % kPerWord * kBits)) & ((1u << kBits) - 1);
+  }
+}
+
+template <class T>
+TILEFMHA_DEVICE void set_element(Chunk& chunk, int e, tile::u32 bits) {
+  constexpr int kBits = kElementBits<T>;
+  if constexpr (kBits == 32) {
+    chunk.word[e] = bits;
+  } else {
+    constexpr int kPerWord = 32 / kBits;
+    const int shift = e % kPerWord * kBits;
+    const tile::u32 mask = ((1u << kBits) - 1) << shift;
+    chunk.word[e / kPerWord] = (chunk.word[e / kPerWord] & ~mask) | ((bits << shift) & mask);
+  }
+}
+
+template <class T>
+TILEFMHA_DEVICE float widen(const Chunk& chunk, int e) {
+  return tile::to_float(from_bits<T>(element<T>(chunk, e)));
+}
+
+// Rotated values of elements e and e + 1, rounded to T: one conversion per pair.
+template <class T>
+TILEFMHA_DEVICE void narrow_pair(Chunk& chunk, int e, float lo, float hi) {
+  if constexpr (tile::same_type<T, float>::value) {
+    set_element<T>(chunk, e, tile::float_as_bits(lo));
+    set_element<T>(chunk, e + 1, tile::float_as_bits(hi));
+  } else {
+    const tile::u32 pair = tile::pack_pair<T>(lo, hi);
+    set_element<T>(chunk, e, pair);
+    set_element<T>(chunk, e + 1, pair >> kElementBits<T>);
+  }
+}
+
+// The chunk at `source`: one 16-byte load, or its first `valid` elements one by one (the rest
+// zero).
 template <class T, int Vector>
-TILEFMHA_DEVICE void load_chunk(const T* source, bool vector, int valid, float (&out)[Vector]) {
+TILEFMHA_DEVICE void load_chunk(const T* source, bool vector, int valid, Chunk& out) {
   if (vector) {
     const uint4 raw = *reinterpret_cast<const uint4*>(source);
-    if constexpr (tile::same_type<T, float>::value) {
-      out[0] = __uint_as_float(raw.x);
-      out[1] = __uint_as_float(raw.y);
-      out[2] = __uint_as_float(raw.z);
-      out[3] = __uint_as_float(raw.w);
-    } else {
-      tile::unpack2<T>(raw.x, out[0], out[1]);
-      tile::unpack2<T>(raw.y, out[2], out[3]);
-      tile::unpack2<T>(raw.z, out[4], out[5]);
-      tile::unpack2<T>(raw.w, out[6], out[7]);
-    }
+    out.word[0] = raw.x;
+    out.word[1] = raw.y;
+    out.word[2] = raw.z;
+    out.word[3] = raw.w;
   } else {
+    out = Chunk{{0, 0, 0, 0}};
 #pragma unroll
-    for (int e = 0; e < Vector; ++e) out[e] = e < valid ? tile::to_float(source[e]) : 0.0f;
+    for (int e = 0; e < Vector; ++e)
+      if (e < valid) set_element<T>(out, e, bits_of(source[e]));
   }
 }
 
 template <class T, int Vector>
-TILEFMHA_DEVICE void store_chunk(T* target, bool vector, int valid, const float (&in)[Vector]) {
+TILEFMHA_DEVICE void store_chunk(T* target, bool vector, int valid, const Chunk& in) {
   if (vector) {
-    uint4 raw;
-    if constexpr (tile::same_type<T, float>::value) {
-      raw = make_uint4(__float_as_uint(in[0]), __float_as_uint(in[1]), __float_as_uint(in[2]),
-                       __float_as_uint(in[3]));
-    } else {
-      raw = make_uint4(tile::pack2<T>(in[0], in[1]), tile::pack2<T>(in[2], in[3]),
-                       tile::pack2<T>(in[4], in[5]), tile::pack2<T>(in[6], in[7]));
-    }
-    *reinterpret_cast<uint4*>(target) = raw;
+    *reinterpret_cast<uint4*>(target) = make_uint4(in.word[0], in.word[1], in.word[2], in.word[3]);
   } else {
 #pragma unroll
     for (int e = 0; e < Vector; ++e)
-      if (e < valid) target[e] = tile::from_float<T>(in[e]);
+      if (e < valid) target[e] = from_bits<T>(element<T>(in, e));
   }
 }
 
@@ -132,40 +204,85 @@ struct Row {
   long long position;
 };
 
+// The half-rotated partners of chunk `d`'s dims below rotary_dim (dim f pairs with
+// f + rotary_dim / 2): one 16-byte load when the half is a multiple of the chunk (the partner
+// chunk then lies wholly on the other side), else element by element.
+template <class Traits>
+TILEFMHA_DEVICE void load_partners(const Row<typename Traits::Element>& row, int d, int rotary,
+                                   Chunk& out) {
+  using T = typename Traits::Element;
+  constexpr int kVector = Traits::kVector;
+  const int half = rotary / 2;
+  if (row.vector && half % kVector == 0) {
+    load_chunk<T, kVector>(row.source + (d < half ? d + half : d - half), true, kVector, out);
+    return;
+  }
+  out = Chunk{{0, 0, 0, 0}};
+#pragma unroll
+  for (int e = 0; e < kVector; ++e) {
+    const int index = d + e;
+    if (index < rotary && index < row.dim)
+      set_element<T>(out, e, bits_of(row.source[index < half ? index + half : index - half]));
+  }
+}
+
+// Dim `index` of a half-rotated row: (x1, x2) -> (x1 c - x2 s, x2 c + x1 s), x2 the upper half.
+TILEFMHA_DEVICE float rotate_half(const AppendKvParams& p, long long position, int index, float x,
+                                  float partner) {
+  const int half = int(p.rotary_dim) / 2;
+  float cosine, sine;
+  rope_angle(p, position, index < half ? index : index - half, cosine, sine);
+  return index < half ? x * cosine - partner * sine : x * cosine + partner * sine;
+}
+
+// Rotates chunk `d`'s dims below rotary_dim in place: widened to fp32, rotated, rounded back to
+// the element type a pair at a time. rotary_dim and every chunk start are even, so a pair lies
+// wholly below rotary_dim or wholly past it (and interleaved pairs (2f, 2f + 1) in one chunk).
+template <class Traits>
+TILEFMHA_DEVICE void rotate_chunk(const AppendKvParams& p, long long position, int d, Chunk& x,
+                                  const Chunk& partner) {
+  using T = typename Traits::Element;
+  const int rotary = int(p.rotary_dim);
+#pragma unroll
+  for (int e = 0; e < Traits::kVector; e += 2) {
+    const int index = d + e;
+    if (index >= rotary) continue;
+    const float x1 = widen<T>(x, e), x2 = widen<T>(x, e + 1);
+    float lo, hi;
+    if constexpr (Traits::kRope == RopeMode::half_rotated) {
+      lo = rotate_half(p, position, index, x1, widen<T>(partner, e));
+      hi = rotate_half(p, position, index + 1, x2, widen<T>(partner, e + 1));
+    } else {
+      float cosine, sine;
+      rope_angle(p, position, index / 2, cosine, sine);
+      lo = x1 * cosine - x2 * sine;
+      hi = x2 * cosine + x1 * sine;
+    }
+    narrow_pair<T>(x, e, lo, hi);
+  }
+}
+
 template <class Traits>
 TILEFMHA_DEVICE void move_row(const AppendKvParams& p, const Row<typename Traits::Element>& row,
                               bool active, int lane) {
   using T = typename Traits::Element;
   constexpr int kVector = Traits::kVector;
   constexpr int kLanes = Traits::kLanes;
+  constexpr bool kRotates = Traits::kRope != RopeMode::none;
   constexpr bool kHalf = Traits::kRope == RopeMode::half_rotated;
   const int rotary = int(p.rotary_dim);
-  const int half = rotary / 2;
 
-  float x[Traits::kChunksPerLane][kVector];
-  float partner[kHalf ? Traits::kChunksPerLane : 1][kVector];
+  // Zeroed only so that no path reads an unset chunk in the compiler's eyes (the guards below
+  // skip the chunks a lane does not load); the stores fold away.
+  Chunk x[Traits::kChunksPerLane] = {};
+  Chunk partner[kHalf ? Traits::kChunksPerLane : 1] = {};
 #pragma unroll
   for (int c = 0; c < Traits::kChunksPerLane; ++c) {
     const int d = (c * kLanes + lane) * kVector;
     if (!active || d >= row.dim) continue;
     load_chunk<T, kVector>(row.source + d, row.vector, row.dim - d, x[c]);
     if constexpr (kHalf) {
-      if (row.rotate && d < rotary) {
-        // A chunk lies wholly below rotary_dim when its half is a multiple of the chunk.
-        if (row.vector && half % kVector == 0) {
-          load_chunk<T, kVector>(row.source + (d < half ? d + half : d - half), true, kVector,
-                                 partner[c]);
-        } else {
-#pragma unroll
-          for (int e = 0; e < kVector; ++e) {
-            const int index = d + e;
-            partner[c][e] =
-                index < rotary && index < row.dim
-                    ? tile::to_float(row.source[index < half ? index + half : index - half])
-                    : 0.0f;
-          }
-        }
-      }
+      if (row.rotate && d < rotary) load_partners<Traits>(row, d, rotary, partner[c]);
     }
   }
   // Q rotates in place: a partner another lane of this warp writes must be read first.
@@ -175,31 +292,11 @@ TILEFMHA_DEVICE void move_row(const AppendKvParams& p, const Row<typename Traits
   for (int c = 0; c < Traits::kChunksPerLane; ++c) {
     const int d = (c * kLanes + lane) * kVector;
     if (!active || d >= row.dim) continue;
-    float out[kVector];
-#pragma unroll
-    for (int e = 0; e < kVector; ++e) out[e] = x[c][e];
-    if constexpr (Traits::kRope != RopeMode::none) {
-      if (row.rotate && d < rotary) {
-#pragma unroll
-        for (int e = 0; e < kVector; ++e) {
-          const int index = d + e;
-          if (index >= rotary) continue;
-          float cosine, sine;
-          if constexpr (kHalf) {
-            rope_angle(p, row.position, index < half ? index : index - half, cosine, sine);
-            // (x1, x2) -> (x1 c - x2 s, x2 c + x1 s) with x2 the upper half.
-            out[e] = index < half ? x[c][e] * cosine - partner[c][e] * sine
-                                  : x[c][e] * cosine + partner[c][e] * sine;
-          } else {
-            // Pairs (2f, 2f + 1) lie inside one chunk: chunks start at even dims.
-            rope_angle(p, row.position, index / 2, cosine, sine);
-            out[e] = (e % 2 == 0) ? x[c][e] * cosine - x[c][e + 1] * sine
-                                  : x[c][e] * cosine + x[c][e - 1] * sine;
-          }
-        }
-      }
+    if constexpr (kRotates) {
+      if (row.rotate && d < rotary)
+        rotate_chunk<Traits>(p, row.position, d, x[c], partner[kHalf ? c : 0]);
     }
-    store_chunk<T, kVector>(row.target + d, row.vector, row.dim - d, out);
+    store_chunk<T, kVector>(row.target + d, row.vector, row.dim - d, x[c]);
   }
 }
 

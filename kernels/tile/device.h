@@ -4,6 +4,10 @@
 
 #define TILEFMHA_DEVICE __device__ __forceinline__
 
+// fp8 conversions (cvt to and from e4m3x2 / e5m2x2) exist from sm_89 (Ada) on.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#define TILEFMHA_HAS_SM89 1
+#endif
 // sm_90 instructions (TMA, mbarrier transaction counts, async proxy fences) exist on every
 // Hopper target; wgmma and setmaxnreg exist only on the arch-specific sm_90a target.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -122,6 +122,53 @@ TILEFMHA_DEVICE void unpack2(u32 packed, float& lo, float& hi) {
   }
 }
 
+// e5m2 is the upper byte of an fp16, so widening is exact as a shift.
+TILEFMHA_DEVICE float to_float(float_e5m2_t value) {
+  return to_float(half_t{u16(u16(value.bits) << 8)});
+}
+
+#if defined(TILEFMHA_HAS_SM89)
+TILEFMHA_DEVICE float to_float(float_e4m3_t value) {
+  u32 halves;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(halves) : "h"(u16(value.bits)));
+  return to_float(half_t{u16(halves & 0xFFFFu)});
+}
+
+// Two values as fp8 codes, `lo` in the lower byte: rounded to nearest even, saturated to the
+// largest finite value (infinities too), any NaN as 0x7F (numeric::store on the host agrees).
+TILEFMHA_DEVICE u16 pack_e4m3x2(float lo, float hi) {
+  u16 packed;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(packed) : "f"(hi), "f"(lo));
+  return packed;
+}
+
+TILEFMHA_DEVICE u16 pack_e5m2x2(float lo, float hi) {
+  u16 packed;
+  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(packed) : "f"(hi), "f"(lo));
+  return packed;
+}
+#endif
+
+// Two values rounded to T (fp16, bf16 or fp8) as storage bits, `lo` in the lower bits of the
+// pair: one cvt per pair. fp8 saturates (pack_e4m3x2); fp16 and bf16 round as pack2 does.
+template <class T>
+TILEFMHA_DEVICE u32 pack_pair(float lo, float hi) {
+  if constexpr (is_fp8<T>::value) {
+#if defined(TILEFMHA_HAS_SM89)
+    if constexpr (same_type<T, float_e4m3_t>::value) {
+      return pack_e4m3x2(lo, hi);
+    } else {
+      return pack_e5m2x2(lo, hi);
+    }
+#else
+    static_assert(!is_fp8<T>::value, "fp8 conversions need sm_89 (cvt e4m3x2 / e5m2x2)");
+    return 0;
+#endif
+  } else {
+    return pack2<T>(lo, hi);
+  }
+}
+
 template <class T>
 TILEFMHA_DEVICE T from_float(float value) {
   static_assert(

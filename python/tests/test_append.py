@@ -1,6 +1,7 @@
 """append_kv's RoPE base and position offsets, and append_kv_and_attend, on the CPU reference:
 the chained call equals append_kv followed by attention over the grown caches, rope_theta equals
-tables of the same base, offsets move RoPE positions but not slots."""
+tables of the same base, offsets move RoPE positions but not slots; fp8 caches (codes copied,
+rotated dims rounded back, the chained attention keeping the descales and out_dtype)."""
 
 import numpy as np
 import pytest
@@ -96,3 +97,73 @@ def test_rope_base_errors_name_the_argument():
     with pytest.raises(ValueError, match=r"takes no bias"):
         tilefmha.append_kv_and_attend(arrays(5)[4], k_cache, v_cache, k_new, v_new, LENGTHS,
                                       alibi_slopes=np.ones(4, dtype=np.float32))
+
+
+# --- fp8 caches (per-tensor scales: the append moves codes) --------------------------------------
+
+MANTISSA_BITS = {"fp8_e4m3": 3, "fp8_e5m2": 2}
+
+
+def fp8_arrays(seed, fmt, new=2, dim=16, capacity=16):
+    """arrays() as uint8 codes of `fmt`, with every code (NaN and infinities too) in v_new."""
+    codes = [tilefmha.fp8_from_float32(x * 8, fmt) for x in arrays(seed, new, dim, capacity)]
+    codes[3] = (np.arange(codes[3].size) % 256).astype(np.uint8).reshape(codes[3].shape)
+    return codes
+
+
+@pytest.mark.parametrize("fmt", ["fp8_e4m3", "fp8_e5m2"])
+def test_fp8_append_copies_codes_and_rounds_the_rotated_dims(fmt):
+    k_cache, v_cache, k_new, v_new, q = fp8_arrays(6, fmt)
+    q_before = q.copy()
+    rotary = 8
+    grown = tilefmha.append_kv(k_cache, v_cache, k_new, v_new, LENGTHS, rope="neox",
+                               rotary_dim=rotary, rope_theta=100.0, q=q, rotate_q=True,
+                               dtype=fmt)
+    np.testing.assert_array_equal(grown, np.array(LENGTHS) + 2)
+    step = 2.0 ** -MANTISSA_BITS[fmt]
+    for b, n in enumerate(LENGTHS):
+        # Byte copies: V (whose codes include NaN payloads and infinities) and K past rotary_dim.
+        np.testing.assert_array_equal(v_cache[b, n:n + 2], v_new[b])
+        np.testing.assert_array_equal(k_cache[b, n:n + 2, :, rotary:], k_new[b, :, :, rotary:])
+        np.testing.assert_array_equal(q[b, :, :, rotary:], q_before[b, :, :, rotary:])
+        # Rotated dims: the rotation of the decoded codes, rounded to the format.
+        for t in range(2):
+            expected = rotate_half(tilefmha.fp8_to_float32(k_new[b, t], fmt), n + t, 100.0, rotary)
+            got = tilefmha.fp8_to_float32(k_cache[b, n + t], fmt)
+            np.testing.assert_allclose(got[..., :rotary], expected[..., :rotary], rtol=step,
+                                       atol=2.0 ** -9)
+
+
+def test_fp8_append_then_attend_keeps_the_descales_and_out_dtype():
+    fmt = "fp8_e4m3"
+    k_cache, v_cache, k_new, v_new, q = fp8_arrays(7, fmt)
+    v_new = tilefmha.fp8_from_float32(np.random.default_rng(8).uniform(-8, 8, v_new.shape), fmt)
+    k2, v2, q2 = k_cache.copy(), v_cache.copy(), q.copy()
+    descales = {"q_descale": 0.5, "k_descale": 0.25, "v_descale": 2.0}
+    o = tilefmha.append_kv_and_attend(q, k_cache, v_cache, k_new, v_new, LENGTHS, rope="neox",
+                                      rotate_q=True, causal="bottom_right", dtype=fmt,
+                                      out_dtype="fp32", **descales)
+    assert o.dtype == np.float32
+    grown = tilefmha.append_kv(k2, v2, k_new, v_new, LENGTHS, rope="neox", q=q2, rotate_q=True,
+                               dtype=fmt)
+    np.testing.assert_array_equal(k_cache, k2)
+    np.testing.assert_array_equal(q, q2)
+    for b, keys in enumerate(grown):
+        expected = tilefmha.attention(q2[b:b + 1], k2[b:b + 1, :keys], v2[b:b + 1, :keys],
+                                      causal="bottom_right", dtype=fmt, out_dtype="fp32",
+                                      **descales)
+        np.testing.assert_allclose(o[b:b + 1], expected, rtol=1e-6, atol=1e-6)
+
+
+def test_fp8_append_refuses_mixed_formats_and_block_descales():
+    k_cache, v_cache, k_new, v_new, q = fp8_arrays(9, "fp8_e4m3")
+    with pytest.raises(ValueError, match=r"^k_new\.dtype = uint8: pass dtype='fp8_e4m3'"):
+        tilefmha.append_kv(k_cache, v_cache, k_new, v_new, LENGTHS)
+    with pytest.raises(ValueError, match=r"^v_cache holds fp32 data but k_new holds fp8_e4m3"):
+        tilefmha.append_kv(k_cache, np.zeros(v_cache.shape, np.float32), k_new, v_new, LENGTHS,
+                           dtype="fp8_e4m3")
+    blocks = {name: np.ones((3, heads, 1), np.float32)
+              for name, heads in (("q_descale", 4), ("k_descale", 2), ("v_descale", 2))}
+    with pytest.raises(ValueError, match=r"^q_descale is a per-block tensor, but append_kv"):
+        tilefmha.append_kv_and_attend(q, k_cache, v_cache, k_new, v_new, LENGTHS,
+                                      dtype="fp8_e4m3", **blocks)

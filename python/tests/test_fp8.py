@@ -83,6 +83,8 @@ def test_encoding_rounds_to_the_nearest_code_ties_to_even_and_saturates(fmt):
     decoded = tilefmha.fp8_to_float32(tilefmha.fp8_from_float32(beyond, fmt), fmt)
     np.testing.assert_array_equal(decoded[:3], [largest, largest, -largest])
     assert np.isnan(decoded[3])
+    # Every NaN is 0x7F, as the engine's quantization and the GPU's cvt.rn.satfinite write it.
+    np.testing.assert_array_equal(tilefmha.fp8_from_float32([np.nan, -np.nan], fmt), [0x7F] * 2)
 
 
 def test_codecs_refuse_what_they_cannot_mean():

@@ -2,9 +2,10 @@
 against the CPU reference on the same inputs. Contiguous caches and shuffled page pools (pages of
 1, 16 and 1024 tokens, both pool layouts, both page-table forms), RoPE none / interleaved /
 half-rotated over rotary_dim < hdim from tables or from a base with position offsets, Q rotated
-in place, GQA, an empty cache; device key lengths (no host sync); and the append -> attend plan
-captured in a CUDA graph and replayed with new device lengths. Skipped (and reported as skipped)
-without PyTorch, a CUDA GPU or a usable driver."""
+in place, GQA, an empty cache; device key lengths (no host sync); the append -> attend plan
+captured in a CUDA graph and replayed with new device lengths; fp8 caches code for code (sm_89+)
+and an fp8 append -> attend (sm_90). Skipped (and reported as skipped) without PyTorch, a CUDA
+GPU or a usable driver."""
 
 import numpy as np
 import pytest
@@ -167,3 +168,66 @@ def test_append_then_attend_replays_in_a_cuda_graph_with_new_lengths():
                                                  rope_theta=10000.0, causal="bottom_right")
         torch.testing.assert_close(o.cpu().float(), expected.float(), rtol=BF16, atol=BF16)
         assert_same_cache(gpu_k, host_k)
+
+
+# --- fp8 caches ---------------------------------------------------------------------------------
+
+
+def fp8_codes(rng, fmt, *shape):
+    """CPU torch fp8 tensor of random codes (values in [-8, 8])."""
+    kind = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}[fmt]
+    return torch.from_numpy(tilefmha.fp8_from_float32(rng.uniform(-8, 8, shape), fmt)).view(kind)
+
+
+def code_ordinal(codes):
+    """uint8 fp8 codes as integers ordered like their values (adjacent values differ by 1)."""
+    magnitude = (codes & 0x7F).astype(np.int64)
+    return np.where(codes & 0x80, -magnitude, magnitude)
+
+
+def require_capability(major_minor, why):
+    if torch.cuda.get_device_capability() < major_minor:
+        pytest.skip(why)
+
+
+@pytest.mark.parametrize("fmt", ["fp8_e4m3", "fp8_e5m2"])
+def test_fp8_append_matches_the_cpu_reference_code_for_code(fmt):
+    """Copies (V, dims past rotary_dim) byte for byte; rotated codes within one rounding step,
+    and rarely off (the kernel rotates in fp32 with hardware sine and cosine, the reference in
+    double)."""
+    require_capability((8, 9), "fp8 append-KV needs an sm_89 or newer GPU")
+    rng = np.random.default_rng(12 + (fmt == "fp8_e5m2"))
+    k_cache, v_cache = fp8_codes(rng, fmt, 3, 96, 2, 128), fp8_codes(rng, fmt, 3, 96, 2, 128)
+    k_new, v_new = fp8_codes(rng, fmt, 3, 5, 2, 128), fp8_codes(rng, fmt, 3, 5, 2, 128)
+    q = fp8_codes(rng, fmt, 3, 5, 8, 128)
+    gpu = [x.cuda() for x in (k_cache, v_cache, q)]
+    rope = {"rope": "neox", "rotary_dim": 96, "rope_theta": 10000.0, "rotate_q": True}
+    tilefmha.append_kv(gpu[0], gpu[1], k_new.cuda(), v_new.cuda(), LENGTHS, q=gpu[2], **rope)
+    tilefmha.append_kv(k_cache, v_cache, k_new, v_new, LENGTHS, q=q, **rope)
+    for got, want, rotated in ((gpu[0], k_cache, 96), (gpu[1], v_cache, 0), (gpu[2], q, 96)):
+        got = got.cpu().view(torch.uint8).numpy()
+        want = want.view(torch.uint8).numpy()
+        np.testing.assert_array_equal(got[..., rotated:], want[..., rotated:])
+        steps = np.abs(code_ordinal(got[..., :rotated]) - code_ordinal(want[..., :rotated]))
+        assert steps.size == 0 or steps.max() <= 1
+        assert np.count_nonzero(steps) * 1000 <= steps.size
+
+
+def test_fp8_append_then_attend_matches_the_cpu_reference():
+    require_capability((9, 0), "the fp8 attention after an append needs an sm_90 GPU")
+    rng = np.random.default_rng(14)
+    fmt = "fp8_e4m3"
+    k_cache, v_cache = fp8_codes(rng, fmt, 3, 96, 2, 128), fp8_codes(rng, fmt, 3, 96, 2, 128)
+    k_new, v_new = fp8_codes(rng, fmt, 3, 4, 2, 128), fp8_codes(rng, fmt, 3, 4, 2, 128)
+    q = fp8_codes(rng, fmt, 3, 4, 8, 128)
+    gpu = [x.cuda() for x in (q, k_cache, v_cache, k_new, v_new)]
+    # Logits of standard deviation ~3 (codes in [-8, 8]): each row's softmax picks a few keys,
+    # so a lost descale moves O past the bound below.
+    call = {"rope": "neox", "rotate_q": True, "causal": "bottom_right", "q_descale": 1 / 16,
+            "k_descale": 1 / 32, "v_descale": 1 / 4, "scale": 6.0}
+    o = tilefmha.append_kv_and_attend(*gpu, LENGTHS, **call)
+    expected = tilefmha.append_kv_and_attend(q, k_cache, v_cache, k_new, v_new, LENGTHS, **call)
+    assert o.dtype == torch.bfloat16
+    # The kernel rounds P to e4m3 before P V (relative 2^-4): O within 2^-4 max |V| (8 / 4).
+    torch.testing.assert_close(o.cpu().float(), expected.float(), rtol=1e-2, atol=2 / 16 + 1e-2)
+

@@ -1,12 +1,16 @@
 """Append-KV: new tokens written into a KV cache (contiguous or paged), with optional RoPE on the
-new keys and on the queries (family fwd_appendkv)."""
+new keys and on the queries (family fwd_appendkv).
+
+fp8 caches (e4m3 or e5m2 codes) take per-tensor descales only: the append rotates the stored
+codes, which rotates the values only when new tokens, cache and q share one scale."""
 
 import numpy as np
 
 from . import _core
 from ._backends import is_cuda, select_backend
-from ._dtypes import attention_dtype
+from ._dtypes import FP8_DTYPES, attention_dtype, storage_name
 from ._features import Features
+from ._fp8 import Fp8Inputs
 from ._forward import inputs
 from ._paging import DeviceKeyLengths, PageTable, device_index, key_lengths, page_pools
 from ._shapes import index_list, require_rank
@@ -64,12 +68,37 @@ def _refuse_aliasing(written):
                                  "in place; pass separate arrays")
 
 
+def _append_dtypes(k_new, dtype, out_dtype, others, descales):
+    """The engine dtype of an append call and its Fp8Inputs. others: the caches (and q) by
+    argument name, which must hold k_new's fp8 format when k_new is fp8. fp8 descales are
+    per-tensor floats; absent ones are 1.0 (the append itself moves codes and reads none)."""
+    engine_dtype = attention_dtype(k_new, dtype, field="k_new", fp8=True)
+    if engine_dtype in FP8_DTYPES:
+        for name, x in others.items():
+            if x is None:
+                continue
+            # `dtype` names what uint8 codes hold; other storage names its own dtype.
+            found = attention_dtype(x, dtype if storage_name(x) == "uint8" else None, name,
+                                    fp8=True)
+            if found != engine_dtype:
+                raise ValueError(f"{name} holds {found} data but k_new holds {engine_dtype}: the "
+                                 "new tokens, the caches and q share one fp8 format")
+    fp8 = Fp8Inputs.from_arguments(engine_dtype, out_dtype, **descales)
+    if fp8.kind not in ("none", "per_tensor"):
+        name = fp8.tensors[0][0]
+        raise ValueError(f"{name} is a per-block tensor, but append_kv rotates the stored fp8 "
+                         "codes, which needs one scale shared by the new tokens, the cache and q: "
+                         "pass per-tensor descales (floats)")
+    return engine_dtype, fp8
+
+
 def _build_append(be, k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table, page_indptr,
                   page_indices, page_size, layout, rope, rotary_dim, rope_cos, rope_sin,
-                  rope_theta, rope_position_offsets, q, rotate_q, max_seqlen_k, dtype):
+                  rope_theta, rope_position_offsets, q, rotate_q, max_seqlen_k, dtype,
+                  out_dtype=None, descales=None):
     """The fwd_appendkv problem of one call, its tensors attached (q read-only unless it
-    rotates; O not yet). Returns (problem, q view, key lengths) where the lengths are a host
-    list or a DeviceKeyLengths."""
+    rotates; O not yet). Returns (problem, q view, key lengths, Fp8Inputs) where the lengths are
+    a host list or a DeviceKeyLengths."""
     if rope not in _ROPE_KINDS:
         raise ValueError(f"rope = {rope!r}: expected None, 'interleaved' or 'half_rotated'")
     rope_kind = _ROPE_KINDS[rope]
@@ -78,7 +107,9 @@ def _build_append(be, k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table,
         # queries unrotated against rotated keys.
         raise ValueError("rotate_q=True needs q, the queries to rotate")
     on_device = be.name == "gpu"
-    engine_dtype = attention_dtype(k_new, dtype, field="k_new")
+    engine_dtype, fp8 = _append_dtypes(
+        k_new, dtype, out_dtype,
+        {"v_new": v_new, "k_cache": k_cache, "v_cache": v_cache, "q": q}, descales or {})
     named = {"k_new": k_new, "v_new": v_new}
     if q is not None:
         named["q"] = q
@@ -107,6 +138,7 @@ def _build_append(be, k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table,
         rope_position_offsets = None
     problem = _core.Problem("fwd_appendkv")
     problem.set_dtype(engine_dtype)
+    fp8.configure(problem)
     problem.set_shape(batch, nhead_q, nhead_k, seqlen_q, 0, hdim_q, int(v_new.shape[3]))
     if isinstance(lengths, DeviceKeyLengths):
         lengths.configure(problem)
@@ -148,14 +180,15 @@ def _build_append(be, k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table,
         problem.set_rope_base(0.0 if rope_theta is None else float(rope_theta), offsets)
     if device_offsets is not None:
         problem.set_rope_offsets_on_device(device_offsets.data_ptr())
-    be.attach(problem, "k", k, writable=True)
-    be.attach(problem, "v", v, writable=True)
-    be.attach(problem, "append.k_new", k_new)
-    be.attach(problem, "append.v_new", v_new)
+    codes = fp8.codes_dtype  # what uint8 arrays hold ('' unless fp8)
+    be.attach(problem, "k", k, writable=True, as_dtype=codes)
+    be.attach(problem, "v", v, writable=True, as_dtype=codes)
+    be.attach(problem, "append.k_new", k_new, as_dtype=codes)
+    be.attach(problem, "append.v_new", v_new, as_dtype=codes)
     if q is not None:
-        be.attach(problem, "q", q, writable=bool(rotate_q))
+        be.attach(problem, "q", q, writable=bool(rotate_q), as_dtype=codes)
     # The device copies must outlive the launch; the caller's call frame holds them.
-    return problem, q, (lengths, device_offsets)
+    return problem, q, (lengths, device_offsets), fp8
 
 
 def _lengths_after(lengths, seqlen_knew):
@@ -184,13 +217,18 @@ def append_kv(k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table=None, pa
     rope_position_offsets [batch]: added to sequence b's RoPE positions (not to where tokens
     land); a CUDA tensor stays on the device on the GPU (the angles then come from rope_theta).
 
+    fp8 caches: k_new, v_new, the caches and q hold codes of one format (PyTorch float8_e4m3fn /
+    float8_e5m2, ml_dtypes, or NumPy uint8 with dtype='fp8_e4m3' or 'fp8_e5m2') under one
+    per-tensor scale, so the append moves codes: copies byte for byte, and rotated dims rounded
+    back to the format (nearest even, saturating), on the GPU from sm_89 on.
+
     CUDA tensors run on the GPU (one kernel for K, V and Q, on the current stream). CUDA
     seqlens_k stay on the device (give max_seqlen_k, the longest cached count): the call
     neither copies nor synchronizes. Returns the key counts after the append, seqlens_k +
     seqlen_knew: an int64 NumPy array, or a CUDA tensor for CUDA seqlens_k.
     """
     be = select_backend(backend, k_new)
-    problem, _, (lengths, _offsets) = _build_append(
+    problem, _, (lengths, _offsets), _ = _build_append(
         be, k_cache, v_cache, k_new, v_new, seqlens_k, block_table=block_table,
         page_indptr=page_indptr, page_indices=page_indices, page_size=page_size, layout=layout,
         rope=rope, rotary_dim=rotary_dim, rope_cos=rope_cos, rope_sin=rope_sin,
@@ -204,7 +242,8 @@ def append_kv_and_attend(q, k_cache, v_cache, k_new, v_new, seqlens_k, *, block_
                          page_indptr=None, page_indices=None, page_size=None, layout="nhd",
                          rope=None, rotary_dim=None, rope_cos=None, rope_sin=None,
                          rope_theta=None, rope_position_offsets=None, rotate_q=False,
-                         max_seqlen_k=None, return_lse=False, dtype=None, backend="auto",
+                         max_seqlen_k=None, q_descale=None, k_descale=None, v_descale=None,
+                         out_dtype=None, return_lse=False, dtype=None, backend="auto",
                          **features):
     """append_kv() then attention of q [batch, seqlen_q, nhead_q, hdim] over the cached and the
     new keys (seqlens_k[b] + seqlen_knew of them), as one engine problem: on the GPU one plan,
@@ -212,22 +251,27 @@ def append_kv_and_attend(q, k_cache, v_cache, k_new, v_new, seqlens_k, *, block_
     counts the append kernel wrote (no host round trip, CUDA-graph capturable with CUDA
     seqlens_k and page tables). Arguments as in append_kv(); rotate_q rotates q in place before
     it attends. Feature keywords as in attention() (causal='bottom_right' aligns the queries
-    with the newest keys). Returns o (and lse) as paged_attention() does.
+    with the newest keys). fp8 inputs as in append_kv(), with per-tensor q_descale, k_descale
+    and v_descale (floats, default 1.0) for the attention and O in out_dtype ('bf16', the
+    default, or 'fp32'); on the GPU the attention is sm90_ws's fp8 kernel (sm_90). Returns o
+    (and lse) as paged_attention() does.
     """
     be = select_backend(backend, q)
-    problem, q_view, _ = _build_append(
+    problem, q_view, _, fp8 = _build_append(
         be, k_cache, v_cache, k_new, v_new, seqlens_k, block_table=block_table,
         page_indptr=page_indptr, page_indices=page_indices, page_size=page_size, layout=layout,
         rope=rope, rotary_dim=rotary_dim, rope_cos=rope_cos, rope_sin=rope_sin,
         rope_theta=rope_theta, rope_position_offsets=rope_position_offsets, q=q,
-        rotate_q=rotate_q, max_seqlen_k=max_seqlen_k, dtype=dtype)
+        rotate_q=rotate_q, max_seqlen_k=max_seqlen_k, dtype=dtype, out_dtype=out_dtype,
+        descales={"q_descale": q_descale, "k_descale": k_descale, "v_descale": v_descale})
     batch, seqlen_q, nhead_q, _ = (int(n) for n in q_view.shape)
     hdim_v = int(v_new.shape[3])
     feature_set = Features(**features)
     if feature_set.has_logit_inputs():
         raise ValueError("append_kv_and_attend takes no bias, alibi_slopes or sink_logits yet")
     feature_set.configure(problem)
-    o = be.empty_like_layout(q_view, (batch, seqlen_q, nhead_q, hdim_v))
+    o = be.empty_like_layout(q_view, (batch, seqlen_q, nhead_q, hdim_v),
+                             None if fp8.out_dtype == fp8.input_dtype else fp8.out_dtype)
     be.attach(problem, "o", o, writable=True)
     lse = None
     if return_lse:

@@ -30,7 +30,8 @@ _STORED_AS = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16",
 _ML_DTYPES_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 _HOST_STORAGE = {"fp32": np.float32, "fp16": np.float16, "bf16": np.uint16}
 
-_FORWARD_FUNCTIONS = "attention, attention_varlen, paged_attention and batch_prefill"
+_FORWARD_FUNCTIONS = ("attention, attention_varlen, paged_attention, batch_prefill, append_kv "
+                      "and append_kv_and_attend")
 
 
 def require_tensor(x, field):
@@ -187,8 +188,8 @@ def fp8_from_float32(x, dtype="fp8_e4m3"):
     # Ties go to the even code, whose last mantissa bit is 0.
     codes = np.where((below < above) | ((below == above) & (lower % 2 == 0)), lower, upper)
     codes = codes | np.where(np.signbit(values), 0x80, 0)
-    nan_code = int(np.flatnonzero(np.isnan(table))[0])
-    return np.where(np.isnan(values), nan_code, codes).astype(np.uint8)
+    # 0x7F is a NaN in both formats and what the engine (and sm_89's cvt) writes for any NaN.
+    return np.where(np.isnan(values), 0x7F, codes).astype(np.uint8)
 
 
 def fp8_to_float32(codes, dtype="fp8_e4m3"):

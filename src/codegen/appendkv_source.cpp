@@ -33,6 +33,24 @@ std::string_view rope_mode(RopeKind rope) {
   return "tilefmha::fmha::RopeMode::none";
 }
 
+// fp8 caches: the kernel rotates the stored codes, which is rotating the values only when new
+// tokens, cache and Q share one scale (RoPE is linear), and it rounds with sm_89's conversions.
+void check_fp8_fields(const KernelConfig& c) {
+  if (!is_fp8(c.dtype)) {
+    if (c.fp8_scale != Fp8ScaleKind::none)
+      unsupported("fp8_scale", c.fp8_scale, "only fp8 caches have fp8 scales");
+    return;
+  }
+  if (c.fp8_scale != Fp8ScaleKind::per_tensor)
+    unsupported("fp8_scale", c.fp8_scale,
+                "fp8 append-KV rotates the stored codes, which equals rotating the values only "
+                "when new tokens, cache and Q share one per_tensor scale (per-block or per-page "
+                "scales would need requantizing; the CPU reference refuses them too)");
+  if (c.arch != Arch::sm89 && c.arch != Arch::sm90)
+    unsupported("arch", c.arch,
+                "fp8 append-KV converts with cvt to and from e4m3x2 / e5m2x2 (sm_89 or newer)");
+}
+
 }  // namespace
 
 void check_supported_appendkv(const KernelConfig& c) {
@@ -40,8 +58,9 @@ void check_supported_appendkv(const KernelConfig& c) {
     unsupported("family", c.family, "the append-KV kernel serves fwd_appendkv only");
   if (c.pipeline != Pipeline::appendkv)
     unsupported("pipeline", c.pipeline, "the append-KV kernel is the appendkv pipeline");
-  if (c.dtype != DType::fp32 && c.dtype != DType::fp16 && c.dtype != DType::bf16)
-    unsupported("dtype", c.dtype, "the GPU append-KV kernel moves fp32, fp16 or bf16");
+  if (!is_attention_dtype(c.dtype))
+    unsupported("dtype", c.dtype, "the GPU append-KV kernel moves fp32, fp16, bf16 or fp8");
+  check_fp8_fields(c);
   if (c.out_dtype != c.dtype)
     unsupported("out_dtype", c.out_dtype, "the cache has the new tokens' dtype");
   if (c.hdim_q < 8 || c.hdim_q > 256) unsupported("hdim_q", c.hdim_q, "must be 8..256");
@@ -56,8 +75,6 @@ void check_supported_appendkv(const KernelConfig& c) {
   if (c.softcap) unsupported("softcap", c.softcap, "append-KV computes no logits");
   if (c.sink_logit) unsupported("sink_logit", c.sink_logit, "append-KV computes no softmax");
   if (c.page_size < 0) unsupported("page_size", c.page_size, "must be 0 (any) or a page size");
-  if (c.fp8_scale != Fp8ScaleKind::none)
-    unsupported("fp8_scale", c.fp8_scale, "the GPU append-KV kernel moves no fp8");
   if (c.deterministic) unsupported("deterministic", c.deterministic, "backward only");
   if (c.dbias) unsupported("dbias", c.dbias, "backward only");
   if (c.persistent) unsupported("persistent", c.persistent, "append-KV runs one CTA per rows");

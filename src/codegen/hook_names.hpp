@@ -10,9 +10,10 @@
 
 namespace tilefmha::codegen {
 
-// The 16-bit element type (fp16 or bf16; the caller has checked the dtype).
+// The 16-bit or fp8 element type (fp16, bf16, fp8_e4m3 or fp8_e5m2; the caller has checked the
+// dtype).
 std::string_view element_type(DType dtype);
-// The device type of an fp32, fp16 or bf16 tensor (the caller has checked the dtype).
+// The device type of an fp32, fp16, bf16 or fp8 tensor (the caller has checked the dtype).
 std::string_view storage_type(DType dtype);
 
 // A window kernel serves causal problems too (causal is window(-1, 0) with runtime bounds).

@@ -13,6 +13,7 @@ struct MiniFloat {
   int man_bits;
   bool has_inf;  // IEEE-like (fp16, e5m2) vs e4m3 (no inf, only S.1111.111 is NaN)
   double max_finite;
+  uint32_t nan_code;  // what a NaN encodes to
 
   int bias() const { return (1 << (exp_bits - 1)) - 1; }
 
@@ -40,7 +41,7 @@ struct MiniFloat {
   uint32_t encode(double value, bool saturate) const {
     const uint32_t sign_bit = 1u << (exp_bits + man_bits);
     const uint32_t exp_max = (1u << exp_bits) - 1;
-    if (std::isnan(value)) return has_inf ? (exp_max << man_bits) | 1u : sign_bit - 1;
+    if (std::isnan(value)) return nan_code;
     const uint32_t sign = std::signbit(value) ? sign_bit : 0;
     double a = std::fabs(value);
     if (a == 0) return sign;
@@ -66,9 +67,13 @@ struct MiniFloat {
   }
 };
 
-constexpr MiniFloat kHalf{5, 10, true, 65504.0};
-constexpr MiniFloat kE4M3{4, 3, false, 448.0};
-constexpr MiniFloat kE5M2{5, 2, true, 57344.0};
+// fp8 NaNs encode as 0x7F, the code sm_89's cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 writes for any
+// NaN, so that host and GPU quantization agree byte for byte (the GPU append-KV kernel is
+// compared with the reference that way). For e5m2 that is a quiet NaN; the 0x7D written before
+// was a signaling one, which no IEEE-like conversion returns.
+constexpr MiniFloat kHalf{5, 10, true, 65504.0, 0x7C01};
+constexpr MiniFloat kE4M3{4, 3, false, 448.0, 0x7F};
+constexpr MiniFloat kE5M2{5, 2, true, 57344.0, 0x7F};
 
 // Element `offset` of type T at `bytes`, through memcpy: callers' views need not be aligned to
 // T (a NumPy view may start at any byte), and a cast pointer to misaligned memory is undefined.

@@ -12,6 +12,8 @@ uint16_t float_to_half(double value);  // overflow -> inf
 float bf16_to_float(uint16_t bits);
 uint16_t float_to_bf16(double value);  // overflow -> inf
 float fp8_e4m3_to_float(uint8_t bits);
+// fp8 encoders round to nearest even and saturate like sm_89's cvt.rn.satfinite: values past
+// the largest finite one (infinities too) become it, any NaN becomes 0x7F.
 uint8_t float_to_fp8_e4m3(double value);  // saturates to +-448 (no inf in e4m3)
 float fp8_e5m2_to_float(uint8_t bits);
 uint8_t float_to_fp8_e5m2(double value);  // saturates to +-57344

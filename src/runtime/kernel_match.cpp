@@ -37,6 +37,12 @@ bool needs_seq_padding(const Problem& problem, int64_t length, int32_t block) {
   return block <= 0 || length % block != 0;
 }
 
+// The dtype a stage's kernel writes: append-KV writes the cache in the new tokens' dtype, whatever
+// O's (an fp8 append -> attend problem has a bf16 or fp32 O, which the attention writes).
+DType stage_out_dtype(const Problem& problem, Family stage) {
+  return stage == Family::fwd_appendkv ? problem.dtype : problem.out_dtype;
+}
+
 // The value of trait `field` that `problem` needs, spelled as the field table spells it.
 FieldValue required_trait(const Problem& p, std::string_view field) {
   auto name = [](auto value) { return FieldValue(std::string(to_string(value))); };
@@ -102,8 +108,8 @@ std::optional<Rejection> match_rejection(const KernelConfig& config, const Probl
     return Rejection{"pipeline",
                      "pipeline: sm90_ws needs sm90, device is " + std::string(to_string(arch))};
   if (config.dtype != problem.dtype) return mismatch("dtype", config.dtype, problem.dtype);
-  if (config.out_dtype != problem.out_dtype)
-    return mismatch("out_dtype", config.out_dtype, problem.out_dtype);
+  if (config.out_dtype != stage_out_dtype(problem, stage))
+    return mismatch("out_dtype", config.out_dtype, stage_out_dtype(problem, stage));
 
   const bool attention = enumerate::is_attention_family(stage);
   const int64_t hdim_v = problem.hdim_v;

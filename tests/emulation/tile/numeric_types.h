@@ -1,5 +1,6 @@
-// Host stand-in for kernels/tile/numeric_types.h (see tests/emulation/README.md): 16-bit
-// storage types converted by the host's numeric code (round to nearest even).
+// Host stand-in for kernels/tile/numeric_types.h (see tests/emulation/README.md): 16-bit and
+// fp8 storage types converted by the host's numeric code (round to nearest even; fp8 saturating,
+// NaN as 0x7F, which is what the device's cvt.rn.satfinite does).
 #pragma once
 
 #include "core/numeric.hpp"
@@ -12,6 +13,18 @@ struct half_t {
 };
 struct bfloat16_t {
   u16 bits;
+};
+struct float_e4m3_t {
+  unsigned char bits;
+};
+struct float_e5m2_t {
+  unsigned char bits;
+};
+
+template <class T>
+struct is_fp8 {
+  static constexpr bool value =
+      same_type<T, float_e4m3_t>::value || same_type<T, float_e5m2_t>::value;
 };
 
 inline half_t to_half(float value) {
@@ -32,6 +45,12 @@ inline float to_float(bfloat16_t value) {
 }
 inline float to_float(float value) {
   return value;
+}
+inline float to_float(float_e4m3_t value) {
+  return static_cast<float>(numeric::load(&value.bits, DType::fp8_e4m3, 0));
+}
+inline float to_float(float_e5m2_t value) {
+  return static_cast<float>(numeric::load(&value.bits, DType::fp8_e5m2, 0));
 }
 
 template <class T>
@@ -55,6 +74,21 @@ T from_float(float value) {
     return to_bfloat16(value);
   } else {
     return value;
+  }
+}
+
+// Two values rounded to T, `lo` in the lower bits of the pair. The value is a float, as on the
+// device, so the host's double rounding sees the same input as the GPU's cvt.
+template <class T>
+u32 pack_pair(float lo, float hi) {
+  if constexpr (is_fp8<T>::value) {
+    const DType dtype = same_type<T, float_e4m3_t>::value ? DType::fp8_e4m3 : DType::fp8_e5m2;
+    unsigned char codes[2];
+    numeric::store(codes, dtype, 0, lo);
+    numeric::store(codes, dtype, 1, hi);
+    return u32(codes[0]) | (u32(codes[1]) << 8);
+  } else {
+    return pack2<T>(lo, hi);
   }
 }
 
