@@ -30,7 +30,9 @@
 #   fp8      python/tests/test_gpu_fp8.py (the e4m3 forward against the CPU backend), with
 #            test_fp8.py (its PyTorch and ml_dtypes cases) and tests/python/test_fp8_bench.py,
 #            then bench/fp8_bench.py: e4m3 TFLOP/s beside bf16 and the _scaled_mm ceiling, and
-#            the accuracy report (TILEFMHA_FP8_ARGS adds flags, e.g. "--only accuracy")
+#            the accuracy report (TILEFMHA_FP8_ARGS adds flags, e.g. "--only accuracy"), then
+#            bench/fp8_serving_bench.py: paged decode and prefill over an e4m3 cache beside bf16
+#            (TILEFMHA_FP8_SERVING_ARGS adds flags)
 #   env      the quick start's main job (`run --backend auto`, as scripts/quickstart.sh runs it
 #            after building) and `python3 -m tilefmha` (the environment report)
 # JIT cache: BUILD/jit_cache.tgz, where present, seeds the cache (carry one that an earlier call
