@@ -115,7 +115,13 @@ TEST(FwdSm90Codegen, Fp8NeedsItsLayout) {
   expect_field(c, "block_n");
   c = good;
   c.fp8_scale = Fp8ScaleKind::per_page;
-  expect_field(c, "fp8_scale");
+  expect_field(c, "fp8_scale");  // per-page descales need a paged cache
+  c.family = Family::fwd_pagedkv;
+  c.page_table = PageTableKind::vllm_block_table;
+  c.pad_seqlen_q = c.pad_seqlen_k = true;
+  EXPECT_NO_THROW(codegen::check_supported_sm90(c));
+  EXPECT_NE(codegen::generate_sm90_source(c).find("tilefmha::fmha::Sm90Descale::per_page>"),
+            std::string::npos);
   c = sm90_fwd_config(DType::fp8_e4m3, 64, 64, 128, 128);
   c.out_dtype = DType::bf16;
   c.fp8_scale = Fp8ScaleKind::per_tensor;

@@ -79,6 +79,16 @@ Fp8Scales per_block(TensorPool& pool, int64_t batch, int64_t nhead_q, int64_t nh
   return scales;
 }
 
+// Per-page descales of K and V around 1 / kCodeRange (Q per tensor).
+Fp8Scales per_page(TensorPool& pool, int64_t num_pages, int64_t nhead_k) {
+  Fp8Scales scales = per_tensor();
+  scales.kind = Fp8ScaleKind::per_page;
+  const double lo = 0.5 / kCodeRange, hi = 2.0 / kCodeRange;
+  scales.k_page = pool.uniform(DType::fp32, {num_pages, nhead_k}, lo, hi);
+  scales.v_page = pool.uniform(DType::fp32, {num_pages, nhead_k}, lo, hi);
+  return scales;
+}
+
 ProblemBuilder batch(TensorPool& pool, DType dtype, Dims d) {
   ProblemBuilder builder(Family::fwd);
   builder.dtype(dtype)
@@ -102,22 +112,24 @@ double max_abs_dequantized_v(const Problem& p) {
     code = std::max(code, std::abs(numeric::load(p.v.data, p.v.dtype, offset)));
   });
   double scale = p.fp8.v_descale;
-  if (p.fp8.kind == Fp8ScaleKind::per_block) {
+  const TensorView& table = p.fp8.kind == Fp8ScaleKind::per_page ? p.fp8.v_page : p.fp8.v_block;
+  if (p.fp8.kind == Fp8ScaleKind::per_block || p.fp8.kind == Fp8ScaleKind::per_page) {
     scale = 0;
-    for_each_element(p.fp8.v_block, [&](int64_t, int64_t offset) {
-      scale = std::max(scale, numeric::load(p.fp8.v_block.data, DType::fp32, offset));
+    for_each_element(table, [&](int64_t, int64_t offset) {
+      scale = std::max(scale, numeric::load(table.data, DType::fp32, offset));
     });
   }
   return code * scale;
 }
 
-// Paged decode over a vLLM block table of 16-key pages, GQA packed: pages are dealt out in
+// Paged decode over a vLLM block table of `page`-key pages, GQA packed: pages are dealt out in
 // reverse, and every slot past a sequence's keys holds NaN codes (stale cache), which must not
-// reach O (the transposer writes zeros for those keys).
-Problem paged_decode(TensorPool& pool) {
+// reach O (the transposer writes zeros for those keys). Per-page descales vary by a factor of 4
+// between pages and heads.
+Problem paged_decode(TensorPool& pool, int64_t page, Fp8ScaleKind kind) {
   const DType e4m3 = DType::fp8_e4m3;
   const std::vector<int64_t> lengths = {37, 300, 129};
-  const int64_t page = 16, heads_q = 8, heads_k = 2, d = 128, pages_per_seq = 19;
+  const int64_t heads_q = 8, heads_k = 2, d = 128, pages_per_seq = (300 + page - 1) / page;
   const int64_t batch = static_cast<int64_t>(lengths.size()), num_pages = batch * pages_per_seq;
   PagedKv paged;
   paged.table = PageTableKind::vllm_block_table;
@@ -148,7 +160,8 @@ Problem paged_decode(TensorPool& pool) {
       .v(v)
       .o(pool.filled(DType::bf16, {batch, 1, heads_q, d}, 0.0))
       .lse(pool.filled(DType::fp32, {batch, heads_q, 1}, 0.0))
-      .fp8_scales(per_tensor())
+      .fp8_scales(kind == Fp8ScaleKind::per_page ? per_page(pool, num_pages, heads_k)
+                                                 : per_tensor())
       .scale(8.0 / std::sqrt(static_cast<double>(d)))
       .build();
 }
@@ -198,7 +211,13 @@ std::vector<Fp8Case> cases() {
                        .scale(8.0 / std::sqrt(128.0))
                        .build();
                  }});
-  all.push_back({"e4m3_d128_paged_decode_stale_nan_slots", paged_decode});
+  all.push_back({"e4m3_d128_paged_decode_stale_nan_slots", [](TensorPool& pool) {
+                   return paged_decode(pool, 16, Fp8ScaleKind::per_tensor);
+                 }});
+  all.push_back({"e4m3_d128_paged_decode_per_page16",
+                 [](TensorPool& pool) { return paged_decode(pool, 16, Fp8ScaleKind::per_page); }});
+  all.push_back({"e4m3_d128_paged_decode_per_page256",
+                 [](TensorPool& pool) { return paged_decode(pool, 256, Fp8ScaleKind::per_page); }});
   all.push_back({"e5m2_d128_per_tensor_softcap", [](TensorPool& pool) {
                    return batch(pool, DType::fp8_e5m2, {1, 4, 4, 256, 384, 128, 128})
                        .fp8_scales(per_tensor())

@@ -103,6 +103,11 @@ struct FwdParams {
   // K descales, and O is multiplied by fp8_v_descale. Per block: fp32 tables [batch, head,
   // ceil(seq / 128)] of one descale per 128 tokens (group mode: sequence index and local token).
   float fp8_v_descale;
+  // Per page (paged caches): fp32 [num_pages, nhead_k] descales of K and V, strides in
+  // elements; Q's per-tensor descale is in scale, like per tensor.
+  const float* fp8_k_page;
+  const float* fp8_v_page;
+  long long fp8_page_stride, fp8_page_head_stride;
   const float* fp8_q_block;
   const float* fp8_k_block;
   const float* fp8_v_block;

@@ -320,7 +320,8 @@ struct Sm90Consumer {
       const float scale = transform(s, m_begin, key_begin_of(step), mask, logits, scale_log2);
       state.softmax.update(s, scale, correction);
       drop(s, m_begin, key_begin_of(step), dropout);
-      return descaler.enter_v_block(blocks.block(step), state.v_unit, correction);
+      return descaler.template enter_v_block<kBlockN>(s, blocks.block(step), state.v_unit,
+                                                      correction);
     };
 
     if constexpr (!Traits::kOverlap) {

@@ -72,8 +72,9 @@ enum class Sm90Schedule : int { serial = 0, overlap = 1, pingpong = 2 };
 // How an fp8 kernel dequantizes (fp8 inputs are codes times a descale): per_tensor folds the Q
 // and K descales into the softmax scale on the host and multiplies O by V's; per_block reads
 // one descale per 128 tokens of each head (FwdParams::fp8_*_block) and applies them in the main
-// loop. Kernels on 16-bit inputs are `none`.
-enum class Sm90Descale : int { none = 0, per_tensor = 1, per_block = 2 };
+// loop; per_page (paged caches) reads K's and V's per page and KV head and Q's per tensor.
+// Kernels on 16-bit inputs are `none`.
+enum class Sm90Descale : int { none = 0, per_tensor = 1, per_block = 2, per_page = 3 };
 
 struct Sm90SmemLayout {
   int q_offset;        // Q tile

@@ -88,6 +88,7 @@ struct Sm90FwdTraits {
                      : tile::same_type<Output, Element>::value,
                 "O is the input type, or bf16/fp16 for fp8 inputs");
   static_assert(kFp8 == (Descale != Sm90Descale::none), "fp8 inputs, and only they, descale");
+  static_assert(Descale != Sm90Descale::per_page || Paged, "per-page descales need a paged cache");
   static_assert(!kFp8 || BlockN == kSm90Fp8BlockN,
                 "fp8 key blocks are 128 keys (one transposed V panel)");
   static_assert(HdimQ % kPanelElements == 0 && HdimQ <= 256,

@@ -27,8 +27,8 @@ namespace tilefmha::codegen {
 // tables of any page size (page_size 0): the problem's pages (8 keys or more) and the key block
 // must nest, which the template checks per problem.
 // FP8 inputs (fp8_e4m3, fp8_e5m2): O in bf16, head dims of 128 or 256 (whole 128-byte panels of
-// 8-bit elements), key blocks of 128 (fmha::kSm90Fp8BlockN) and per_tensor or per_block
-// descales.
+// 8-bit elements), key blocks of 128 (fmha::kSm90Fp8BlockN) and per_tensor, per_block or (paged
+// caches) per_page descales.
 void check_supported_sm90(const KernelConfig& config);
 // The kernel's shared-memory layout (fmha::sm90_smem_layout for its tile and element size).
 fmha::Sm90SmemLayout sm90_layout(const KernelConfig& config);

@@ -29,13 +29,14 @@ std::string_view descale_name(Fp8ScaleKind kind) {
   switch (kind) {
     case Fp8ScaleKind::per_tensor: return "tilefmha::fmha::Sm90Descale::per_tensor";
     case Fp8ScaleKind::per_block: return "tilefmha::fmha::Sm90Descale::per_block";
+    case Fp8ScaleKind::per_page: return "tilefmha::fmha::Sm90Descale::per_page";
     default: break;
   }
   return "tilefmha::fmha::Sm90Descale::none";
 }
 
 // What fp8 inputs add: bf16 O, 128-key blocks (one transposed V panel) and a descale kind the
-// kernel reads.
+// kernel reads (per page only over a paged cache).
 void check_fp8_fields(const KernelConfig& c) {
   if (c.out_dtype != DType::bf16)
     unsupported("out_dtype", c.out_dtype, "sm90_ws writes the O of fp8 inputs as bf16");
@@ -43,10 +44,10 @@ void check_fp8_fields(const KernelConfig& c) {
     unsupported("block_n", c.block_n,
                 "sm90_ws fp8 key blocks are " + std::to_string(fmha::kSm90Fp8BlockN) +
                     " keys (one 128-byte row of the transposed V tile per column)");
-  if (c.fp8_scale != Fp8ScaleKind::per_tensor && c.fp8_scale != Fp8ScaleKind::per_block)
-    unsupported("fp8_scale", c.fp8_scale,
-                "sm90_ws descales fp8 per tensor or per block of 128 tokens (per-page descales "
-                "are not implemented on the GPU)");
+  if (c.fp8_scale == Fp8ScaleKind::none)
+    unsupported("fp8_scale", c.fp8_scale, "fp8 inputs need a descale kind");
+  if (c.fp8_scale == Fp8ScaleKind::per_page && !reads_paged_kv(c))
+    unsupported("fp8_scale", c.fp8_scale, "per-page descales need a paged cache");
 }
 
 std::string_view schedule_name(fmha::Sm90Schedule schedule) {

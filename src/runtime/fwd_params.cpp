@@ -177,7 +177,18 @@ void bind_page_table(fmha::FwdParams& params, const Problem& p, const FwdDeviceI
 }
 
 double fp8_score_descale(const Problem& p) {
-  return p.fp8.kind == Fp8ScaleKind::per_tensor ? p.fp8.q_descale * p.fp8.k_descale : 1.0;
+  if (p.fp8.kind == Fp8ScaleKind::per_tensor) return p.fp8.q_descale * p.fp8.k_descale;
+  // Per page, Q keeps one descale for the tensor; K's come per page in the kernel.
+  return p.fp8.kind == Fp8ScaleKind::per_page ? p.fp8.q_descale : 1.0;
+}
+
+// A [num_pages, nhead_k] fp32 table of per-page descales, on the device.
+const float* page_scales(const TensorView& view, const char* field) {
+  require_device(view, field);
+  if (view.dtype != DType::fp32 || view.rank != 2)
+    fail(ErrorKind::invalid_problem,
+         std::string(field) + " must be an fp32 [num_pages, nhead_k] table");
+  return static_cast<const float*>(view.data);
 }
 
 // A [batch, head, ceil(seq / 128)] fp32 table of per-block descales, on the device.
@@ -192,8 +203,7 @@ const float* block_scales(const TensorView& view, const char* field,
   return static_cast<const float*>(view.data);
 }
 
-// V's per-tensor descale multiplies O; per-block tables are read by the kernel. Per-page
-// descales have no GPU kernel (the codegen refuses them).
+// V's per-tensor descale multiplies O; per-block and per-page tables are read by the kernel.
 void bind_fp8_descales(fmha::FwdParams& params, const Problem& p) {
   params.fp8_v_descale = 1.0f;
   if (p.fp8.kind == Fp8ScaleKind::per_tensor) {
@@ -202,6 +212,16 @@ void bind_fp8_descales(fmha::FwdParams& params, const Problem& p) {
     params.fp8_q_block = block_scales(p.fp8.q_block, "fp8.q_block", params.fp8_q_block_strides);
     params.fp8_k_block = block_scales(p.fp8.k_block, "fp8.k_block", params.fp8_k_block_strides);
     params.fp8_v_block = block_scales(p.fp8.v_block, "fp8.v_block", params.fp8_v_block_strides);
+  } else if (p.fp8.kind == Fp8ScaleKind::per_page) {
+    params.fp8_k_page = page_scales(p.fp8.k_page, "fp8.k_page");
+    params.fp8_v_page = page_scales(p.fp8.v_page, "fp8.v_page");
+    if (p.fp8.k_page.stride[0] != p.fp8.v_page.stride[0] ||
+        p.fp8.k_page.stride[1] != p.fp8.v_page.stride[1])
+      fail(ErrorKind::not_supported,
+           "fp8.k_page and fp8.v_page have different strides: the GPU kernel reads both with one "
+           "pair");
+    params.fp8_page_stride = p.fp8.k_page.stride[0];
+    params.fp8_page_head_stride = p.fp8.k_page.stride[1];
   }
 }
 
