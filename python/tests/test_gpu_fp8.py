@@ -184,3 +184,31 @@ def test_mixed_fp8_formats_and_float64_block_scales_are_refused():
     with pytest.raises(ValueError, match=r"^q_descale\.dtype = float64: per_block descales must "
                                          r"be float32"):
         tilefmha.attention(q, k, v, **dict(descales, q_descale=descales["q_descale"].double()))
+
+
+@pytest.mark.parametrize("page_size", [16, 256])
+def test_paged_decode_with_per_page_descales_matches_the_cpu_backend(page_size):
+    """Per-page K/V descales (Q per tensor): pages of 16 keys give each 8-key chunk of a block its
+    own descales (V's folded into P), pages of 256 one per block. Pages are dealt out shuffled."""
+    generator = torch.Generator(device="cuda").manual_seed(page_size)
+    lengths, hq, hk, dim = [37, 300, 129], 8, 2, 128
+    per_seq = -(-max(lengths) // page_size)
+    num_pages = len(lengths) * per_seq
+    codes = lambda *shape: (torch.rand(shape, generator=generator, device="cuda") * 2 - 1).mul(  # noqa: E731
+        64).to(torch.float8_e4m3fn)
+    q, k_pool, v_pool = codes(3, 1, hq, dim), codes(num_pages, page_size, hk, dim), codes(
+        num_pages, page_size, hk, dim)
+    table = torch.randperm(num_pages, generator=generator, device="cuda").view(
+        len(lengths), per_seq).int()
+    powers = torch.tensor([2.0**-8, 2.0**-7, 2.0**-6], device="cuda")
+    k_scales, v_scales = (powers[torch.randint(0, 3, (num_pages, hk), generator=generator,
+                                               device="cuda")] for _ in range(2))
+    seqlens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
+    o = tilefmha.paged_attention(q, k_pool, v_pool, table, seqlens, max_seqlen_k=max(lengths),
+                                 q_descale=2.0**-6, k_page_descale=k_scales,
+                                 v_page_descale=v_scales)
+    expected = tilefmha.paged_attention(q.cpu(), k_pool.cpu(), v_pool.cpu(), table.cpu(), lengths,
+                                        q_descale=2.0**-6, k_page_descale=k_scales.cpu(),
+                                        v_page_descale=v_scales.cpu())
+    v_max = float(v_pool.float().abs().max()) * float(v_scales.max())
+    assert_within_p_rounding(o, expected, v_max)
