@@ -380,6 +380,15 @@ std::unique_ptr<jit::DeviceBuffer> upload(const std::vector<int64_t>& values) {
   return buffer;
 }
 
+// Moves the problem's key counts to `lengths` in device memory: the host vector goes, and
+// seqlen_k becomes the longest count plus `headroom` (the caller vouches for it).
+void use_device_key_lengths(Problem& device, const jit::DeviceBuffer& lengths,
+                            int64_t headroom = 0) {
+  device.seqlen_k_per_batch.clear();
+  device.seqlen_k = *std::max_element(kLengths.begin(), kLengths.end()) + headroom;
+  device.device_indices.seqlen_k = reinterpret_cast<const int64_t*>(lengths.address());
+}
+
 class AppendKvGpu : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -510,11 +519,7 @@ TEST_F(AppendKvGpu, Fp8AppendThenAttendIsOnePlan) {
       runtime::DeviceMirror mirror(host.problem());
       auto lengths = upload(host.problem().seqlen_k_per_batch);
       Problem device = mirror.device_problem();
-      if (device_lengths) {
-        device.seqlen_k_per_batch.clear();
-        device.seqlen_k = *std::max_element(kLengths.begin(), kLengths.end());
-        device.device_indices.seqlen_k = reinterpret_cast<const int64_t*>(lengths->address());
-      }
+      if (device_lengths) use_device_key_lengths(device, *lengths);
       const EnginePlan plan = engine_->plan(device);
       const std::vector<KernelConfig> kernels = plan.kernels();
       ASSERT_GE(kernels.size(), 2u) << plan.explanation();
@@ -539,9 +544,7 @@ TEST_F(AppendKvGpu, DeviceKeyLengths) {
   runtime::DeviceMirror mirror(host.problem());
   auto lengths = upload(host.problem().seqlen_k_per_batch);
   Problem device = mirror.device_problem();
-  device.seqlen_k_per_batch.clear();
-  device.seqlen_k = *std::max_element(kLengths.begin(), kLengths.end());
-  device.device_indices.seqlen_k = reinterpret_cast<const int64_t*>(lengths->address());
+  use_device_key_lengths(device, *lengths);
   const EnginePlan plan = engine_->plan(device);
   jit::Stream stream;
   engine_->run(plan, device, stream.handle());
@@ -558,9 +561,7 @@ TEST_F(AppendKvGpu, DevicePositionOffsets) {
   auto lengths = upload(host.problem().seqlen_k_per_batch);
   auto offsets = upload(host.problem().append.rope_position_offsets);
   Problem device = mirror.device_problem();
-  device.seqlen_k_per_batch.clear();
-  device.seqlen_k = *std::max_element(kLengths.begin(), kLengths.end());
-  device.device_indices.seqlen_k = reinterpret_cast<const int64_t*>(lengths->address());
+  use_device_key_lengths(device, *lengths);
   device.append.rope_position_offsets.clear();
   device.device_indices.rope_position_offsets =
       reinterpret_cast<const int64_t*>(offsets->address());
@@ -581,11 +582,7 @@ TEST_F(AppendKvGpu, AppendThenAttendIsOnePlan) {
       runtime::DeviceMirror mirror(host.problem());
       auto lengths = upload(host.problem().seqlen_k_per_batch);
       Problem device = mirror.device_problem();
-      if (device_lengths) {
-        device.seqlen_k_per_batch.clear();
-        device.seqlen_k = *std::max_element(kLengths.begin(), kLengths.end());
-        device.device_indices.seqlen_k = reinterpret_cast<const int64_t*>(lengths->address());
-      }
+      if (device_lengths) use_device_key_lengths(device, *lengths);
       const EnginePlan plan = engine_->plan(device);
       EXPECT_NE(plan.explanation().find("then attention over the appended cache"),
                 std::string::npos)
@@ -617,9 +614,7 @@ TEST_F(AppendKvGpu, AppendThenAttendReplaysInACudaGraphWithNewLengths) {
   jit::DeviceBuffer block_table(static_cast<int64_t>(table.size() * 4));
   block_table.copy_from_host(std::as_bytes(std::span(table)));
   Problem device = mirror.device_problem();
-  device.seqlen_k_per_batch.clear();
-  device.seqlen_k = *std::max_element(kLengths.begin(), kLengths.end()) + 1;  // both steps
-  device.device_indices.seqlen_k = reinterpret_cast<const int64_t*>(lengths->address());
+  use_device_key_lengths(device, *lengths, 1);  // both steps
   device.paged.block_table.clear();
   device.device_indices.block_table = reinterpret_cast<const int32_t*>(block_table.address());
   const EnginePlan plan = engine_->plan(device);

@@ -39,6 +39,7 @@
 #include "support/ptxas_report.hpp"
 #include "tilefmha/engine.hpp"
 #include "tilefmha/reference.hpp"
+#include "uniform_fill.hpp"
 
 namespace tilefmha {
 namespace {
@@ -282,28 +283,12 @@ TEST_F(FwdSm90Fp8Gpu, MatchesTheReference) {
   }
 }
 
-// Host buffer of `count` random values in [-range, range) stored as `dtype`, filled by a fast
-// generator (the throughput tensors hold tens of millions of elements).
-std::vector<std::byte> random_values(DType dtype, int64_t count, double range, uint64_t seed) {
-  std::vector<std::byte> bytes(static_cast<size_t>(count * dtype_size(dtype)));
-  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (int64_t e = 0; e < count; ++e) {
-    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-    const double x = (static_cast<double>(state >> 11) / 9007199254740992.0 * 2.0 - 1.0) * range;
-    numeric::store(bytes.data(), dtype, e, x);
-  }
+// `count` values of `dtype` uniform in [-range, range] (the CLI's threaded fill: the timing
+// tensors hold tens of millions of elements).
+std::vector<std::byte> uniform_values(DType dtype, int64_t count, double range, uint64_t seed) {
+  std::vector<std::byte> bytes;
+  cli::fill_uniform(bytes, dtype, count, seed, range);
   return bytes;
-}
-
-TensorView bshd_view(std::vector<std::byte>& bytes, DType dtype, int64_t b, int64_t s, int64_t h,
-                     int64_t d) {
-  TensorView view;
-  view.data = bytes.data();
-  view.dtype = dtype;
-  view.rank = 4;
-  view.shape = {b, s, h, d, 0};
-  view.stride = {s * h * d, h * d, d, 1, 0};
-  return view;
 }
 
 bool fits_sm90(const KernelConfig& config) {
@@ -350,18 +335,18 @@ TEST_F(FwdSm90Fp8Gpu, Throughput) {
       for (DType dtype : {DType::fp8_e4m3, DType::bf16}) {
         const bool fp8 = is_fp8(dtype);
         const double range = fp8 ? kCodeRange : 1.0;
-        std::vector<std::byte> q = random_values(dtype, count, range, 1),
-                               k = random_values(dtype, count, range, 2),
-                               v = random_values(dtype, count, range, 3),
+        std::vector<std::byte> q = uniform_values(dtype, count, range, 1),
+                               k = uniform_values(dtype, count, range, 2),
+                               v = uniform_values(dtype, count, range, 3),
                                o(static_cast<size_t>(count * 2));
         for (bool causal : {false, true}) {
           ProblemBuilder builder(Family::fwd);
           builder.dtype(dtype)
               .shape(b, h, h, s, s, d, d)
-              .q(bshd_view(q, dtype, b, s, h, d))
-              .k(bshd_view(k, dtype, b, s, h, d))
-              .v(bshd_view(v, dtype, b, s, h, d))
-              .o(bshd_view(o, DType::bf16, b, s, h, d));
+              .q(bshd(q.data(), dtype, b, s, h, d))
+              .k(bshd(k.data(), dtype, b, s, h, d))
+              .v(bshd(v.data(), dtype, b, s, h, d))
+              .o(bshd(o.data(), DType::bf16, b, s, h, d));
           if (fp8) builder.fp8_scales(per_tensor());
           if (causal) builder.causal();
           const Problem host = builder.build();
@@ -439,17 +424,17 @@ TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
        {std::pair{128, e4m3}, std::pair{64, bf16}, std::pair{128, bf16}, std::pair{256, bf16}}) {
     const int64_t s = 16384, h = 2048 / d, count = s * h * d;
     const double range = is_fp8(dtype) ? kCodeRange : 1.0;
-    std::vector<std::byte> q = random_values(dtype, count, range, 1),
-                           k = random_values(dtype, count, range, 2),
-                           v = random_values(dtype, count, range, 3),
+    std::vector<std::byte> q = uniform_values(dtype, count, range, 1),
+                           k = uniform_values(dtype, count, range, 2),
+                           v = uniform_values(dtype, count, range, 3),
                            o(static_cast<size_t>(count * 2));
     ProblemBuilder builder(Family::fwd);
     builder.dtype(dtype)
         .shape(1, h, h, s, s, d, d)
-        .q(bshd_view(q, dtype, 1, s, h, d))
-        .k(bshd_view(k, dtype, 1, s, h, d))
-        .v(bshd_view(v, dtype, 1, s, h, d))
-        .o(bshd_view(o, DType::bf16, 1, s, h, d));
+        .q(bshd(q.data(), dtype, 1, s, h, d))
+        .k(bshd(k.data(), dtype, 1, s, h, d))
+        .v(bshd(v.data(), dtype, 1, s, h, d))
+        .o(bshd(o.data(), DType::bf16, 1, s, h, d));
     if (is_fp8(dtype)) builder.fp8_scales(per_tensor());
     const Problem host = builder.build();
     const testing::DeviceProblem device(host);

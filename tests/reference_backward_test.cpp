@@ -49,7 +49,7 @@ class Attention {
     const int64_t rows_q = group ? s_.seqstart_q.back() : s_.seqlen_q;
     const int64_t rows_k = group ? s_.seqstart_k.back() : s_.seqlen_k;
     const DType t = s_.dtype;
-    const DType out = is_fp8(t) ? DType::bf16 : t;  // the builder's out_dtype
+    const DType out = default_out_dtype(t);  // the builder's out_dtype
     q = HostTensor(t, {rows_b, rows_q, s_.nhead_q, s_.hdim_q});
     k = HostTensor(t, {rows_b, rows_k, s_.nhead_k, s_.hdim_q});
     v = HostTensor(t, {rows_b, rows_k, s_.nhead_k, s_.hdim_v});

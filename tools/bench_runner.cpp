@@ -52,17 +52,12 @@ Fp8Scales bench_fp8_scales() {
   return scales;
 }
 
-// O's dtype: the input dtype, except bf16 for fp8 inputs (what the fp8 kernels write).
-DType output_dtype(DType dtype) {
-  return is_fp8(dtype) ? DType::bf16 : dtype;
-}
-
 int64_t qkv_elements(const BenchShape& shape) {
   return shape.batch * shape.seqlen * shape.nhead * shape.hdim;
 }
 
 Problem host_problem(const BenchShape& shape, bool lse, HostInputs& in) {
-  const DType out = output_dtype(shape.dtype);
+  const DType out = default_out_dtype(shape.dtype);
   ProblemBuilder builder(Family::fwd);
   builder.dtype(shape.dtype)
       .shape(shape.batch, shape.nhead, shape.nhead, shape.seqlen, shape.seqlen, shape.hdim,
@@ -167,7 +162,8 @@ double BenchSession::prepare(const std::vector<BenchShape>& shapes) {
   fill_uniform(in.q, in.dtype, in.elements, seed * 3 + 0, range);
   fill_uniform(in.k, in.dtype, in.elements, seed * 3 + 1, range);
   fill_uniform(in.v, in.dtype, in.elements, seed * 3 + 2, range);
-  in.o.assign(static_cast<size_t>(in.elements * dtype_size(output_dtype(in.dtype))), std::byte{0});
+  in.o.assign(static_cast<size_t>(in.elements * dtype_size(default_out_dtype(in.dtype))),
+              std::byte{0});
   in.lse.assign(static_cast<size_t>(lse_elements * 4), std::byte{0});
 
   // The engine's choice per shape (Engine::verdicts: no compiling), in the launch form its plan

@@ -108,6 +108,8 @@ constexpr size_t enum_count() {
 // Bytes per element of a dtype.
 int64_t dtype_size(DType dtype);
 bool is_fp8(DType dtype);
+// O's dtype unless the caller says otherwise: the input dtype, except bf16 for fp8 inputs.
+DType default_out_dtype(DType dtype);
 // fp16, bf16, fp32, fp8: types Q/K/V may have.
 bool is_attention_dtype(DType dtype);
 

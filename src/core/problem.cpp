@@ -92,7 +92,7 @@ ProblemBuilder::ProblemBuilder(Family family) {
 
 ProblemBuilder& ProblemBuilder::dtype(DType dtype) {
   problem_.dtype = dtype;
-  problem_.out_dtype = is_fp8(dtype) ? DType::bf16 : dtype;
+  problem_.out_dtype = default_out_dtype(dtype);
   return *this;
 }
 

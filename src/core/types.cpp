@@ -48,6 +48,10 @@ bool is_fp8(DType dtype) {
   return dtype == DType::fp8_e4m3 || dtype == DType::fp8_e5m2;
 }
 
+DType default_out_dtype(DType dtype) {
+  return is_fp8(dtype) ? DType::bf16 : dtype;
+}
+
 bool is_attention_dtype(DType dtype) {
   return dtype == DType::fp32 || dtype == DType::fp16 || dtype == DType::bf16 || is_fp8(dtype);
 }

@@ -26,10 +26,6 @@ inline void fill_logical(const TensorView& view, double value) {
       view, [&](int64_t, int64_t offset) { numeric::store(view.data, view.dtype, offset, value); });
 }
 
-inline DType default_out_dtype(DType dtype) {
-  return is_fp8(dtype) ? DType::bf16 : dtype;
-}
-
 // Batch mode: random Q, K, V in `layout`; O (same layout) and LSE preset to NaN so that an
 // element the reference forgets to write shows up.
 inline ProblemBuilder batch_problem(TensorPool& pool, Family family, DType dtype, const Dims& d,
