@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "context_parallel.hpp"
 #include "environment.hpp"
 #include "errors.hpp"
 #include "gpu_session.hpp"
@@ -100,4 +101,5 @@ PYBIND11_MODULE(_core, m) {
         py::arg("filters"), py::arg("cache_dir"), py::arg("workers"), py::arg("progress"),
         py::arg("launch_forms"),
         "Compiles a kernel set into the disk cache (tilefmha.warmup); returns its counts.");
+  tilefmha::python::register_context_parallel(m);
 }
