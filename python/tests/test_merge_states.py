@@ -38,6 +38,35 @@ def test_states_over_key_chunks_merge_into_the_full_attention(bounds):
     np.testing.assert_allclose(lse, expected_lse, rtol=1e-5, atol=1e-5)
 
 
+def test_given_outputs_are_written_in_place_and_nothing_around_them():
+    rng = np.random.default_rng(11)
+    q, k, v = random(rng, 2, 6, 3, 16), random(rng, 2, 40, 3, 16), random(rng, 2, 40, 3, 16)
+    o_states, lse_states = states_over_key_chunks(q, k, v, [0, 17, 40])
+    expected_o, expected_lse = tilefmha.merge_states(o_states, lse_states)
+    # Slices of larger buffers, as context parallelism merges into halves of its output.
+    o_buffer = np.full((2, 12, 3, 16), 5.0, dtype=np.float32)
+    lse_buffer = np.full((2, 3, 12), 5.0, dtype=np.float32)
+    o, lse = tilefmha.merge_states(o_states, lse_states, out=o_buffer[:, 6:],
+                                   lse_out=lse_buffer[:, :, 6:])
+    np.testing.assert_array_equal(o_buffer[:, 6:], expected_o)
+    np.testing.assert_array_equal(lse_buffer[:, :, 6:], expected_lse)
+    np.testing.assert_array_equal(o, expected_o)
+    assert np.all(o_buffer[:, :6] == 5.0) and np.all(lse_buffer[:, :, :6] == 5.0)
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"out": np.zeros((2, 6, 3, 8), np.float32)}, "out has shape"),
+    ({"out": np.zeros((2, 6, 3, 16), np.float16)}, "o.dtype = fp16"),
+    ({"lse_out": np.zeros((2, 6, 3), np.float32)}, "lse_out has shape"),
+    ({"lse_out": np.zeros((2, 3, 6), np.float32), "return_lse": False}, "return_lse=False"),
+])
+def test_bad_given_outputs_are_refused_naming_them(given, message):
+    rng = np.random.default_rng(12)
+    o_states, lse_states = random(rng, 2, 2, 6, 3, 16), random(rng, 2, 2, 3, 6)
+    with pytest.raises(ValueError, match=message):
+        tilefmha.merge_states(o_states, lse_states, **given)
+
+
 def test_a_state_that_saw_no_key_carries_no_weight_whatever_its_o_holds():
     rng = np.random.default_rng(5)
     o_states = random(rng, 3, 1, 4, 2, 8)

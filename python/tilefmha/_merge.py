@@ -13,7 +13,16 @@ from ._features import scalar_features
 from ._shapes import require_rank
 
 
-def merge_states(o_states, lse_states, *, sink_logits=None, return_lse=True, backend="auto"):
+def _given_output(be, x, field, shape):
+    view = be.tensor(x, field)
+    if tuple(int(d) for d in view.shape) != shape:
+        raise ValueError(f"{field} has shape {list(view.shape)} but the merged states need "
+                         f"{list(shape)}")
+    return view
+
+
+def merge_states(o_states, lse_states, *, sink_logits=None, return_lse=True, out=None,
+                 lse_out=None, backend="auto"):
     """Merges n attention states into one.
 
     o_states: [n, batch, seq, nhead, hdim] in float32, float16 or bfloat16 (any strides, hdim
@@ -21,6 +30,10 @@ def merge_states(o_states, lse_states, *, sink_logits=None, return_lse=True, bac
     return_lse=True) returns them. A state with LSE = -inf saw no key: it carries no weight and
     its O is not read. sink_logits: optional float32 [nhead], a sink logit that joins the
     softmax denominator once.
+
+    out, lse_out: optional outputs to write instead of allocating, o [batch, seq, nhead, hdim]
+    of o_states' dtype and float32 lse [batch, nhead, seq] (any strides, hdim contiguous; they
+    must not overlap the states). Context parallelism merges straight into slices of its output.
 
     Returns o [batch, seq, nhead, hdim] in o_states' dtype and, with return_lse, the merged
     float32 lse [batch, nhead, seq] (-inf where every state is -inf; O is 0 there).
@@ -40,11 +53,19 @@ def merge_states(o_states, lse_states, *, sink_logits=None, return_lse=True, bac
     # The engine's partials are [n, batch, nhead, seq, hdim]: a strided view, no copy.
     be.attach(problem, "split.o_acc", o_states.swapaxes(2, 3))
     be.attach(problem, "split.lse_acc", lse_states)
-    o = be.empty_like_layout(o_states[0], (batch, seq, heads, dim))
+    if out is None:
+        o = be.empty_like_layout(o_states[0], (batch, seq, heads, dim))
+    else:
+        o = _given_output(be, out, "out", (batch, seq, heads, dim))
     be.attach(problem, "o", o, writable=True)
     lse = None
+    if lse_out is not None and not return_lse:
+        raise ValueError("lse_out is given but return_lse=False")
     if return_lse:
-        lse = be.empty_float32((batch, heads, seq))
+        if lse_out is None:
+            lse = be.empty_float32((batch, heads, seq))
+        else:
+            lse = _given_output(be, lse_out, "lse_out", (batch, heads, seq))
         be.attach(problem, "lse", lse, writable=True)
     if sink_logits is not None:
         be.attach(problem, "sink_logits", be.float32_array(sink_logits, "sink_logits"))
