@@ -18,6 +18,7 @@ import torch
 from ._backward import attention_backward
 from ._features import Features
 from ._forward import attention as _attention
+from ._forward import attention_varlen as _attention_varlen
 
 
 def _feature_keywords(features):
@@ -41,7 +42,7 @@ class AttentionFunction(torch.autograd.Function):
     sees it). lse is not differentiable."""
 
     @staticmethod
-    def forward(ctx, q, k, v, bias, features):
+    def forward(ctx, q, k, v, bias, features, deterministic=False):
         # A bias that is itself an expanded view gets one gradient per element of the view, so
         # it is materialized rather than handed over with its zero strides (whose dBias the
         # engine would sum).
@@ -51,6 +52,7 @@ class AttentionFunction(torch.autograd.Function):
         o, lse = _attention(q, k, v, return_lse=True, **_feature_keywords(features))
         ctx.save_for_backward(q, k, v, o, lse, bias)
         ctx.features = features
+        ctx.deterministic = deterministic
         ctx.mark_non_differentiable(lse)
         return o, lse
 
@@ -60,18 +62,57 @@ class AttentionFunction(torch.autograd.Function):
         features = dataclasses.replace(ctx.features, bias=bias)
         want_dbias = bias is not None and ctx.needs_input_grad[3]
         gradients = attention_backward(q, k, v, o, lse, _steppable(d_o),
-                                       return_dbias=want_dbias, **_feature_keywords(features))
+                                       return_dbias=want_dbias, deterministic=ctx.deterministic,
+                                       **_feature_keywords(features))
         dq, dk, dv = gradients[:3]
         dbias = gradients[3] if want_dbias else None
-        return dq, dk, dv, dbias, None
+        return dq, dk, dv, dbias, None, None
+
+
+class VarlenAttentionFunction(torch.autograd.Function):
+    """apply(q, k, v, cu_seqlens_q, cu_seqlens_k, features, deterministic) -> (o, lse):
+    attention_varlen over packed sequences (host prefix sums) with scalar `features`
+    (a Features without logit inputs). lse is not differentiable."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, features, deterministic):
+        o, lse = _attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, return_lse=True,
+                                   **_feature_keywords(features))
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.arguments = (cu_seqlens_q, cu_seqlens_k, features, deterministic)
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, d_o, d_lse):
+        q, k, v, o, lse = ctx.saved_tensors
+        cu_seqlens_q, cu_seqlens_k, features, deterministic = ctx.arguments
+        dq, dk, dv = attention_backward(q, k, v, o, lse, _steppable(d_o),
+                                        cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                                        deterministic=deterministic,
+                                        **_feature_keywords(features))
+        return dq, dk, dv, None, None, None, None
 
 
 def attention(q, k, v, *, causal=False, window=None, window_align="top_left", sink_tokens=0,
               softcap=0.0, scale=None, bias=None, alibi_slopes=None, sink_logits=None,
-              dropout_p=0.0, seed=0, offset=0, return_lse=False):
+              dropout_p=0.0, seed=0, offset=0, return_lse=False, deterministic=False):
     """tilefmha.attention for torch tensors with autograd (q, k, v and a bias may require
-    grad). Arguments and results as in tilefmha.attention."""
+    grad). Arguments and results as in tilefmha.attention; deterministic: a backward whose dQ
+    does not depend on the order of atomic additions (bit-identical from run to run)."""
     features = Features(causal, window, window_align, sink_tokens, softcap, scale, None,
                         alibi_slopes, sink_logits, dropout_p, seed, offset)
-    o, lse = AttentionFunction.apply(q, k, v, bias, features)
+    o, lse = AttentionFunction.apply(q, k, v, bias, features, deterministic)
+    return (o, lse) if return_lse else o
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, window=None,
+                     window_align="top_left", sink_tokens=0, softcap=0.0, scale=None,
+                     return_lse=False, deterministic=False):
+    """tilefmha.attention_varlen for torch tensors with autograd, packed [tokens, head, dim]
+    with host prefix sums (lists or CPU tensors). Mask and logit keywords as in
+    tilefmha.attention; no bias, ALiBi, sink logits or dropout here."""
+    features = Features(causal, window, window_align, sink_tokens, softcap, scale)
+    o, lse = VarlenAttentionFunction.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, features,
+                                           deterministic)
     return (o, lse) if return_lse else o

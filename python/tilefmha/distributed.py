@@ -1,0 +1,194 @@
+"""Context parallelism: attention over a sequence sharded across the ranks of a torch.distributed
+process group (NCCL), with autograd. Importing this module imports torch.
+
+    import torch.distributed as dist
+    from tilefmha import distributed as cp
+
+    dist.init_process_group("nccl")                       # under torchrun, one process per GPU
+    q = cp.shard(q_full, world, rank)                      # zigzag: chunks r and 2N-1-r
+    o = cp.ring_attention(q, k, v, causal=True)            # this rank's rows of O
+    o.sum().backward()                                     # dq, dk, dv of the local shards
+
+Every rank passes its zigzag shard of Q, K and V (``shard``), [batch, seq_local, head, dim], or
+packed [tokens, head, dim] with the documents' global prefix sums ``cu_seqlens`` (each document
+a multiple of 2 * world tokens, sharded per document). O and LSE come back for the same rows.
+
+``ring_attention`` passes K/V shards around the ring, overlapped with the attention of the shard
+at hand (only the K/V heads travel under GQA), and merges the partial states with
+``merge_states``; its backward sends dK/dV around the ring and keeps dQ local.
+``ulysses_attention`` exchanges sequence shards for head shards (all-to-all) instead.
+``attention`` picks one of the two with ``choose_method`` (docs/context_parallel.md).
+"""
+
+import torch
+import torch.distributed as dist
+
+from . import _core, _ring, _ulysses
+from ._zigzag import shard, unshard
+from ._shapes import index_list
+from .torch import attention as _local_attention
+from .torch import attention_varlen as _local_attention_varlen
+
+__all__ = ["attention", "choose_method", "ring_attention", "shard", "ulysses_attention",
+           "unshard"]
+
+_NVLINK_DOMAIN = 8  # GPUs of one NVLink host (H100 HGX)
+# Local shard length (tokens) from which the ring's K/V passes hide behind the attention of a
+# step on NVLink (bf16, hdim 128, GQA 4:1); see docs/context_parallel.md.
+_RING_HIDES_COMMUNICATION_FROM = 4096
+
+
+def _check_inputs(q, k, v, packed):
+    rank = 3 if packed else 4
+    dims = "[tokens, head, dim]" if packed else "[batch, seq_local, head, dim]"
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        if x.ndim != rank:
+            raise ValueError(f"{name} must be {rank}-D {dims}, got shape {list(x.shape)}")
+    seq_dim = 0 if packed else 1
+    if q.shape[seq_dim] != k.shape[seq_dim] or k.shape[:-1] != v.shape[:-1]:
+        raise ValueError(f"q, k and v must hold the same local tokens: shapes {list(q.shape)}, "
+                         f"{list(k.shape)}, {list(v.shape)}")
+    if q.shape[seq_dim] % 2:
+        raise ValueError(f"the local shard has {q.shape[seq_dim]} tokens, an odd count: a "
+                         "zigzag shard is two equal chunks (shard() makes it)")
+
+
+def _features(scale, softcap):
+    return {"scale": scale, "softcap": softcap}
+
+
+class _RingFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, ring, layout, rows, causal, features, deterministic):
+        schedule = _ring.schedule(ring, causal, layout.packed)
+        if rows is not None:  # packed: every front chunk before every back chunk
+            q, k, v = (x.index_select(0, rows) for x in (q, k, v))
+        o, lse = _ring.ring_forward(ring, layout, schedule, q, k, v, features)
+        ctx.save_for_backward(q, k, v, o, lse, rows)
+        ctx.arguments = (ring, layout, schedule, features, deterministic)
+        if rows is not None:
+            o = torch.empty_like(o).index_copy_(0, rows, o)
+            lse = torch.empty_like(lse).index_copy_(1, rows, lse)
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, do, d_lse):
+        q, k, v, o, lse, rows = ctx.saved_tensors
+        ring, layout, schedule, features, deterministic = ctx.arguments
+        do = do if rows is None else do.index_select(0, rows)
+        if do.stride(-1) != 1:
+            do = do.contiguous()
+        dq, dk, dv = _ring.ring_backward(ring, layout, schedule, q, k, v, o, lse, do, features,
+                                         deterministic)
+        if rows is not None:
+            dq, dk, dv = (torch.empty_like(x).index_copy_(0, rows, x) for x in (dq, dk, dv))
+        return dq, dk, dv, None, None, None, None, None, None
+
+
+def ring_attention(q, k, v, *, group=None, causal=False, cu_seqlens=None, scale=None,
+                   softcap=0.0, return_lse=False, deterministic=False):
+    """Ring attention over this rank's zigzag shard; see the module's docstring.
+
+    q: [batch, seq_local, nhead_q, hdim_q]; k, v: [batch, seq_local, nhead_k, hdim] (nhead_q a
+    multiple of nhead_k); or packed [tokens, head, dim] with cu_seqlens, the global prefix sums
+    (a host list or tensor; every rank passes the same). CUDA tensors of one device per rank.
+    group: the process group (None: the default group). scale, softcap: as in
+    tilefmha.attention. deterministic: a backward that is bit-identical from run to run.
+
+    Returns o (q's rows, hdim_v) and with return_lse the float32 LSE [batch, nhead_q,
+    seq_local] ([nhead_q, tokens] packed) over the whole sequence. The LSE carries no gradient.
+    """
+    return _ring_attention(q, k, v, _ring.Ring(group), causal, cu_seqlens, scale, softcap,
+                           return_lse, deterministic)
+
+
+def _ring_attention(q, k, v, ring, causal, cu_seqlens, scale, softcap, return_lse,
+                    deterministic):
+    """ring_attention over `ring` (a _ring.Ring, or a stand-in with world, rank and pass_on)."""
+    packed = cu_seqlens is not None
+    _check_inputs(q, k, v, packed)
+    rows = None
+    if packed:
+        starts = index_list(cu_seqlens, "cu_seqlens")
+        maps = _core.packed_shards(starts, ring.world)
+        if maps["local_seqstarts"][-1] != q.shape[0]:
+            raise ValueError(f"q holds {q.shape[0]} tokens but cu_seqlens gives this rank "
+                             f"{maps['local_seqstarts'][-1]} (total / world)")
+        layout = _ring.Layout(int(q.shape[0]), maps["half_seqstarts"])
+        rows = torch.tensor(maps["front_rows"] + maps["back_rows"], device=q.device)
+    else:
+        layout = _ring.Layout(int(q.shape[1]))
+    o, lse = _RingFunction.apply(q, k, v, ring, layout, rows, bool(causal),
+                                 _features(scale, softcap), bool(deterministic))
+    return (o, lse) if return_lse else o
+
+
+def ulysses_attention(q, k, v, *, group=None, causal=False, cu_seqlens=None, scale=None,
+                      softcap=0.0, return_lse=False, deterministic=False):
+    """Head-parallel attention over this rank's zigzag shard: arguments and results as in
+    ring_attention. nhead_q and nhead_k must be multiples of the group's size."""
+    return _ulysses_attention(q, k, v, _ulysses.Collective(group), causal, cu_seqlens, scale,
+                              softcap, return_lse, deterministic)
+
+
+def _ulysses_attention(q, k, v, collective, causal, cu_seqlens, scale, softcap, return_lse,
+                       deterministic):
+    """ulysses_attention over `collective` (a _ulysses.Collective, or a stand-in with world and
+    all_to_all)."""
+    packed = cu_seqlens is not None
+    _check_inputs(q, k, v, packed)
+    if packed:
+        q, k, v = (x[None] for x in (q, k, v))
+    exchange = _ulysses.Exchange(collective, int(q.shape[1]), q.device, cu_seqlens)
+    q_heads, k_heads, v_heads = (_ulysses.ToHeads.apply(x, exchange, name)
+                                 for x, name in ((q, "q"), (k, "k"), (v, "v")))
+    if packed:
+        starts = index_list(cu_seqlens, "cu_seqlens")
+        o_heads, lse_heads = _local_attention_varlen(
+            q_heads[0], k_heads[0], v_heads[0], starts, starts, causal=causal, scale=scale,
+            softcap=softcap, return_lse=True, deterministic=deterministic)
+        o_heads, lse_heads = o_heads[None], lse_heads[None]
+    else:
+        o_heads, lse_heads = _local_attention(q_heads, k_heads, v_heads, causal=causal,
+                                              scale=scale, softcap=softcap, return_lse=True,
+                                              deterministic=deterministic)
+    o = _ulysses.ToSequence.apply(o_heads, exchange)
+    o = o[0] if packed else o
+    if not return_lse:
+        return o
+    # [batch, heads / N, seq] -> [batch, seq_local, heads] -> [batch, heads, seq_local]
+    with torch.no_grad():
+        lse = exchange.to_sequence(lse_heads.transpose(1, 2).contiguous()).transpose(1, 2)
+    return o, (lse[0] if packed else lse.contiguous())
+
+
+def choose_method(nhead_q, nhead_k, world, seq_local, *, within_host=True):
+    """'ring' or 'ulysses' for a problem of these sizes (docs/context_parallel.md measures
+    the rule). Ulysses needs both head counts divisible by the ranks; it moves 4 tensors in
+    non-overlapped all-to-alls, which NVLink makes cheap within one host, while the ring
+    overlaps its K/V passes with compute once the local shard is long enough."""
+    if nhead_q % world or nhead_k % world:
+        return "ring"
+    if not within_host or world > _NVLINK_DOMAIN:
+        return "ring"
+    # Long shards keep the ring compute-bound (its passes hidden); short ones make its N - 1
+    # latency-bound steps and partial merges cost more than Ulysses' four all-to-alls.
+    return "ring" if seq_local >= _RING_HIDES_COMMUNICATION_FROM else "ulysses"
+
+
+def attention(q, k, v, *, group=None, method="auto", **arguments):
+    """Context-parallel attention by `method`: 'ring', 'ulysses' or 'auto' (choose_method).
+    Other arguments as in ring_attention."""
+    if method == "auto":
+        packed = arguments.get("cu_seqlens") is not None
+        seq_local = int(q.shape[0] if packed else q.shape[1])
+        method = choose_method(int(q.shape[-2]), int(k.shape[-2]),
+                               dist.get_world_size(group), seq_local)
+    if method == "ring":
+        return ring_attention(q, k, v, group=group, **arguments)
+    if method == "ulysses":
+        return ulysses_attention(q, k, v, group=group, **arguments)
+    raise ValueError(f"method = {method!r}: expected 'ring', 'ulysses' or 'auto'")
