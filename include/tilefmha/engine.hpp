@@ -104,6 +104,8 @@ class Engine {
   // The GPU's name and SM count.
   std::string device_name() const;
   int sm_count() const;
+  // The CUDA device ordinal the engine runs on (EngineOptions::device).
+  int device() const;
 
  private:
   struct State;

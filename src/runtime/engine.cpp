@@ -24,6 +24,7 @@ std::unique_ptr<jit::GpuContext> open_context(int device) {
 }  // namespace
 
 struct Engine::State {
+  int device = 0;
   std::unique_ptr<jit::GpuContext> context;
   runtime::Registry registry;
   std::unique_ptr<runtime::Dispatcher> dispatcher;
@@ -52,6 +53,7 @@ std::vector<KernelConfig> EnginePlan::kernels() const {
 }
 
 Engine::Engine(EngineOptions options) : state_(std::make_unique<State>()) {
+  state_->device = options.device;
   state_->context = open_context(options.device);
   const runtime::DeviceInfo device{
       runtime::arch_for_compute_capability(state_->context->compute_capability()),
@@ -131,6 +133,10 @@ std::string Engine::device_name() const {
 
 int Engine::sm_count() const {
   return state_->dispatcher->device().sm_count;
+}
+
+int Engine::device() const {
+  return state_->device;
 }
 
 }  // namespace tilefmha
