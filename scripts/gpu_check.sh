@@ -33,6 +33,9 @@
 #            the accuracy report (TILEFMHA_FP8_ARGS adds flags, e.g. "--only accuracy"), then
 #            bench/fp8_serving_bench.py: paged decode and prefill over an e4m3 cache beside bf16
 #            (TILEFMHA_FP8_SERVING_ARGS adds flags)
+#   distributed  context parallelism on every visible GPU: python/tests/test_gpu_distributed.py,
+#            the C++ ring_nccl_gpu_test over PyTorch's NCCL, then bench/ring_bench.py under
+#            torchrun (TILEFMHA_RING_ARGS adds flags)
 #   env      the quick start's main job (`run --backend auto`, as scripts/quickstart.sh runs it
 #            after building) and `python3 -m tilefmha` (the environment report)
 # JIT cache: BUILD/jit_cache.tgz, where present, seeds the cache (carry one that an earlier call
@@ -274,6 +277,40 @@ run_fp8() {
   sed -n '/^summary:/,$p' "$logs/fp8_serving_bench.txt" | tee -a "$summary"
 }
 
+# Context parallelism on every visible GPU (one process each): the Python ring and head-parallel
+# tests (simulated rings on one GPU, NCCL across two or more), the C++ RingAttention test over
+# NCCL, then bench/ring_bench.py (TILEFMHA_RING_ARGS, e.g. "--seqlen 131072,524288") against one
+# GPU. NVLink multicast stays off. NCCL for the C++ side is the one PyTorch ships.
+run_distributed() {
+  if ! PYTHONPATH=$python_dir python3 -c "import tilefmha, torch.distributed" >/dev/null 2>&1; then
+    note "distributed: skipped, tilefmha from $python_dir or torch.distributed does not import"
+    return
+  fi
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  local gpus start=$SECONDS
+  gpus=$(nvidia-smi -L | wc -l)
+  PYTHONPATH=$python_dir:$root/python/tests limited python3 -m pytest -q -rs \
+    "$root/python/tests/test_gpu_distributed.py" >"$logs/pytest_distributed.log" 2>&1 || status=1
+  note "pytest distributed ($gpus GPUs): $(tail -1 "$logs/pytest_distributed.log") in $(elapsed "$start")"
+  if [[ -z ${TILEFMHA_NCCL_LIBRARY:-} ]]; then
+    TILEFMHA_NCCL_LIBRARY=$(python3 -c "import glob, os, nvidia.nccl as n; \
+print((glob.glob(os.path.join(list(n.__path__)[0], 'lib', 'libnccl.so*')) or [''])[0])" 2>/dev/null)
+    export TILEFMHA_NCCL_LIBRARY
+  fi
+  start=$SECONDS
+  if [[ -x $build_dir/tests/ring_nccl_gpu_test ]]; then
+    limited "$build_dir/tests/ring_nccl_gpu_test" >"$logs/ring_nccl_gpu_test.log" 2>&1 || status=1
+    note "ring_nccl_gpu_test (NCCL ${TILEFMHA_NCCL_LIBRARY:-not found}): $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$logs/ring_nccl_gpu_test.log" | tr '\n' ' ') in $(elapsed "$start")"
+  fi
+  start=$SECONDS
+  # shellcheck disable=SC2086
+  PYTHONPATH=$python_dir limited torchrun --standalone --nproc_per_node "$gpus" \
+    "$root/bench/ring_bench.py" ${TILEFMHA_RING_ARGS:-} --json "$logs/ring_bench.json" \
+    >"$logs/ring_bench.txt" 2>&1 || status=1
+  note "ring bench ($gpus GPUs): $(elapsed "$start")"
+  sed -n '/^  *seqlen/,$p' "$logs/ring_bench.txt" | tee -a "$summary"
+}
+
 # The quick start's main job on this GPU host, and the Python environment report.
 run_env() {
   "$build_dir/tools/tilefmha" run --backend auto >"$logs/quickstart.log" 2>&1 || status=1
@@ -297,8 +334,9 @@ for stage in "${stages[@]}"; do
     serving_bench) run_serving_bench ;;
     backward) run_backward ;;
     fp8) run_fp8 ;;
+    distributed) run_distributed ;;
     *)
-      note "unknown stage '$stage' (tests, bench, python, compare, decode, sweep, serve, sass, env, serving_bench, backward, fp8)"
+      note "unknown stage '$stage' (tests, bench, python, compare, decode, sweep, serve, sass, env, serving_bench, backward, fp8, distributed)"
       status=2
       ;;
   esac

@@ -7,10 +7,12 @@ attention, against the ring's N - 1 overlapped K/V passes: distributed.choose_me
 which wins where.
 """
 
+import functools
+
 import torch
 import torch.distributed as dist
 
-from ._zigzag import global_rows
+from ._zigzag import rows_tensor
 
 
 class Collective:
@@ -25,6 +27,26 @@ class Collective:
         dist.all_to_all_single(incoming, outgoing, group=self.group)
 
 
+def _orders(world, seq_local, device, cu_seqlens):
+    """(rank_major, position_order): rank_major[i] is the global row of row i of the ranks'
+    shards laid end to end; position_order its inverse permutation."""
+    if cu_seqlens is not None:
+        rank_major = torch.cat([rows_tensor(cu_seqlens, world, rank, device)
+                                for rank in range(world)])
+    else:
+        return _batch_orders(world, seq_local, device)
+    return rank_major, torch.argsort(rank_major)
+
+
+@functools.lru_cache(maxsize=16)
+def _batch_orders(world, seq_local, device):
+    chunk = seq_local // 2
+    chunk_of = torch.tensor([index for rank in range(world)
+                             for index in (rank, 2 * world - 1 - rank)], device=device)
+    rank_major = (chunk_of[:, None] * chunk + torch.arange(chunk, device=device)).reshape(-1)
+    return rank_major, torch.argsort(rank_major)
+
+
 class Exchange:
     """The all-to-all between a rank's sequence shard [batch, seq_local, heads, ...] and its head
     shard [batch, seq, heads / N, ...] over the whole sequence in position order."""
@@ -32,18 +54,8 @@ class Exchange:
     def __init__(self, collective, seq_local, device, cu_seqlens=None):
         self.collective = collective
         self.world = collective.world
-        # rank_major[i]: the global row of row i of the ranks' shards laid end to end.
-        if cu_seqlens is None:
-            chunks, chunk = 2 * self.world, seq_local // 2
-            rank_major = []
-            for rank in range(self.world):
-                for index in (rank, chunks - 1 - rank):
-                    rank_major.extend(range(index * chunk, (index + 1) * chunk))
-        else:
-            rank_major = [row for rank in range(self.world)
-                          for row in global_rows(cu_seqlens, self.world, rank)]
-        self.rank_major = torch.tensor(rank_major, device=device)
-        self.position_order = torch.argsort(self.rank_major)
+        self.rank_major, self.position_order = _orders(self.world, int(seq_local),
+                                                       torch.device(device), cu_seqlens)
 
     def _heads(self, x, name):
         heads = x.shape[2]
@@ -55,8 +67,10 @@ class Exchange:
 
     def to_heads(self, x, name):
         """[batch, seq_local, heads, *rest] -> [batch, seq, heads / N, *rest], position order."""
-        batch, seq_local, rest = x.shape[0], x.shape[1], x.shape[3:]
         share = self._heads(x, name)
+        if self.world == 1:
+            return x
+        batch, seq_local, rest = x.shape[0], x.shape[1], x.shape[3:]
         outgoing = x.reshape(batch, seq_local, self.world, share, *rest).movedim(2, 0)
         incoming = torch.empty_like(outgoing, memory_format=torch.contiguous_format)
         self.collective.all_to_all(incoming, outgoing.contiguous())
@@ -67,6 +81,8 @@ class Exchange:
     def to_sequence(self, y):
         """The inverse of to_heads: [batch, seq, heads / N, *rest] -> [batch, seq_local, heads,
         *rest]."""
+        if self.world == 1:
+            return y
         batch, share, rest = y.shape[0], y.shape[2], y.shape[3:]
         seq_local = y.shape[1] // self.world
         rank_major = y.index_select(1, self.rank_major)

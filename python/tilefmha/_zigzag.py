@@ -6,6 +6,8 @@ varlen input (cu_seqlens) every document is cut that way on its own and the loca
 document after document, the document's front chunk then its back chunk.
 """
 
+import functools
+
 import torch
 
 from . import _core
@@ -38,6 +40,18 @@ def global_rows(cu_seqlens, world, rank):
     return rows
 
 
+@functools.lru_cache(maxsize=64)
+def _cached_rows(starts, world, rank, device):
+    return torch.tensor(global_rows(list(starts), world, rank), device=device)
+
+
+def rows_tensor(cu_seqlens, world, rank, device):
+    """global_rows as an int64 tensor on `device`, cached: building it from a Python list costs
+    milliseconds at a million tokens, more than the call it serves."""
+    return _cached_rows(tuple(index_list(cu_seqlens, "cu_seqlens")), int(world), int(rank),
+                        torch.device(device))
+
+
 def shard(x, world, rank, *, cu_seqlens=None, seq_dim=None):
     """Rank `rank`'s zigzag shard of x, a tensor over the whole sequence.
 
@@ -48,7 +62,7 @@ def shard(x, world, rank, *, cu_seqlens=None, seq_dim=None):
     chunks = _chunk_count(world)
     _check_rank(world, rank)
     if cu_seqlens is not None:
-        rows = torch.tensor(global_rows(cu_seqlens, world, rank), device=x.device)
+        rows = rows_tensor(cu_seqlens, world, rank, x.device)
         return x.index_select(0 if seq_dim is None else seq_dim, rows)
     dim = 1 if seq_dim is None else seq_dim
     length = x.shape[dim]
@@ -74,8 +88,7 @@ def unshard(shards, *, cu_seqlens=None, seq_dim=None):
         shape[dim] = sum(int(s.shape[dim]) for s in shards)
         whole = first.new_empty(shape)
         for rank, local in enumerate(shards):
-            rows = torch.tensor(global_rows(cu_seqlens, world, rank), device=local.device)
-            whole.index_copy_(dim, rows, local)
+            whole.index_copy_(dim, rows_tensor(cu_seqlens, world, rank, local.device), local)
         return whole
     dim = 1 if seq_dim is None else seq_dim
     pieces = [None] * chunks

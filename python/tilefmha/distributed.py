@@ -20,6 +20,8 @@ at hand (only the K/V heads travel under GQA), and merges the partial states wit
 ``attention`` picks one of the two with ``choose_method`` (docs/context_parallel.md).
 """
 
+import functools
+
 import torch
 import torch.distributed as dist
 
@@ -53,6 +55,13 @@ def _check_inputs(q, k, v, packed):
     if q.shape[seq_dim] % 2:
         raise ValueError(f"the local shard has {q.shape[seq_dim]} tokens, an odd count: a "
                          "zigzag shard is two equal chunks (shard() makes it)")
+
+
+@functools.lru_cache(maxsize=64)
+def _packed_rows(starts, world, device):
+    """Local rows in packed-halves order (every front chunk, then every back chunk), cached."""
+    maps = _core.packed_shards(list(starts), world)
+    return torch.tensor(maps["front_rows"] + maps["back_rows"], device=device)
 
 
 def _features(scale, softcap):
@@ -118,7 +127,7 @@ def _ring_attention(q, k, v, ring, causal, cu_seqlens, scale, softcap, return_ls
             raise ValueError(f"q holds {q.shape[0]} tokens but cu_seqlens gives this rank "
                              f"{maps['local_seqstarts'][-1]} (total / world)")
         layout = _ring.Layout(int(q.shape[0]), maps["half_seqstarts"])
-        rows = torch.tensor(maps["front_rows"] + maps["back_rows"], device=q.device)
+        rows = _packed_rows(tuple(starts), ring.world, q.device)
     else:
         layout = _ring.Layout(int(q.shape[1]))
     o, lse = _RingFunction.apply(q, k, v, ring, layout, rows, bool(causal),
