@@ -146,13 +146,38 @@ def measure(args, seqlen, world, rank):
     if communication > 0:
         hidden = (row["ring_compute_fwd_s"] + communication - row["ring_fwd_s"]) / communication
         row["ring_fwd_overlap"] = min(1.0, max(0.0, hidden))
-    if ring_cost_model is not None and hasattr(ring_cost_model, "predict"):
-        row["model"] = ring_cost_model.predict(seqlen=seqlen, heads=args.heads,
-                                               kv_heads=args.kv_heads, hdim=args.hdim,
-                                               gpus=world, link=args.link)
+    if ring_cost_model is not None and world > 1:
+        row.update(predicted(args, row, seqlen, world))
     del q, k, v, do, local
     torch.cuda.empty_cache()
     return row
+
+
+def predicted(args, row, seqlen, world):
+    """The cost model's ring time and speedup beside the measurement, with the compute rates
+    this one-GPU run measured (so the model predicts what communication costs)."""
+    forward_s = row["one_gpu_fwd_s"]
+    rates = {"forward_tflops": causal_flops(seqlen, args.heads, args.hdim, False) / forward_s
+             / 1e12}
+    if "one_gpu_fwd_bwd_s" in row:
+        backward_s = row["one_gpu_fwd_bwd_s"] - forward_s
+        rates["backward_tflops"] = (causal_flops(seqlen, args.heads, args.hdim, True) -
+                                    causal_flops(seqlen, args.heads, args.hdim, False)) \
+            / backward_s / 1e12
+    model = ring_cost_model.Model.from_defaults(
+        ring_cost_model.load_defaults(), heads=args.heads, kv_heads=args.kv_heads,
+        hdim=args.hdim, **rates)
+    link = ring_cost_model.load_links()[args.link]
+    forward = model.step(seqlen, world, link, "forward")
+    result = {"model_ring_fwd_s": forward["time_s"], "model_ring_fwd_speedup":
+              forward["speedup"], "model_comm_step_s": forward["comm_s"],
+              "model_compute_step_s": forward["compute_s"]}
+    if "backward_tflops" in rates:
+        backward = model.step(seqlen, world, link, "backward")
+        result["model_ring_fwd_bwd_s"] = forward["time_s"] + backward["time_s"]
+        result["model_ring_fwd_bwd_speedup"] = row["one_gpu_fwd_bwd_s"] / \
+            result["model_ring_fwd_bwd_s"]
+    return result
 
 
 def report(rows):
@@ -170,6 +195,13 @@ def report(rows):
               f"{cell('ring_fwd_bwd_s', 9)} {cell('ring_fwd_bwd_speedup', 5, 1, 2)} "
               f"{cell('ulysses_fwd_bwd_s', 8)} {cell('ulysses_fwd_bwd_speedup', 5, 1, 2)}")
     print("times in ms; x = one GPU / sharded; overlap = share of the ring's K/V passes hidden")
+    for row in rows:
+        if "model_ring_fwd_speedup" in row:
+            print(f"model, {row['seqlen']} tokens on {row['gpus']} GPUs: ring fwd "
+                  f"{row['model_ring_fwd_speedup']:.2f}x (measured {row['ring_fwd_speedup']:.2f}x)"
+                  + (f", fwd+bwd {row['model_ring_fwd_bwd_speedup']:.2f}x (measured "
+                     f"{row['ring_fwd_bwd_speedup']:.2f}x)"
+                     if "model_ring_fwd_bwd_speedup" in row else ""))
 
 
 def main():
@@ -183,7 +215,8 @@ def main():
     parser.add_argument("--backward-max-seqlen", type=int, default=131072,
                         help="longest sequence whose backward is timed (the one-GPU backward "
                              "of a million tokens takes minutes)")
-    parser.add_argument("--link", default="nvlink_h100", help="cost-model link name")
+    parser.add_argument("--link", default="nvlink4",
+                        help="cost-model link (data/context_parallel/interconnects.json)")
     parser.add_argument("--json", help="write the rows here (rank 0)")
     args = parser.parse_args()
 

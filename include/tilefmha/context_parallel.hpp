@@ -52,8 +52,9 @@ std::vector<RingStep> ring_schedule(int world, int rank, bool causal, bool packe
 // Zigzag shards of packed varlen input. `global_seqstarts` are the documents' prefix sums over
 // the whole sequence; every document's length must be a multiple of 2 * world (the error
 // names the first that is not). The local shard of a rank holds, per document, its front
-// chunk then its back chunk; `front_seqstarts` / `back_seqstarts` are the prefix sums of the
-// packed front (back) parts, and `local_seqstarts` those of the local shard itself.
+// chunk then its back chunk; `local_seqstarts` are the prefix sums of the local shard, and
+// `half_seqstarts` those of its packed front part (every document's front chunk, in document
+// order), which are also those of its packed back part.
 struct PackedShards {
   std::vector<int64_t> local_seqstarts;
   std::vector<int64_t> half_seqstarts;  // of the packed front part, equal to the back part's
