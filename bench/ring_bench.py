@@ -97,8 +97,9 @@ def measure(args, seqlen, world, rank):
         return distributed.ring_attention(q_, k_, v_, causal=True)
 
     def ring_compute(q_, k_, v_):
-        return distributed._ring_attention(q_, k_, v_, _Local(world, rank), True, None, None,
-                                           0.0, False, False)
+        plan = distributed._RingPlan(_Local(world, rank), q_, k_, v_, True, None,
+                                     distributed._features(None, 0.0), False)
+        return distributed._apply(plan, q_, k_, v_, False)
 
     def ulysses(q_, k_, v_):
         return distributed.ulysses_attention(q_, k_, v_, causal=True)

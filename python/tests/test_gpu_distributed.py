@@ -111,16 +111,19 @@ def sharded(method, ranks, q, k, v, causal, cu, do, deterministic=False):
     lse_dim = 1 if cu is not None else 2
 
     def task(rank):
-        local = [distributed.shard(x, world, rank, **shard_args).detach().requires_grad_()
-                 for x in (q, k, v)]
-        arguments = (causal, cu, None, 0.0, True, deterministic)
+        # The plans' own forward and backward: autograd would run every rank's backward on its
+        # one CUDA worker thread, where a rank waiting for its neighbour blocks the neighbour.
+        local = [distributed.shard(x, world, rank, **shard_args) for x in (q, k, v)]
         if method == "ring":
-            o, lse = distributed._ring_attention(*local, ranks.ring(rank), *arguments)
+            plan = distributed._RingPlan(ranks.ring(rank), *local, causal, cu,
+                                         distributed._features(None, 0.0), deterministic)
         else:
-            o, lse = distributed._ulysses_attention(*local, ranks.collective(rank), *arguments)
-        o.backward(distributed.shard(do, world, rank, **shard_args))
+            plan = distributed._UlyssesPlan(ranks.collective(rank), *local, causal, cu,
+                                            distributed._features(None, 0.0), deterministic)
+        o, lse, saved = plan.forward(*local)
+        gradients = plan.backward(saved, distributed.shard(do, world, rank, **shard_args))
         torch.cuda.synchronize()
-        return (o.detach(), lse) + tuple(x.grad for x in local)
+        return (o, lse) + tuple(gradients)
 
     per_rank = ranks.run(task)
     results = []
@@ -190,16 +193,49 @@ def test_bad_shards_are_refused_naming_the_problem():
         distributed.shard(q, 2, 0)
     odd = q[:, :5]
     with pytest.raises(ValueError, match="odd count"):
-        distributed._ring_attention(odd, k[:, :5], k[:, :5], ranks.ring(0), True, None, None,
-                                    0.0, False, False)
+        distributed._RingPlan(ranks.ring(0), odd, k[:, :5], k[:, :5], True, None, {}, False)
     with pytest.raises(ValueError, match="document 1 has 6 tokens"):
         distributed.shard(q[0], 2, 0, cu_seqlens=[0, 8, 14])
+    with pytest.raises(ValueError, match="q holds 6 tokens but cu_seqlens gives this rank 8"):
+        distributed._RingPlan(ranks.ring(0), q[0], k[0], k[0], True, [0, 16], {}, False)
     with pytest.raises(ValueError, match="3 heads, not a multiple"):
         three = torch.zeros(1, 4, 3, HDIM, device="cuda", dtype=torch.bfloat16)
-        distributed._ulysses_attention(three, three, three, ranks.collective(0), True, None,
-                                       None, 0.0, False, False)
+        distributed._UlyssesPlan(ranks.collective(0), three, three, three, True, None, {},
+                                 False)
     with pytest.raises(ValueError, match="method = 'both'"):
         distributed.attention(q, k, k, method="both")
+
+
+@pytest.fixture(scope="module")
+def group_of_one():
+    """A one-rank NCCL process group (the default group), for the public functions."""
+    if torch.distributed.is_initialized():
+        yield None
+        return
+    with tempfile.TemporaryDirectory() as directory:
+        torch.distributed.init_process_group("nccl", init_method=f"file://{directory}/init",
+                                             rank=0, world_size=1)
+        try:
+            yield None
+        finally:
+            torch.distributed.destroy_process_group()
+
+
+@pytest.mark.parametrize("method", ["ring", "ulysses", "auto"])
+@pytest.mark.parametrize("packed", [False, True], ids=["batch", "packed"])
+def test_public_functions_with_autograd_on_a_group_of_one(group_of_one, method, packed):
+    q, k, v, cu = inputs(1, packed, seed=9)
+    do = torch.randn(q.shape[:-1] + (HDIM,), device="cuda", dtype=q.dtype)
+    expected = truth(q, k, v, True, cu, do)
+    alone = one_gpu(q, k, v, True, cu, do)
+    leaves = [x.detach().requires_grad_() for x in (q, k, v)]
+    o, lse = distributed.attention(*leaves, method=method, causal=True, cu_seqlens=cu,
+                                   return_lse=True)
+    o.backward(do)
+    assert not lse.requires_grad
+    for name, s, a, t in zip(NAMES, [o.detach(), lse] + [x.grad for x in leaves], alone,
+                             expected):
+        assert_as_close_as(name, s, a, t)
 
 
 def _nccl_worker(rank, world, init_file, results_file):

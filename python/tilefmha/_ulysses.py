@@ -57,8 +57,8 @@ class Exchange:
         self.rank_major, self.position_order = _orders(self.world, int(seq_local),
                                                        torch.device(device), cu_seqlens)
 
-    def _heads(self, x, name):
-        heads = x.shape[2]
+    def heads_per_rank(self, x, name):
+        heads = x.shape[-2]
         if heads % self.world:
             raise ValueError(f"{name} has {heads} heads, not a multiple of the group's "
                              f"{self.world} ranks: head-parallel attention gives each rank "
@@ -67,7 +67,7 @@ class Exchange:
 
     def to_heads(self, x, name):
         """[batch, seq_local, heads, *rest] -> [batch, seq, heads / N, *rest], position order."""
-        share = self._heads(x, name)
+        share = self.heads_per_rank(x, name)
         if self.world == 1:
             return x
         batch, seq_local, rest = x.shape[0], x.shape[1], x.shape[3:]
@@ -91,29 +91,3 @@ class Exchange:
         self.collective.all_to_all(incoming, outgoing.contiguous())
         # incoming[j]: this rank's rows of rank j's heads.
         return incoming.movedim(0, 2).reshape(batch, seq_local, self.world * share, *rest)
-
-
-class ToHeads(torch.autograd.Function):
-    """Exchange.to_heads with its inverse as the gradient."""
-
-    @staticmethod
-    def forward(ctx, x, exchange, name):
-        ctx.exchange = exchange
-        return exchange.to_heads(x, name)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return ctx.exchange.to_sequence(grad.contiguous()), None, None
-
-
-class ToSequence(torch.autograd.Function):
-    """Exchange.to_sequence with its inverse as the gradient."""
-
-    @staticmethod
-    def forward(ctx, y, exchange):
-        ctx.exchange = exchange
-        return exchange.to_sequence(y)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return ctx.exchange.to_heads(grad.contiguous(), "the output gradient"), None

@@ -28,8 +28,8 @@ import torch.distributed as dist
 from . import _core, _ring, _ulysses
 from ._zigzag import shard, unshard
 from ._shapes import index_list
-from .torch import attention as _local_attention
-from .torch import attention_varlen as _local_attention_varlen
+from ._backward import attention_backward
+from ._forward import attention, attention_varlen
 
 __all__ = ["attention", "choose_method", "ring_attention", "shard", "ulysses_attention",
            "unshard"]
@@ -68,33 +68,127 @@ def _features(scale, softcap):
     return {"scale": scale, "softcap": softcap}
 
 
-class _RingFunction(torch.autograd.Function):
+class _RingPlan:
+    """One rank's ring attention: forward(q, k, v) -> (o, lse, saved) and backward(saved, do)
+    -> (dq, dk, dv), plain functions that _Function hands to autograd."""
+
+    def __init__(self, ring, q, k, v, causal, cu_seqlens, features, deterministic):
+        packed = cu_seqlens is not None
+        _check_inputs(q, k, v, packed)
+        self.ring, self.features, self.deterministic = ring, features, deterministic
+        self.rows = None  # packed: local rows with every front chunk before every back chunk
+        if packed:
+            starts = index_list(cu_seqlens, "cu_seqlens")
+            maps = _core.packed_shards(starts, ring.world)
+            if maps["local_seqstarts"][-1] != q.shape[0]:
+                raise ValueError(f"q holds {q.shape[0]} tokens but cu_seqlens gives this rank "
+                                 f"{maps['local_seqstarts'][-1]} (total / world)")
+            self.layout = _ring.Layout(int(q.shape[0]), maps["half_seqstarts"])
+            self.rows = _packed_rows(tuple(starts), ring.world, q.device)
+        else:
+            self.layout = _ring.Layout(int(q.shape[1]))
+        self.schedule = _ring.schedule(ring, causal, packed)
+
+    def forward(self, q, k, v):
+        if self.rows is not None:
+            q, k, v = (x.index_select(0, self.rows) for x in (q, k, v))
+        o, lse = _ring.ring_forward(self.ring, self.layout, self.schedule, q, k, v,
+                                    self.features)
+        saved = (q, k, v, o, lse)
+        if self.rows is not None:
+            o = torch.empty_like(o).index_copy_(0, self.rows, o)
+            lse = torch.empty_like(lse).index_copy_(1, self.rows, lse)
+        return o, lse, saved
+
+    def backward(self, saved, do):
+        q, k, v, o, lse = saved
+        if self.rows is not None:
+            do = do.index_select(0, self.rows)
+        dq, dk, dv = _ring.ring_backward(self.ring, self.layout, self.schedule, q, k, v, o, lse,
+                                         _steppable(do), self.features, self.deterministic)
+        if self.rows is not None:
+            dq, dk, dv = (torch.empty_like(x).index_copy_(0, self.rows, x)
+                          for x in (dq, dk, dv))
+        return dq, dk, dv
+
+
+class _UlyssesPlan:
+    """One rank's head-parallel attention, with _RingPlan's forward and backward."""
+
+    def __init__(self, collective, q, k, v, causal, cu_seqlens, features, deterministic):
+        self.packed = cu_seqlens is not None
+        _check_inputs(q, k, v, self.packed)
+        seq_local = int(q.shape[0] if self.packed else q.shape[1])
+        self.exchange = _ulysses.Exchange(collective, seq_local, q.device, cu_seqlens)
+        for name, x in (("q", q), ("k", k)):
+            self.exchange.heads_per_rank(x, name)
+        self.starts = index_list(cu_seqlens, "cu_seqlens") if self.packed else None
+        self.causal, self.features, self.deterministic = causal, features, deterministic
+
+    def _to_heads(self, x, name):
+        return self.exchange.to_heads(x[None] if self.packed else x, name)
+
+    def _to_sequence(self, y):
+        x = self.exchange.to_sequence(y)
+        return x[0] if self.packed else x
+
+    def _unbatched(self, x):
+        return x[0] if self.packed else x
+
+    def forward(self, q, k, v):
+        heads = [self._to_heads(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v"))]
+        if self.packed:
+            o_heads, lse_heads = attention_varlen(*(x[0] for x in heads), self.starts,
+                                                  self.starts, causal=self.causal,
+                                                  return_lse=True, **self.features)
+            o_heads, lse_heads = o_heads[None], lse_heads[None]
+        else:
+            o_heads, lse_heads = attention(*heads, causal=self.causal, return_lse=True,
+                                           **self.features)
+        o = self._to_sequence(o_heads)
+        # LSE [batch, heads / N, seq] -> [batch, seq_local, heads] -> [batch, heads, seq_local]
+        lse = self._to_sequence(lse_heads.transpose(1, 2).contiguous())
+        lse = lse.transpose(-1, -2).contiguous()
+        return o, lse, tuple(heads) + (o_heads, lse_heads)
+
+    def backward(self, saved, do):
+        q, k, v, o, lse = saved
+        do_heads = _steppable(self._to_heads(do, "the output gradient"))
+        if self.packed:
+            gradients = attention_backward(q[0], k[0], v[0], o[0], lse[0], do_heads[0],
+                                           cu_seqlens_q=self.starts, cu_seqlens_k=self.starts,
+                                           causal=self.causal, deterministic=self.deterministic,
+                                           **self.features)
+            gradients = [x[None] for x in gradients]
+        else:
+            gradients = attention_backward(q, k, v, o, lse, do_heads, causal=self.causal,
+                                           deterministic=self.deterministic, **self.features)
+        return tuple(self._to_sequence(x) for x in gradients)
+
+
+def _steppable(x):
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+class _Function(torch.autograd.Function):
+    """A plan's forward and backward under autograd; the LSE carries no gradient."""
+
     @staticmethod
-    def forward(ctx, q, k, v, ring, layout, rows, causal, features, deterministic):
-        schedule = _ring.schedule(ring, causal, layout.packed)
-        if rows is not None:  # packed: every front chunk before every back chunk
-            q, k, v = (x.index_select(0, rows) for x in (q, k, v))
-        o, lse = _ring.ring_forward(ring, layout, schedule, q, k, v, features)
-        ctx.save_for_backward(q, k, v, o, lse, rows)
-        ctx.arguments = (ring, layout, schedule, features, deterministic)
-        if rows is not None:
-            o = torch.empty_like(o).index_copy_(0, rows, o)
-            lse = torch.empty_like(lse).index_copy_(1, rows, lse)
+    def forward(ctx, q, k, v, plan):
+        o, lse, saved = plan.forward(q, k, v)
+        ctx.plan = plan
+        ctx.save_for_backward(*saved)
         ctx.mark_non_differentiable(lse)
         return o, lse
 
     @staticmethod
     def backward(ctx, do, d_lse):
-        q, k, v, o, lse, rows = ctx.saved_tensors
-        ring, layout, schedule, features, deterministic = ctx.arguments
-        do = do if rows is None else do.index_select(0, rows)
-        if do.stride(-1) != 1:
-            do = do.contiguous()
-        dq, dk, dv = _ring.ring_backward(ring, layout, schedule, q, k, v, o, lse, do, features,
-                                         deterministic)
-        if rows is not None:
-            dq, dk, dv = (torch.empty_like(x).index_copy_(0, rows, x) for x in (dq, dk, dv))
-        return dq, dk, dv, None, None, None, None, None, None
+        return ctx.plan.backward(ctx.saved_tensors, do) + (None,)
+
+
+def _apply(plan, q, k, v, return_lse):
+    o, lse = _Function.apply(q, k, v, plan)
+    return (o, lse) if return_lse else o
 
 
 def ring_attention(q, k, v, *, group=None, causal=False, cu_seqlens=None, scale=None,
@@ -110,68 +204,18 @@ def ring_attention(q, k, v, *, group=None, causal=False, cu_seqlens=None, scale=
     Returns o (q's rows, hdim_v) and with return_lse the float32 LSE [batch, nhead_q,
     seq_local] ([nhead_q, tokens] packed) over the whole sequence. The LSE carries no gradient.
     """
-    return _ring_attention(q, k, v, _ring.Ring(group), causal, cu_seqlens, scale, softcap,
-                           return_lse, deterministic)
-
-
-def _ring_attention(q, k, v, ring, causal, cu_seqlens, scale, softcap, return_lse,
-                    deterministic):
-    """ring_attention over `ring` (a _ring.Ring, or a stand-in with world, rank and pass_on)."""
-    packed = cu_seqlens is not None
-    _check_inputs(q, k, v, packed)
-    rows = None
-    if packed:
-        starts = index_list(cu_seqlens, "cu_seqlens")
-        maps = _core.packed_shards(starts, ring.world)
-        if maps["local_seqstarts"][-1] != q.shape[0]:
-            raise ValueError(f"q holds {q.shape[0]} tokens but cu_seqlens gives this rank "
-                             f"{maps['local_seqstarts'][-1]} (total / world)")
-        layout = _ring.Layout(int(q.shape[0]), maps["half_seqstarts"])
-        rows = _packed_rows(tuple(starts), ring.world, q.device)
-    else:
-        layout = _ring.Layout(int(q.shape[1]))
-    o, lse = _RingFunction.apply(q, k, v, ring, layout, rows, bool(causal),
-                                 _features(scale, softcap), bool(deterministic))
-    return (o, lse) if return_lse else o
+    plan = _RingPlan(_ring.Ring(group), q, k, v, bool(causal), cu_seqlens,
+                     _features(scale, softcap), bool(deterministic))
+    return _apply(plan, q, k, v, return_lse)
 
 
 def ulysses_attention(q, k, v, *, group=None, causal=False, cu_seqlens=None, scale=None,
                       softcap=0.0, return_lse=False, deterministic=False):
     """Head-parallel attention over this rank's zigzag shard: arguments and results as in
     ring_attention. nhead_q and nhead_k must be multiples of the group's size."""
-    return _ulysses_attention(q, k, v, _ulysses.Collective(group), causal, cu_seqlens, scale,
-                              softcap, return_lse, deterministic)
-
-
-def _ulysses_attention(q, k, v, collective, causal, cu_seqlens, scale, softcap, return_lse,
-                       deterministic):
-    """ulysses_attention over `collective` (a _ulysses.Collective, or a stand-in with world and
-    all_to_all)."""
-    packed = cu_seqlens is not None
-    _check_inputs(q, k, v, packed)
-    if packed:
-        q, k, v = (x[None] for x in (q, k, v))
-    exchange = _ulysses.Exchange(collective, int(q.shape[1]), q.device, cu_seqlens)
-    q_heads, k_heads, v_heads = (_ulysses.ToHeads.apply(x, exchange, name)
-                                 for x, name in ((q, "q"), (k, "k"), (v, "v")))
-    if packed:
-        starts = index_list(cu_seqlens, "cu_seqlens")
-        o_heads, lse_heads = _local_attention_varlen(
-            q_heads[0], k_heads[0], v_heads[0], starts, starts, causal=causal, scale=scale,
-            softcap=softcap, return_lse=True, deterministic=deterministic)
-        o_heads, lse_heads = o_heads[None], lse_heads[None]
-    else:
-        o_heads, lse_heads = _local_attention(q_heads, k_heads, v_heads, causal=causal,
-                                              scale=scale, softcap=softcap, return_lse=True,
-                                              deterministic=deterministic)
-    o = _ulysses.ToSequence.apply(o_heads, exchange)
-    o = o[0] if packed else o
-    if not return_lse:
-        return o
-    # [batch, heads / N, seq] -> [batch, seq_local, heads] -> [batch, heads, seq_local]
-    with torch.no_grad():
-        lse = exchange.to_sequence(lse_heads.transpose(1, 2).contiguous()).transpose(1, 2)
-    return o, (lse[0] if packed else lse.contiguous())
+    plan = _UlyssesPlan(_ulysses.Collective(group), q, k, v, bool(causal), cu_seqlens,
+                        _features(scale, softcap), bool(deterministic))
+    return _apply(plan, q, k, v, return_lse)
 
 
 def choose_method(nhead_q, nhead_k, world, seq_local, *, within_host=True):
