@@ -29,7 +29,8 @@ from . import _core, _ring, _ulysses
 from ._zigzag import shard, unshard
 from ._shapes import index_list
 from ._backward import attention_backward
-from ._forward import attention, attention_varlen
+from ._forward import attention as _attention
+from ._forward import attention_varlen as _attention_varlen
 
 __all__ = ["attention", "choose_method", "ring_attention", "shard", "ulysses_attention",
            "unshard"]
@@ -138,13 +139,13 @@ class _UlyssesPlan:
     def forward(self, q, k, v):
         heads = [self._to_heads(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v"))]
         if self.packed:
-            o_heads, lse_heads = attention_varlen(*(x[0] for x in heads), self.starts,
+            o_heads, lse_heads = _attention_varlen(*(x[0] for x in heads), self.starts,
                                                   self.starts, causal=self.causal,
                                                   return_lse=True, **self.features)
             o_heads, lse_heads = o_heads[None], lse_heads[None]
         else:
-            o_heads, lse_heads = attention(*heads, causal=self.causal, return_lse=True,
-                                           **self.features)
+            o_heads, lse_heads = _attention(*heads, causal=self.causal, return_lse=True,
+                                            **self.features)
         o = self._to_sequence(o_heads)
         # LSE [batch, heads / N, seq] -> [batch, seq_local, heads] -> [batch, heads, seq_local]
         lse = self._to_sequence(lse_heads.transpose(1, 2).contiguous())
