@@ -280,7 +280,8 @@ run_fp8() {
 # Context parallelism on every visible GPU (one process each): the Python ring and head-parallel
 # tests (simulated rings on one GPU, NCCL across two or more), the C++ RingAttention test over
 # NCCL, then bench/ring_bench.py (TILEFMHA_RING_ARGS, e.g. "--seqlen 131072,524288") against one
-# GPU. NVLink multicast stays off. NCCL for the C++ side is the one PyTorch ships.
+# GPU, on every GPU or on each count of TILEFMHA_RING_GPUS (e.g. "2 4"). NVLink multicast stays
+# off. NCCL for the C++ side is the one PyTorch ships.
 run_distributed() {
   if ! PYTHONPATH=$python_dir python3 -c "import tilefmha, torch.distributed" >/dev/null 2>&1; then
     note "distributed: skipped, tilefmha from $python_dir or torch.distributed does not import"
@@ -302,13 +303,16 @@ print((glob.glob(os.path.join(list(n.__path__)[0], 'lib', 'libnccl.so*')) or [''
     limited "$build_dir/tests/ring_nccl_gpu_test" >"$logs/ring_nccl_gpu_test.log" 2>&1 || status=1
     note "ring_nccl_gpu_test (NCCL ${TILEFMHA_NCCL_LIBRARY:-not found}): $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$logs/ring_nccl_gpu_test.log" | tr '\n' ' ') in $(elapsed "$start")"
   fi
-  start=$SECONDS
-  # shellcheck disable=SC2086
-  PYTHONPATH=$python_dir limited torchrun --standalone --nproc_per_node "$gpus" \
-    "$root/bench/ring_bench.py" ${TILEFMHA_RING_ARGS:-} --json "$logs/ring_bench.json" \
-    >"$logs/ring_bench.txt" 2>&1 || status=1
-  note "ring bench ($gpus GPUs): $(elapsed "$start")"
-  sed -n '/^  *seqlen/,$p' "$logs/ring_bench.txt" | tee -a "$summary"
+  local count
+  for count in ${TILEFMHA_RING_GPUS:-$gpus}; do
+    start=$SECONDS
+    # shellcheck disable=SC2086
+    PYTHONPATH=$python_dir limited torchrun --standalone --nproc_per_node "$count" \
+      "$root/bench/ring_bench.py" ${TILEFMHA_RING_ARGS:-} --json "$logs/ring_bench_$count.json" \
+      >"$logs/ring_bench_$count.txt" 2>&1 || status=1
+    note "ring bench ($count of $gpus GPUs): $(elapsed "$start")"
+    sed -n '/^  *seqlen/,$p' "$logs/ring_bench_$count.txt" | tee -a "$summary"
+  done
 }
 
 # The quick start's main job on this GPU host, and the Python environment report.

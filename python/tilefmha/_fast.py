@@ -61,7 +61,6 @@ def forward(q, k, v, features, return_lse, seqstarts=None):
     if (type(k) is not Tensor or type(v) is not Tensor or not q.is_cuda
             or len(shape) != (3 if seqstarts else 4) or q.dtype not in _dtypes):
         return None
-    device = q.get_device()
     # Allocated before the extension checks the call: a call it turns down frees them unused,
     # which is rarer and cheaper than a second crossing to ask first.
     o = torch_empty_like_layout(q, shape[:-1] + v.shape[-1:])
@@ -69,7 +68,18 @@ def forward(q, k, v, features, return_lse, seqstarts=None):
     if return_lse:
         lse_shape = (shape[1], shape[0]) if seqstarts else (shape[0], shape[2], shape[1])
         lse = q.new_empty(lse_shape, dtype=_float32)
-    if not gpu_sessions.get(device).forward(q, k, v, o, lse, features, seqstarts,
-                                            _current_stream(device)):
+    if not forward_into(q, k, v, o, lse, features, seqstarts):
         return None
     return (o, lse) if return_lse else o
+
+
+def forward_into(q, k, v, o, lse, features, seqstarts=None):
+    """forward() into the caller's o and lse (lse may be None; any strides, last dimension
+    contiguous). Returns False, having launched nothing, when the call is not the fast path's
+    (the tensors' checks as in forward(); o and lse are then the extension's to refuse)."""
+    if (type(q) is not Tensor or type(k) is not Tensor or type(v) is not Tensor
+            or not q.is_cuda or q.dtype not in _dtypes):
+        return False
+    device = q.get_device()
+    return gpu_sessions.get(device).forward(q, k, v, o, lse, features, seqstarts,
+                                            _current_stream(device))

@@ -16,15 +16,11 @@ halves with the same prefix sums.
 import torch
 import torch.distributed as dist
 
-from . import _core
+from . import _core, _fast
 from ._backward import attention_backward
+from ._features import scalar_features
 from ._forward import attention, attention_varlen
 from ._merge import merge_states
-
-# Partial states held per query half before they are merged into one (bounds the memory of long
-# rings at the cost of one more rounding of O per merge).
-_STATES_PER_MERGE = 8
-
 
 class Ring:
     """The ranks of a process group as a ring: each sends to the next and receives from the
@@ -97,12 +93,20 @@ class Layout:
         dim = (1 if self.packed else 2) if lse else (0 if self.packed else 1)
         return x.narrow(dim, 0 if part == "front" else self.half, self.half)
 
-    def forward(self, q, k, v, causal, features):
-        if not self.packed:
-            return attention(q, k, v, causal=causal, return_lse=True, **features)
-        starts = self.half_seqstarts
-        return attention_varlen(q, k, v, starts, starts, causal=causal, return_lse=True,
-                                **features)
+    def forward_into(self, q, k, v, causal, features, o, lse):
+        """Attention of one block written into o and lse (views of the partials' slots)."""
+        starts = (self.half_seqstarts, self.half_seqstarts) if self.packed else None
+        if _fast.forward_into(q, k, v, o, lse, scalar_features(causal=causal, **features),
+                              starts):
+            return
+        # Tensors the fast path does not take (a subclass of torch.Tensor...): the general path.
+        if self.packed:
+            result = attention_varlen(q, k, v, *starts, causal=causal, return_lse=True,
+                                      **features)
+        else:
+            result = attention(q, k, v, causal=causal, return_lse=True, **features)
+        o.copy_(result[0])
+        lse.copy_(result[1])
 
     def backward(self, q, k, v, o, lse, do, causal, features, deterministic):
         starts = {} if not self.packed else {"cu_seqlens_q": self.half_seqstarts,
@@ -115,61 +119,102 @@ class Layout:
         return (o[None], lse[None]) if self.packed else (o, lse)
 
 
-class _HalfStates:
-    """The partial states of one query half, merged when there are enough of them."""
+HALVES = ("front", "back")
 
-    def __init__(self, layout):
+
+class _Partials:
+    """The partial states of this rank's queries. Every block writes its O and LSE straight into
+    a slot of one preallocated buffer (no copies); each query half is merged from its slots at
+    the end. Batch mode has one slot per step (a step has one block, over 'all' or 'back'
+    queries, and the steps over 'all' come first, so every half's slots are a range); packed
+    input has one buffer per half, its slots in block order. The buffers hold about one O of
+    the whole sequence per rank at most (N partials of a 1/N shard)."""
+
+    def __init__(self, layout, schedule, q, v):
         self.layout = layout
-        self.states = []
-
-    def add(self, o, lse):
-        self.states.append(self.layout.as_batch(o, lse))
-        if len(self.states) == _STATES_PER_MERGE:
-            self.states = [self._merged()]
-
-    def _merged(self, out=None, lse_out=None):
-        o_states = torch.stack([o for o, _ in self.states])
-        lse_states = torch.stack([lse for _, lse in self.states])
-        return merge_states(o_states, lse_states, out=out, lse_out=lse_out)
-
-    def write(self, out, lse_out):
-        if len(self.states) == 1:
-            out.copy_(self.states[0][0])
-            lse_out.copy_(self.states[0][1])
+        self.slots = {half: [] for half in HALVES}
+        if layout.packed:
+            counts = {half: sum(queries == half for _, blocks in schedule
+                                for queries, _, _ in blocks) for half in HALVES}
+            heads, dim_v = q.shape[1], v.shape[-1]
+            self.o = {half: q.new_empty((counts[half], layout.half, heads, dim_v))
+                      for half in HALVES}
+            self.lse = {half: q.new_empty((counts[half], heads, layout.half),
+                                          dtype=torch.float32) for half in HALVES}
         else:
-            self._merged(out, lse_out)
+            batch, seq, heads, dim_v = q.shape[0], q.shape[1], q.shape[2], v.shape[-1]
+            self.o = q.new_empty((len(schedule), batch, seq, heads, dim_v))
+            self.lse = q.new_empty((len(schedule), batch, heads, seq), dtype=torch.float32)
+
+    def slot(self, step, queries):
+        """The (o, lse) views block `queries` of step `step` writes."""
+        if self.layout.packed:
+            index = len(self.slots[queries])
+            self.slots[queries].append(index)
+            return self.o[queries][index], self.lse[queries][index]
+        for half in HALVES:
+            if queries in ("all", half):
+                self.slots[half].append(step)
+        o, lse = self.o[step], self.lse[step]
+        return self.layout.part(o, queries), self.layout.part(lse, queries, lse=True)
+
+    def whole(self):
+        """The one state over every query row, when a single 'all' block made it (a ring of one
+        rank in batch mode): the result itself, no merge."""
+        if self.layout.packed or self.slots["front"] != [0] or self.slots["back"] != [0]:
+            return None
+        return self.o[0], self.lse[0]
+
+    def _states(self, half):
+        """merge_states' views of the half's slots: o [n, batch, rows, heads, dim], lse [n,
+        batch, heads, rows]."""
+        slots = self.slots[half]
+        if self.layout.packed:
+            return self.o[half][:len(slots)].unsqueeze(1), self.lse[half][:len(slots)].unsqueeze(1)
+        begin, count = slots[0], len(slots)
+        if slots != list(range(begin, begin + count)):
+            raise AssertionError(f"the {half} queries' slots {slots} are not a range")
+        start = 0 if half == "front" else self.layout.half
+        o = self.o[begin:begin + count].narrow(2, start, self.layout.half)
+        lse = self.lse[begin:begin + count].narrow(3, start, self.layout.half)
+        return o, lse
+
+    def merge_into(self, o, lse):
+        for half in HALVES:
+            states_o, states_lse = self._states(half)
+            out, lse_out = self.layout.as_batch(self.layout.part(o, half),
+                                                self.layout.part(lse, half, lse=True))
+            if states_o.shape[0] == 1:
+                out.copy_(states_o[0])
+                lse_out.copy_(states_lse[0])
+            else:
+                merge_states(states_o, states_lse, out=out, lse_out=lse_out)
 
 
 def ring_forward(ring, layout, schedule, q, k, v, features):
     """O and LSE of this rank's queries over every rank's keys; q, k, v in the layout's form."""
-    states = {"front": _HalfStates(layout), "back": _HalfStates(layout)}
+    partials = _Partials(layout, schedule, q, v)
     kv = _Pair.pack(k, v)
-    whole = None  # a step-0 block over the whole shard, returned as it is when alone
     for step, (_, blocks) in enumerate(schedule):
         last = step + 1 == len(schedule)
         if not last:
             requests, arriving = ring.pass_on(kv.flat)
         k_now, v_now = kv.views()
         for queries, keys, causal in blocks:
-            o, lse = layout.forward(layout.part(q, queries), layout.part(k_now, keys),
-                                    layout.part(v_now, keys), causal, features)
-            if queries == "all" and len(schedule) == 1:
-                whole = (o, lse)
-            for half in (("front", "back") if queries == "all" else (queries,)):
-                states[half].add(layout.part(o, half) if queries == "all" else o,
-                                 layout.part(lse, half, lse=True) if queries == "all" else lse)
+            o, lse = partials.slot(step, queries)
+            layout.forward_into(layout.part(q, queries), layout.part(k_now, keys),
+                                layout.part(v_now, keys), causal, features, o, lse)
         if not last:
             _wait(requests)
             kv = kv.with_flat(arriving)
+    whole = partials.whole()
     if whole is not None:
         return whole
     o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
     lse_shape = (q.shape[1], q.shape[0]) if layout.packed else (q.shape[0], q.shape[2],
                                                                  q.shape[1])
     lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
-    for half in ("front", "back"):
-        out, lse_out = layout.as_batch(layout.part(o, half), layout.part(lse, half, lse=True))
-        states[half].write(out, lse_out)
+    partials.merge_into(o, lse)
     return o, lse
 
 
