@@ -14,7 +14,8 @@ dispatcher, on the tensor's current stream, without copies. See docs/python.md.
 
 Engine errors become ValueError (invalid problem or argument, naming the field),
 NotImplementedError (not supported yet) or RuntimeError (no kernel, compilation, driver).
-The PyTorch autograd wrapper lives in ``tilefmha.torch`` (imports torch on use).
+The PyTorch autograd wrapper lives in ``tilefmha.torch`` and context parallelism (ring and
+head-parallel attention over torch.distributed) in ``tilefmha.distributed``; both import torch.
 ``python3 -m tilefmha`` prints the environment (GPU, driver, NVRTC, kernel cache).
 """
 
@@ -25,6 +26,7 @@ from ._core import gpu_unavailable_reason
 from ._dtypes import bf16_from_float32, bf16_to_float32, fp8_from_float32, fp8_to_float32
 from ._forward import attention, attention_varlen, batch_prefill, explain, paged_attention
 from ._merge import merge_states
+from ._schedule import ring_schedule
 from ._warmup import WarmupReport, warmup
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "is_cuda",
     "merge_states",
     "paged_attention",
+    "ring_schedule",
     "rope_tables",
     "warmup",
     "WarmupReport",

@@ -16,11 +16,12 @@ halves with the same prefix sums.
 import torch
 import torch.distributed as dist
 
-from . import _core, _fast
+from . import _fast
 from ._backward import attention_backward
 from ._features import scalar_features
 from ._forward import attention, attention_varlen
 from ._merge import merge_states
+from ._schedule import ring_schedule
 
 class Ring:
     """The ranks of a process group as a ring: each sends to the next and receives from the
@@ -260,4 +261,4 @@ def ring_backward(ring, layout, schedule, q, k, v, o, lse, do, features, determi
 
 
 def schedule(ring, causal, packed):
-    return _core.ring_schedule(ring.world, ring.rank, bool(causal), bool(packed))
+    return ring_schedule(ring.world, ring.rank, causal=causal, packed=packed)
