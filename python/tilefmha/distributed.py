@@ -36,9 +36,9 @@ __all__ = ["attention", "choose_method", "ring_attention", "shard", "ulysses_att
            "unshard"]
 
 _NVLINK_DOMAIN = 8  # GPUs of one NVLink host (H100 HGX)
-# Local shard length (tokens) from which the ring's K/V passes hide behind the attention of a
-# step on NVLink (bf16, hdim 128, GQA 4:1); see docs/context_parallel.md.
-_RING_HIDES_COMMUNICATION_FROM = 4096
+# Local shard length (tokens) from which the ring's K/V passes hide behind a step's attention on
+# 400 Gb/s InfiniBand: bench/ring_cost_model.py's threshold (bf16, hdim 128, GQA 4:1), rounded.
+_RING_HIDES_COMMUNICATION_FROM_ACROSS_HOSTS = 8192
 
 
 def _check_inputs(q, k, v, packed):
@@ -220,27 +220,31 @@ def ulysses_attention(q, k, v, *, group=None, causal=False, cu_seqlens=None, sca
 
 
 def choose_method(nhead_q, nhead_k, world, seq_local, *, within_host=True):
-    """'ring' or 'ulysses' for a problem of these sizes (docs/context_parallel.md measures
-    the rule). Ulysses needs both head counts divisible by the ranks; it moves 4 tensors in
-    non-overlapped all-to-alls, which NVLink makes cheap within one host, while the ring
-    overlaps its K/V passes with compute once the local shard is long enough."""
+    """'ring' or 'ulysses' for a problem of these sizes (docs/context_parallel.md, "Ring or
+    Ulysses").
+
+    Within one NVLink host the ring: measured on two H100s it was as fast as Ulysses or faster
+    at every length from 4k to 256k tokens, its K/V passes hidden behind compute, while
+    Ulysses' four all-to-alls are not. Across hosts the ring's passes stop hiding below the cost
+    model's threshold (S/N about 7.4k tokens on 400 Gb/s InfiniBand, GQA 4:1, hdim 128), and
+    there Ulysses, whose traffic does not grow with the number of steps, is chosen where both
+    head counts divide the ranks."""
     if nhead_q % world or nhead_k % world:
         return "ring"
-    if not within_host or world > _NVLINK_DOMAIN:
+    if within_host and world <= _NVLINK_DOMAIN:
         return "ring"
-    # Long shards keep the ring compute-bound (its passes hidden); short ones make its N - 1
-    # latency-bound steps and partial merges cost more than Ulysses' four all-to-alls.
-    return "ring" if seq_local >= _RING_HIDES_COMMUNICATION_FROM else "ulysses"
+    return "ulysses" if seq_local < _RING_HIDES_COMMUNICATION_FROM_ACROSS_HOSTS else "ring"
 
 
-def attention(q, k, v, *, group=None, method="auto", **arguments):
-    """Context-parallel attention by `method`: 'ring', 'ulysses' or 'auto' (choose_method).
-    Other arguments as in ring_attention."""
+def attention(q, k, v, *, group=None, method="auto", within_host=True, **arguments):
+    """Context-parallel attention by `method`: 'ring', 'ulysses' or 'auto' (choose_method, with
+    within_host: whether the group's GPUs share one NVLink host). Other arguments as in
+    ring_attention."""
     if method == "auto":
         packed = arguments.get("cu_seqlens") is not None
         seq_local = int(q.shape[0] if packed else q.shape[1])
         method = choose_method(int(q.shape[-2]), int(k.shape[-2]),
-                               dist.get_world_size(group), seq_local)
+                               dist.get_world_size(group), seq_local, within_host=within_host)
     if method == "ring":
         return ring_attention(q, k, v, group=group, **arguments)
     if method == "ulysses":

@@ -39,8 +39,9 @@ def test_the_data_files_hold_both_links_and_the_default_rates():
     assert ib["bandwidth_gbs"] < ib["nominal_bandwidth_gbs"] == 50
     assert nvlink["max_gpus"] == 8 and ib["max_gpus"] is None
     assert all(link["note"] for link in LINKS.values())
-    assert DEFAULTS["forward_causal_bf16_hdim128_tflops"] == 650
-    assert DEFAULTS["backward_causal_bf16_hdim128_tflops"] == 250
+    # The backward runs slower than the forward per flop (its measured rates).
+    assert 0 < DEFAULTS["backward_causal_bf16_hdim128_tflops"] < \
+        DEFAULTS["forward_causal_bf16_hdim128_tflops"]
     assert DEFAULTS["backward_flops_per_forward_flop"] == 2.5
 
 
