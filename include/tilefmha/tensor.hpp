@@ -4,6 +4,8 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <string>
 
 #include "tilefmha/types.hpp"
 
@@ -34,6 +36,10 @@ struct TensorView {
 // extent() in bytes, or nullopt when it overflows int64 (a negative size counts as overflow):
 // the non-throwing form, for checks that name the field themselves.
 std::optional<int64_t> extent_bytes(const TensorView& view);
+
+// "[2, 128, 8, 64]": a shape as error messages print it.
+std::string shape_text(std::span<const int64_t> dims);
+std::string shape_text(const TensorView& view);  // its first `rank` dims
 
 // A contiguous (row-major) view of `shape`.
 TensorView contiguous_view(void* data, DType dtype, std::initializer_list<int64_t> shape,

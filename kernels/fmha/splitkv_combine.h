@@ -39,7 +39,7 @@ struct CombineTraits {
   // Splits whose partial loads are issued together (accumulate_pass). Wide head dims keep one:
   // at hdim 256 two in flight, or one body per partial type, spilled under sm_90a's
   // 128-register cap.
-  static constexpr int kSplitsInFlight = kChunks <= 4 ? 4 : (kChunks <= 6 ? 2 : 1);
+  static constexpr int kSplitsInFlight = kChunks <= 2 ? 4 : (kChunks <= 6 ? 2 : 1);
   static constexpr bool kStoreLse = StoreLse;
   static constexpr bool kSinkLogit = SinkLogit;
 

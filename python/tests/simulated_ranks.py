@@ -80,12 +80,14 @@ class _Ring:
         self.ranks, self.rank, self.world = ranks, rank, ranks.world
         self.posted = 0
 
-    def pass_on(self, tensor):
-        # The clone is made on this rank's stream, after the kernels that wrote `tensor`.
+    def pass_on(self, tensor, received):
         index, self.posted = self.posted, self.posted + 1
-        self.ranks._post(((self.rank + 1) % self.world, index), tensor.clone())
-        received = torch.empty_like(tensor)
-        return [_Request(self.ranks, (self.rank, index), received)], received
+        # The clone is queued on this rank's current stream after the kernels that wrote
+        # `tensor`; the receiving thread reads it on its own stream, so wait for it here.
+        clone = tensor.clone()
+        torch.cuda.current_stream().synchronize()
+        self.ranks._post(((self.rank + 1) % self.world, index), clone)
+        return [_Request(self.ranks, (self.rank, index), received)]
 
 
 class _Collective:

@@ -282,3 +282,15 @@ def test_nccl_ring_and_head_parallel_agree_with_one_gpu():
                 # their largest value; LSE is fp32 (absolute).
                 for name, error in zip(NAMES, errors):
                     assert error <= (1e-3 if name == "lse" else 3e-2), (rank, case, name, error)
+
+
+def test_choose_method_follows_its_documented_rule():
+    # Within one NVLink host: the ring (measured faster than Ulysses on two H100s).
+    assert distributed.choose_method(32, 8, 2, 16384) == "ring"
+    assert distributed.choose_method(32, 8, 8, 512) == "ring"
+    # Heads that do not divide the ranks leave only the ring.
+    assert distributed.choose_method(32, 6, 4, 1024, within_host=False) == "ring"
+    # Across hosts: Ulysses below the ring's compute-bound threshold, the ring above it.
+    assert distributed.choose_method(32, 8, 4, 1024, within_host=False) == "ulysses"
+    assert distributed.choose_method(32, 8, 4, 65536, within_host=False) == "ring"
+    assert distributed.choose_method(32, 8, 16, 1024) == "ulysses"  # beyond one NVLink host

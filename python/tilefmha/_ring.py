@@ -13,6 +13,8 @@ front chunk (packed) before every back chunk: each block is then one varlen call
 halves with the same prefix sums.
 """
 
+import functools
+
 import torch
 import torch.distributed as dist
 
@@ -35,14 +37,14 @@ class Ring:
         self.next = dist.get_global_rank(whole, (self.rank + 1) % self.world)
         self.previous = dist.get_global_rank(whole, (self.rank - 1) % self.world)
 
-    def pass_on(self, tensor):
+    def pass_on(self, tensor, received):
         """Starts sending `tensor` to the next rank and receiving the previous rank's tensor of
-        the same shape; returns (requests, received). Wait on the requests before reading
-        `received` (the current stream then waits; the host does not)."""
-        received = torch.empty_like(tensor)
+        the same shape into `received`, after the work the current stream holds; returns the
+        requests. Wait on them before reading `received` (the current stream then waits; the
+        host does not)."""
         operations = [dist.P2POp(dist.isend, tensor, self.next, self.group),
                       dist.P2POp(dist.irecv, received, self.previous, self.group)]
-        return dist.batch_isend_irecv(operations), received
+        return dist.batch_isend_irecv(operations)
 
 
 def _wait(requests):
@@ -57,9 +59,13 @@ class _Pair:
         self.flat, self.k_shape, self.v_shape = flat, k_shape, v_shape
 
     @classmethod
-    def pack(cls, k, v, dtype=None):
-        flat = torch.cat((k.reshape(-1), v.reshape(-1)))
-        return cls(flat if dtype is None else flat.to(dtype), k.shape, v.shape)
+    def pack(cls, k, v, stream=None):
+        """K and V copied into one buffer, on `stream` (default: the current one)."""
+        if stream is None:
+            return cls(torch.cat((k.reshape(-1), v.reshape(-1))), k.shape, v.shape)
+        with torch.cuda.stream(stream):
+            flat = torch.cat((k.reshape(-1), v.reshape(-1)))
+        return cls(flat, k.shape, v.shape)
 
     @classmethod
     def zeros_like(cls, pair, dtype):
@@ -192,22 +198,40 @@ class _Partials:
                 merge_states(states_o, states_lse, out=out, lse_out=lse_out)
 
 
+@functools.lru_cache(maxsize=None)
+def _send_stream(device):
+    """A side stream per device on which the forward issues its K/V passes (see ring_forward)."""
+    return torch.cuda.Stream(device=device)
+
+
 def ring_forward(ring, layout, schedule, q, k, v, features):
-    """O and LSE of this rank's queries over every rank's keys; q, k, v in the layout's form."""
+    """O and LSE of this rank's queries over every rank's keys; q, k, v in the layout's form.
+
+    A step's K/V pass is issued on a side stream after the step's blocks are launched, and that
+    stream waits only for what came before the blocks. So the pass neither waits for the blocks
+    (NCCL orders a send after the work its stream already holds) nor delays their launch by its
+    host cost; the first step's blocks run on the caller's k and v while the side stream packs
+    them into one message."""
     partials = _Partials(layout, schedule, q, v)
-    kv = _Pair.pack(k, v)
+    main = torch.cuda.current_stream(q.device)
+    side = _send_stream(q.device)
+    kv = None  # the K/V message held now (None at step 0: the caller's k and v)
     for step, (_, blocks) in enumerate(schedule):
         last = step + 1 == len(schedule)
         if not last:
-            requests, arriving = ring.pass_on(kv.flat)
-        k_now, v_now = kv.views()
+            side.wait_stream(main)  # this step's K/V are ready once main gets here
+        k_now, v_now = (k, v) if kv is None else kv.views()
         for queries, keys, causal in blocks:
             o, lse = partials.slot(step, queries)
             layout.forward_into(layout.part(q, queries), layout.part(k_now, keys),
                                 layout.part(v_now, keys), causal, features, o, lse)
         if not last:
+            outgoing = _Pair.pack(k, v, stream=side) if kv is None else kv
+            arriving = torch.empty_like(outgoing.flat)  # on main, where it is read
+            with torch.cuda.stream(side):
+                requests = ring.pass_on(outgoing.flat, arriving)
             _wait(requests)
-            kv = kv.with_flat(arriving)
+            kv = outgoing.with_flat(arriving)
     whole = partials.whole()
     if whole is not None:
         return whole
@@ -227,7 +251,8 @@ def ring_backward(ring, layout, schedule, q, k, v, o, lse, do, features, determi
     for step, (_, blocks) in enumerate(schedule):
         last = step + 1 == len(schedule)
         if not last:
-            kv_requests, kv_arriving = ring.pass_on(kv.flat)
+            kv_arriving = torch.empty_like(kv.flat)
+            kv_requests = ring.pass_on(kv.flat, kv_arriving)
         k_now, v_now = kv.views()
         block_gradients = []
         for queries, keys, causal in blocks:
@@ -249,7 +274,8 @@ def ring_backward(ring, layout, schedule, q, k, v, o, lse, do, features, determi
             layout.part(dk_now, keys).add_(dk_block)
             layout.part(dv_now, keys).add_(dv_block)
         if ring.world > 1:
-            gradient_requests, gradients_arriving = ring.pass_on(gradients.flat)
+            gradients_arriving = torch.empty_like(gradients.flat)
+            gradient_requests = ring.pass_on(gradients.flat, gradients_arriving)
         if not last:
             _wait(kv_requests)
             kv = kv.with_flat(kv_arriving)

@@ -7,13 +7,17 @@
 
 namespace tilefmha {
 
-namespace {
-
-std::string shape_text(const TensorView& view) {
+std::string shape_text(std::span<const int64_t> dims) {
   std::string text = "[";
-  for (int d = 0; d < view.rank; ++d) text += (d ? ", " : "") + std::to_string(view.shape[d]);
+  for (size_t d = 0; d < dims.size(); ++d) text += (d ? ", " : "") + std::to_string(dims[d]);
   return text + "]";
 }
+
+std::string shape_text(const TensorView& view) {
+  return shape_text(std::span<const int64_t>(view.shape.data(), static_cast<size_t>(view.rank)));
+}
+
+namespace {
 
 // Products and sums of sizes in int64 overflow silently (undefined behaviour, and a wrapped
 // size that later allocates garbage); these fail with the view's shape instead.

@@ -44,12 +44,6 @@ Strides row_major(const TensorView& view) {
   return stride;
 }
 
-std::string shape_text(const TensorView& view) {
-  std::string text = "[";
-  for (int d = 0; d < view.rank; ++d) text += (d ? ", " : "") + std::to_string(view.shape[d]);
-  return text + "]";
-}
-
 bool same_shape(const TensorView& a, const TensorView& b) {
   if (a.rank != b.rank) return false;
   for (int d = 0; d < a.rank; ++d)

@@ -14,26 +14,6 @@ using context_parallel::Part;
   throw Error(ErrorKind::invalid_argument, "ring attention: " + message, field);
 }
 
-std::string shape_text(const TensorView& view) {
-  std::string text = "[";
-  for (int d = 0; d < view.rank; ++d) {
-    if (d > 0) text += ", ";
-    text += std::to_string(view.shape[d]);
-  }
-  return text + "]";
-}
-
-std::string dims_text(std::initializer_list<int64_t> dims) {
-  std::string text = "[";
-  bool first = true;
-  for (int64_t dim : dims) {
-    if (!first) text += ", ";
-    text += std::to_string(dim);
-    first = false;
-  }
-  return text + "]";
-}
-
 void require_present(const TensorView& view, const std::string& field, int rank,
                      MemorySpace space) {
   if (view.empty()) fail(field + " is missing (null data)", field);
@@ -54,7 +34,7 @@ void require_shape(const TensorView& view, const std::string& field, const std::
   for (int64_t dim : dims) same = same && view.shape[d++] == dim;
   if (!same)
     fail(field + ".shape = " + shape_text(view) + " does not match " + names + " = " +
-             dims_text(dims),
+             shape_text(std::span<const int64_t>(dims.begin(), dims.size())),
          field);
 }
 

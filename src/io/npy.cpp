@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "tilefmha/error.hpp"
+#include "tilefmha/tensor.hpp"
 
 namespace tilefmha::io {
 namespace {
@@ -330,12 +331,7 @@ void write_npy(const std::filesystem::path& path, const NpyArray& array) {
 }
 
 std::string shape_string(std::span<const int64_t> shape) {
-  std::string text = "[";
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (d > 0) text += ", ";
-    text += std::to_string(shape[d]);
-  }
-  return text + "]";
+  return tilefmha::shape_text(shape);
 }
 
 }  // namespace tilefmha::io

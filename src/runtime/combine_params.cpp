@@ -15,25 +15,6 @@ namespace {
   throw Error(kind, message);
 }
 
-std::string shape_text(const TensorView& view) {
-  std::string text = "[";
-  for (int d = 0; d < view.rank; ++d) {
-    if (d > 0) text += ", ";
-    text += std::to_string(view.shape[d]);
-  }
-  return text + "]";
-}
-
-template <size_t N>
-std::string shape_text(const std::array<int64_t, N>& shape) {
-  std::string text = "[";
-  for (size_t d = 0; d < N; ++d) {
-    if (d > 0) text += ", ";
-    text += std::to_string(shape[d]);
-  }
-  return text + "]";
-}
-
 void require_dtype(const TensorView& view, const std::string& field, bool sixteen_bit_too) {
   const bool ok = view.dtype == DType::fp32 ||
                   (sixteen_bit_too && (view.dtype == DType::fp16 || view.dtype == DType::bf16));
