@@ -293,4 +293,4 @@ def test_choose_method_follows_its_documented_rule():
     # Across hosts: Ulysses below the ring's compute-bound threshold, the ring above it.
     assert distributed.choose_method(32, 8, 4, 1024, within_host=False) == "ulysses"
     assert distributed.choose_method(32, 8, 4, 65536, within_host=False) == "ring"
-    assert distributed.choose_method(32, 8, 16, 1024) == "ulysses"  # beyond one NVLink host
+    assert distributed.choose_method(32, 16, 16, 1024) == "ulysses"  # beyond one NVLink host
