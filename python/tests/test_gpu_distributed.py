@@ -56,6 +56,12 @@ def reference(q, k, v, causal, cu_seqlens=None):
             torch.cat([lse[0] for _, lse in outputs], dim=1))
 
 
+def output_gradient(q, seed):
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(q.shape[:-1] + (HDIM,), device="cuda", dtype=q.dtype,
+                       generator=generator)
+
+
 def inputs(world, packed, seed, dtype=torch.bfloat16):
     generator = torch.Generator(device="cuda").manual_seed(seed)
 
@@ -76,10 +82,12 @@ def max_error(actual, expected):
     return float((actual.float() - expected.float()).abs().max())
 
 
-def assert_as_close_as(name, sharded, one_gpu, truth, slack=2.0, floor=2e-3):
-    """The sharded result is within `slack` times the one-GPU result's distance from the truth
-    (plus `floor`, a bf16 rounding of values near 1)."""
-    bound = slack * max_error(one_gpu, truth) + floor
+def assert_as_close_as(name, sharded, one_gpu, truth, slack=2.0, floor=2e-3, roundings=1):
+    """The sharded result is within `slack` times the one-GPU result's distance from the truth,
+    plus `floor` (a bf16 rounding of values near 1) and `roundings` bf16 roundings (2^-9
+    relative) of the largest true value: a ring's dK/dV sum one bf16 block gradient per step."""
+    bound = (slack * max_error(one_gpu, truth) + floor +
+             roundings * 2.0 ** -9 * float(truth.abs().max()))
     error = max_error(sharded, truth)
     assert error <= bound, f"{name}: sharded error {error:.3g} > {bound:.3g} (one GPU: " \
                            f"{max_error(one_gpu, truth):.3g})"
@@ -142,13 +150,13 @@ NAMES = ("o", "lse", "dq", "dk", "dv")
 @pytest.mark.parametrize("packed", [False, True], ids=["batch", "packed"])
 def test_ring_matches_attention_over_the_whole_sequence(world, causal, packed):
     q, k, v, cu = inputs(world, packed, seed=world * 10 + causal)
-    do = torch.randn(q.shape[:-1] + (HDIM,), device="cuda", dtype=q.dtype)
+    do = output_gradient(q, seed=1)
     expected = truth(q, k, v, causal, cu, do)
     alone = one_gpu(q, k, v, causal, cu, do)
     got = sharded("ring", SimulatedRanks(world), q, k, v, causal, cu, do)
     for name, s, a, t in zip(NAMES, got, alone, expected):
         assert s.shape == a.shape, name
-        assert_as_close_as(name, s, a, t)
+        assert_as_close_as(name, s, a, t, roundings=world if name in ("dk", "dv") else 1)
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -156,7 +164,7 @@ def test_ring_matches_attention_over_the_whole_sequence(world, causal, packed):
 def test_head_parallel_matches_attention_over_the_whole_sequence(world, packed):
     q, k, v, cu = inputs(world, packed, seed=7)
     k, v = (x.repeat_interleave(2, dim=-2) for x in (k, v))  # kv heads divisible by 4 ranks
-    do = torch.randn(q.shape[:-1] + (HDIM,), device="cuda", dtype=q.dtype)
+    do = output_gradient(q, seed=1)
     expected = truth(q, k, v, True, cu, do)
     alone = one_gpu(q, k, v, True, cu, do)
     got = sharded("ulysses", SimulatedRanks(world), q, k, v, True, cu, do)
@@ -166,7 +174,7 @@ def test_head_parallel_matches_attention_over_the_whole_sequence(world, packed):
 
 def test_the_deterministic_ring_backward_repeats_bit_for_bit():
     q, k, v, cu = inputs(3, False, seed=3)
-    do = torch.randn(q.shape[:-1] + (HDIM,), device="cuda", dtype=q.dtype)
+    do = output_gradient(q, seed=1)
     first = sharded("ring", SimulatedRanks(3), q, k, v, True, cu, do, deterministic=True)
     second = sharded("ring", SimulatedRanks(3), q, k, v, True, cu, do, deterministic=True)
     for name, a, b in zip(NAMES, first, second):
@@ -225,7 +233,7 @@ def group_of_one():
 @pytest.mark.parametrize("packed", [False, True], ids=["batch", "packed"])
 def test_public_functions_with_autograd_on_a_group_of_one(group_of_one, method, packed):
     q, k, v, cu = inputs(1, packed, seed=9)
-    do = torch.randn(q.shape[:-1] + (HDIM,), device="cuda", dtype=q.dtype)
+    do = output_gradient(q, seed=1)
     expected = truth(q, k, v, True, cu, do)
     alone = one_gpu(q, k, v, True, cu, do)
     leaves = [x.detach().requires_grad_() for x in (q, k, v)]
