@@ -45,9 +45,19 @@ class Ring:
         return dist.batch_isend_irecv(operations)
 
 
-def _wait(requests):
-    for request in requests:
-        request.wait()
+class _Transfer:
+    """One pass of a _Pair around the ring, started before the work it overlaps; finish() makes
+    the current stream wait for the previous rank's pair and returns it."""
+
+    def __init__(self, ring, pair):
+        self.pair = pair
+        self.arriving = torch.empty_like(pair.flat)
+        self.requests = ring.pass_on(pair.flat, self.arriving)
+
+    def finish(self):
+        for request in self.requests:
+            request.wait()
+        return self.pair.with_flat(self.arriving)
 
 
 class _Pair:
@@ -203,16 +213,14 @@ def ring_forward(ring, layout, schedule, q, k, v, features):
     for step, (_, blocks) in enumerate(schedule):
         last = step + 1 == len(schedule)
         if not last:
-            arriving = torch.empty_like(kv.flat)
-            requests = ring.pass_on(kv.flat, arriving)
+            transfer = _Transfer(ring, kv)
         k_now, v_now = kv.views()
         for queries, keys, causal in blocks:
             o, lse = partials.slot(step, queries)
             layout.forward_into(layout.part(q, queries), layout.part(k_now, keys),
                                 layout.part(v_now, keys), causal, features, o, lse)
         if not last:
-            _wait(requests)
-            kv = kv.with_flat(arriving)
+            kv = transfer.finish()
     whole = partials.whole()
     if whole is not None:
         return whole
@@ -232,8 +240,7 @@ def ring_backward(ring, layout, schedule, q, k, v, o, lse, do, features, determi
     for step, (_, blocks) in enumerate(schedule):
         last = step + 1 == len(schedule)
         if not last:
-            kv_arriving = torch.empty_like(kv.flat)
-            kv_requests = ring.pass_on(kv.flat, kv_arriving)
+            kv_transfer = _Transfer(ring, kv)
         k_now, v_now = kv.views()
         block_gradients = []
         for queries, keys, causal in blocks:
@@ -248,21 +255,17 @@ def ring_backward(ring, layout, schedule, q, k, v, o, lse, do, features, determi
         if step == 0:
             gradients = _Pair.zeros_like(kv, torch.float32)
         else:
-            _wait(gradient_requests)
-            gradients = gradients.with_flat(gradients_arriving)
+            gradients = gradient_transfer.finish()
         dk_now, dv_now = gradients.views()
         for keys, dk_block, dv_block in block_gradients:
             layout.part(dk_now, keys).add_(dk_block)
             layout.part(dv_now, keys).add_(dv_block)
         if ring.world > 1:
-            gradients_arriving = torch.empty_like(gradients.flat)
-            gradient_requests = ring.pass_on(gradients.flat, gradients_arriving)
+            gradient_transfer = _Transfer(ring, gradients)
         if not last:
-            _wait(kv_requests)
-            kv = kv.with_flat(kv_arriving)
+            kv = kv_transfer.finish()
     if ring.world > 1:
-        _wait(gradient_requests)
-        gradients = gradients.with_flat(gradients_arriving)
+        gradients = gradient_transfer.finish()
     dk, dv = gradients.views()
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
