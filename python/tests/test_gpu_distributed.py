@@ -62,11 +62,11 @@ def output_gradient(q, seed):
                        generator=generator)
 
 
-def inputs(world, packed, seed, dtype=torch.bfloat16):
+def inputs(world, packed, seed):
     generator = torch.Generator(device="cuda").manual_seed(seed)
 
     def draw(*shape):
-        return (torch.rand(shape, generator=generator, device="cuda") * 2 - 1).to(dtype)
+        return (torch.rand(shape, generator=generator, device="cuda") * 2 - 1).to(torch.bfloat16)
 
     if packed:
         cu = documents(world)
