@@ -93,9 +93,6 @@ class Layout:
         self.packed = half_seqstarts is not None
         self.half = seq_local // 2
         self.half_seqstarts = half_seqstarts
-        if self.packed:
-            lengths = [b - a for a, b in zip(half_seqstarts, half_seqstarts[1:])]
-            self.longest = max(lengths, default=0)
 
     def part(self, x, part, lse=False):
         if part == "all":

@@ -12,6 +12,7 @@ import functools
 import torch
 import torch.distributed as dist
 
+from ._shapes import index_list
 from ._zigzag import rows_tensor
 
 
@@ -27,23 +28,13 @@ class Collective:
         dist.all_to_all_single(incoming, outgoing, group=self.group)
 
 
-def _orders(world, seq_local, device, cu_seqlens):
-    """(rank_major, position_order): rank_major[i] is the global row of row i of the ranks'
-    shards laid end to end; position_order its inverse permutation."""
-    if cu_seqlens is not None:
-        rank_major = torch.cat([rows_tensor(cu_seqlens, world, rank, device)
-                                for rank in range(world)])
-    else:
-        return _batch_orders(world, seq_local, device)
-    return rank_major, torch.argsort(rank_major)
-
-
 @functools.lru_cache(maxsize=16)
-def _batch_orders(world, seq_local, device):
-    chunk = seq_local // 2
-    chunk_of = torch.tensor([index for rank in range(world)
-                             for index in (rank, 2 * world - 1 - rank)], device=device)
-    rank_major = (chunk_of[:, None] * chunk + torch.arange(chunk, device=device)).reshape(-1)
+def _orders(documents, world, device):
+    """(rank_major, position_order): rank_major[i] is the global row of row i of the ranks'
+    shards laid end to end; position_order its inverse permutation. `documents`: the global
+    prefix sums (batch mode is one document of world * seq_local tokens)."""
+    rank_major = torch.cat([rows_tensor(documents, world, rank, device)
+                            for rank in range(world)])
     return rank_major, torch.argsort(rank_major)
 
 
@@ -54,8 +45,10 @@ class Exchange:
     def __init__(self, collective, seq_local, device, cu_seqlens=None):
         self.collective = collective
         self.world = collective.world
-        self.rank_major, self.position_order = _orders(self.world, int(seq_local),
-                                                       torch.device(device), cu_seqlens)
+        documents = (0, self.world * int(seq_local)) if cu_seqlens is None else tuple(
+            index_list(cu_seqlens, "cu_seqlens"))
+        self.rank_major, self.position_order = _orders(documents, self.world,
+                                                       torch.device(device))
 
     def heads_per_rank(self, x, name):
         heads = x.shape[-2]
