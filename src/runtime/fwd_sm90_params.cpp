@@ -103,6 +103,11 @@ jit::TiledTensorMapSpec packed_view_map(const TensorView& view, const char* fiel
 
 }  // namespace
 
+jit::TiledTensorMapSpec sm90_view_map(const TensorView& view, const char* field,
+                                      uint32_t box_rows) {
+  return view_map(view, field, box_rows);
+}
+
 Sm90TensorMapSpecs sm90_tensor_map_specs(const Problem& p, const KernelConfig& c) {
   if (p.dtype != c.dtype)
     fail(ErrorKind::invalid_argument, "dtype = " + std::string(to_string(p.dtype)) +

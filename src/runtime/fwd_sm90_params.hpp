@@ -22,6 +22,11 @@ struct Sm90TensorMapSpecs {
 // address it (a stride not a multiple of 16 bytes or past 2^40, a misaligned base, a non-unit
 // dim stride), and Error(invalid_argument) when the problem's dtype or head dims differ from
 // the config's.
+// A 4D map [dim, seq, head, batch] over a logical [batch, seq, head, dim] view, 128B-swizzled
+// boxes of one 128-byte row by `box_rows`. Throws Error(not_supported) naming the field where
+// TMA cannot address the view (alignment, strides, extents).
+jit::TiledTensorMapSpec sm90_view_map(const TensorView& view, const char* field, uint32_t box_rows);
+
 Sm90TensorMapSpecs sm90_tensor_map_specs(const Problem& problem, const KernelConfig& config);
 
 // make_fwd_params, the sm90 restrictions (softmax_scale > 0 where the scale folds into the

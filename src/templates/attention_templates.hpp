@@ -20,6 +20,7 @@ const KernelTemplate& combine_template();
 const KernelTemplate& appendkv_template();
 const KernelTemplate& bwd_dot_do_o_template();
 const KernelTemplate& bwd_dq_dk_dv_sm80_template();
+const KernelTemplate& bwd_dq_dk_dv_sm90_template();
 const KernelTemplate& bwd_convert_dq_template();
 
 }  // namespace tilefmha::templates

@@ -16,8 +16,8 @@ struct TableEntry {
 };
 
 // Every kernel template. A new family or pipeline is one line here and one template file.
-const std::array<TableEntry, 14>& table() {
-  static const std::array<TableEntry, 14> entries = {{
+const std::array<TableEntry, 15>& table() {
+  static const std::array<TableEntry, 15> entries = {{
       {Family::fwd, Pipeline::sm90_ws, fwd_sm90_template()},
       {Family::fwd, Pipeline::sm80_mma, fwd_sm80_template()},
       {Family::fwd, Pipeline::simt_f32, fwd_simt_template()},
@@ -30,6 +30,7 @@ const std::array<TableEntry, 14>& table() {
       {Family::fwd_splitkv_combine, Pipeline::combine, combine_template()},
       {Family::fwd_appendkv, Pipeline::appendkv, appendkv_template()},
       {Family::bwd_dot_do_o, Pipeline::bwd_dot_do_o, bwd_dot_do_o_template()},
+      {Family::bwd_dq_dk_dv, Pipeline::sm90_ws, bwd_dq_dk_dv_sm90_template()},
       {Family::bwd_dq_dk_dv, Pipeline::sm80_mma, bwd_dq_dk_dv_sm80_template()},
       {Family::bwd_convert_dq, Pipeline::bwd_convert_dq, bwd_convert_dq_template()},
   }};

@@ -1,0 +1,484 @@
+// The Hopper warp-specialized backward kernel (bwd_dq_dk_dv, sm_90a). One CTA per (block of 128
+// keys, KV head, sequence); dK and dV of its keys stay in registers for the whole CTA, summed
+// over every query head of the GQA group and every query block the mask lets see the keys, and
+// are written once, without atomics.
+//   * warpgroup 0 is the producer: one thread loads K and V once, then Q and dO per query block
+//     into an mbarrier-guarded ring (TMA); its warp 1 stages the block's LSE (in log2 units) and
+//     D = rowsum(dO * O) into the same ring slot;
+//   * warpgroups 1 and 2 are consumers, 64 keys each. Per query block, on wgmma:
+//       S^T = K Q^T and dP^T = V dO^T (both operands in shared memory),
+//       P^T = exp2(S^T - LSE), dS^T = P^T (dP^T - D) ds/d(dot) in registers,
+//       dV += P^T dO and dK += dS^T Q (P^T, dS^T as register A operands; dO, Q N-major),
+//     then both write dS^T to shared memory, and dQ = dS K (dS^T through an M-major descriptor)
+//     is split between them by 64x64 tiles and added to the fp32 accumulator (vector atomics;
+//     in deterministic mode plain stores into the key block's own slice, summed in order by
+//     bwd_convert_dq).
+// Visibility is the forward's mask hook (fmha/mask.h), the logit the sm80 kernel's (BwdLogit).
+#pragma once
+
+#include "fmha/bwd_params.h"
+#include "fmha/bwd_sm80.h"
+#include "fmha/bwd_sm90_params.h"
+#include "fmha/bwd_sm90_shape.h"
+#include "fmha/mask.h"
+#include "fmha/seq_info.h"
+#include "tile/async_proxy.h"
+#include "tile/fast_math.h"
+#include "tile/mbarrier.h"
+#include "tile/named_barrier.h"
+#include "tile/numeric_types.h"
+#include "tile/setmaxnreg.h"
+#include "tile/tma.h"
+#include "tile/wgmma.h"
+
+namespace tilefmha::fmha {
+
+template <class Element_, int HdimQ, int HdimV, int BlockM, int Stages, bool GroupMode, class Mask_,
+          bool SoftCap_, bool Deterministic>
+struct Sm90BwdTraits {
+  using Element = Element_;
+  using Mask = Mask_;
+  static constexpr int kHdimQ = HdimQ;
+  static constexpr int kHdimV = HdimV;
+  static constexpr int kBlockM = BlockM;
+  static constexpr int kBlockN = kSm90BwdBlockN;
+  static constexpr int kStages = Stages;
+  static constexpr bool kGroupMode = GroupMode;
+  static constexpr bool kSoftCap = SoftCap_;
+  static constexpr bool kDeterministic = Deterministic;
+  static constexpr Sm90BwdSmemLayout kSmem = sm90_bwd_smem_layout(HdimQ, HdimV, BlockM, Stages);
+  static constexpr int kQPanelBytes = BlockM * kSm90BwdRowBytes;   // a 64-column panel of Q, dO
+  static constexpr int kKPanelBytes = kBlockN * kSm90BwdRowBytes;  // of K, V and dS^T
+  // dQ = dS K in 64 x 64 tiles (query rows x hdim_q columns), dealt to the two consumers.
+  static constexpr int kDqRowTiles = BlockM / 64;
+  static constexpr int kDqTiles = kDqRowTiles * (HdimQ / 64);
+  static constexpr int kDqTilesPerGroup = kDqTiles / kSm90BwdConsumerGroups;
+
+  static_assert(tile::same_type<Element, tile::half_t>::value ||
+                    tile::same_type<Element, tile::bfloat16_t>::value,
+                "sm90_ws backward computes on fp16 or bf16");
+  static_assert(HdimQ % 64 == 0 && HdimV % 64 == 0, "whole 128-byte panels");
+  static_assert(BlockM % 64 == 0, "query blocks of whole 64-row dQ tiles");
+  static_assert(kDqTiles % kSm90BwdConsumerGroups == 0, "dQ tiles split evenly");
+};
+
+// Shared-window addresses of the mbarriers: K/V landed, then per ring stage the query block
+// landed (TMA bytes plus the 32 lanes that stage LSE and D) and released (every consumer warp).
+template <int Stages>
+struct Sm90BwdBarriers {
+  tile::u32 base;
+  static constexpr int kRowLanes = 32;
+
+  TILEFMHA_DEVICE tile::u32 kv_full() const { return base; }
+  TILEFMHA_DEVICE tile::u32 q_full(int stage) const { return base + 8u * (1 + stage); }
+  TILEFMHA_DEVICE tile::u32 q_empty(int stage) const { return base + 8u * (1 + Stages + stage); }
+
+  TILEFMHA_DEVICE void init(int consumer_warps) const {
+    tile::mbarrier_init(kv_full(), 1);
+    for (int stage = 0; stage < Stages; ++stage) {
+      tile::mbarrier_init(q_full(stage), 1 + kRowLanes);
+      tile::mbarrier_init(q_empty(stage), consumer_warps);
+    }
+    tile::mbarrier_init_fence();
+  }
+};
+
+constexpr tile::u32 kSm90BwdDsBarrier = 1;  // named barrier: both consumers wrote dS^T
+
+// Calls f(head, m_begin, mask, step) for every (query head of the KV head's group, query block)
+// that sees the key block, in the order all three roles walk them; `step` counts the visits.
+template <class Traits, class F>
+TILEFMHA_DEVICE void sm90_bwd_for_each_block(const FwdParams& p, const SeqInfo& seq, int n_block,
+                                             int kv_head, F&& f) {
+  const int query_blocks = ceil_div(seq.len_q, Traits::kBlockM);
+  const int head_end = (kv_head + 1) * int(p.head_group);
+  int step = 0;
+  for (int h = kv_head * int(p.head_group); h < head_end; ++h) {
+    for (int m_block = 0; m_block < query_blocks; ++m_block) {
+      const int m_begin = m_block * Traits::kBlockM;
+      const typename Traits::Mask mask(p, seq, m_begin, Traits::kBlockM);
+      const KeyBlocks visits = mask.key_blocks(Traits::kBlockN);
+      if (!(n_block < visits.sink_blocks ||
+            (n_block >= visits.window_begin && n_block < visits.window_end)))
+        continue;
+      f(h, m_begin, mask, step);
+      ++step;
+    }
+  }
+}
+
+TILEFMHA_DEVICE const tile::TensorMap* sm90_bwd_map(const Sm90TensorMap& map) {
+  return reinterpret_cast<const tile::TensorMap*>(&map);
+}
+
+TILEFMHA_DEVICE tile::u32 sm90_bwd_phase(int step, int stages) {
+  return tile::u32(step / stages) & 1u;
+}
+
+// The producer thread: K and V once, then Q and dO of each visited query block.
+template <class Traits>
+TILEFMHA_DEVICE void sm90_bwd_produce(const Sm90BwdParams& params, const SeqInfo& seq, int n_block,
+                                      int kv_head, tile::u32 smem,
+                                      const Sm90BwdBarriers<Traits::kStages>& barriers) {
+  const FwdParams& p = params.base.fwd;
+  const tile::TensorMap* q_map = sm90_bwd_map(params.q_map);
+  const tile::TensorMap* do_map = sm90_bwd_map(params.do_map);
+  const tile::TensorMap* k_map = sm90_bwd_map(params.k_map);
+  const tile::TensorMap* v_map = sm90_bwd_map(params.v_map);
+  const int batch = int(seq.view_batch);
+  const int key_row = int(seq.k_start) + n_block * Traits::kBlockN;
+  tile::mbarrier_arrive_expect_tx(barriers.kv_full(),
+                                  Traits::kBlockN * (Traits::kHdimQ + Traits::kHdimV) * 2);
+#pragma unroll
+  for (int panel = 0; panel < Traits::kHdimQ / kSm90BwdPanelElements; ++panel)
+    tile::tma_load_4d(smem + Traits::kSmem.k_offset + panel * Traits::kKPanelBytes, k_map,
+                      barriers.kv_full(), panel * kSm90BwdPanelElements, key_row, kv_head, batch);
+#pragma unroll
+  for (int panel = 0; panel < Traits::kHdimV / kSm90BwdPanelElements; ++panel)
+    tile::tma_load_4d(smem + Traits::kSmem.v_offset + panel * Traits::kKPanelBytes, v_map,
+                      barriers.kv_full(), panel * kSm90BwdPanelElements, key_row, kv_head, batch);
+
+  sm90_bwd_for_each_block<Traits>(
+      p, seq, n_block, kv_head, [&](int h, int m_begin, const auto&, int step) {
+        const int stage = step % Traits::kStages;
+        tile::mbarrier_wait(barriers.q_empty(stage), sm90_bwd_phase(step, Traits::kStages) ^ 1u);
+        tile::mbarrier_arrive_expect_tx(barriers.q_full(stage),
+                                        Traits::kSmem.q_stage_bytes + Traits::kSmem.do_stage_bytes);
+        const int row = int(seq.q_start) + m_begin;
+#pragma unroll
+        for (int panel = 0; panel < Traits::kHdimQ / kSm90BwdPanelElements; ++panel)
+          tile::tma_load_4d(smem + Traits::kSmem.q_offset + stage * Traits::kSmem.q_stage_bytes +
+                                panel * Traits::kQPanelBytes,
+                            q_map, barriers.q_full(stage), panel * kSm90BwdPanelElements, row, h,
+                            batch);
+#pragma unroll
+        for (int panel = 0; panel < Traits::kHdimV / kSm90BwdPanelElements; ++panel)
+          tile::tma_load_4d(smem + Traits::kSmem.do_offset + stage * Traits::kSmem.do_stage_bytes +
+                                panel * Traits::kQPanelBytes,
+                            do_map, barriers.q_full(stage), panel * kSm90BwdPanelElements, row, h,
+                            batch);
+      });
+}
+
+// The producer's warp 1: LSE (log2 units; +inf where a row saw no key or lies past the
+// sequence, which makes its P exactly 0) and D of each visited query block, into the ring slot.
+template <class Traits>
+TILEFMHA_DEVICE void sm90_bwd_stage_rows(const BwdParams& bp, const SeqInfo& seq, int n_block,
+                                         int kv_head, unsigned char* shared_base,
+                                         const Sm90BwdBarriers<Traits::kStages>& barriers,
+                                         int lane) {
+  const FwdParams& p = bp.fwd;
+  const float inf = tile::bits_as_float(0x7F800000u);
+  float* const lse_rows = reinterpret_cast<float*>(shared_base + Traits::kSmem.lse_offset);
+  float* const d_rows = reinterpret_cast<float*>(shared_base + Traits::kSmem.d_offset);
+  sm90_bwd_for_each_block<Traits>(
+      p, seq, n_block, kv_head, [&](int h, int m_begin, const auto&, int step) {
+        const int stage = step % Traits::kStages;
+        tile::mbarrier_wait(barriers.q_empty(stage), sm90_bwd_phase(step, Traits::kStages) ^ 1u);
+        const long long lse_head = seq.view_batch * p.lse_batch_stride + h * p.lse_head_stride;
+        const long long d_head = seq.view_batch * bp.d_batch_stride + h * bp.d_head_stride;
+        for (int r = lane; r < Traits::kBlockM; r += 32) {
+          const int i = m_begin + r;
+          float lse2 = inf, d = 0.0f;
+          if (i < seq.len_q) {
+            const long long row = seq.q_start + i;
+            const float lse = p.lse[lse_head + row * p.lse_seq_stride];
+            lse2 = lse == -inf ? inf : lse * kLog2e;
+            d = bp.d[d_head + row * bp.d_seq_stride];
+          }
+          lse_rows[stage * Traits::kBlockM + r] = lse2;
+          d_rows[stage * Traits::kBlockM + r] = d;
+        }
+        tile::mbarrier_arrive(barriers.q_full(stage));
+      });
+}
+
+// One consumer warpgroup: 64 keys of the block.
+template <class Traits>
+struct Sm90BwdConsumer {
+  using T = typename Traits::Element;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kQuerySteps = kBlockM / 16;        // k16 slices of dV, dK over queries
+  static constexpr int kKeySteps = Traits::kBlockN / 16;  // k16 slices of dQ over keys
+
+  int group;   // 0 or 1: keys 64 * group ...
+  int thread;  // 0..127
+  tile::u32 smem;
+
+  TILEFMHA_DEVICE int warp() const { return thread / 32; }
+  TILEFMHA_DEVICE int lane() const { return thread % 32; }
+  // Key of the block (0..127) of accumulator row r of S^T, dP^T, dK, dV.
+  TILEFMHA_DEVICE int key_row(int r) const {
+    return group * kSm90BwdKeysPerGroup + warp() * 16 + lane() / 4 + 8 * r;
+  }
+  // Column of accumulator element e of 8-column chunk j.
+  TILEFMHA_DEVICE int column(int j, int e) const { return 8 * j + 2 * (lane() % 4) + e; }
+
+  // S^T = K Q^T and dP^T = V dO^T (issued and committed as one group).
+  TILEFMHA_DEVICE void issue_scores(float (&st)[kBlockM / 2], float (&dpt)[kBlockM / 2],
+                                    int stage) const {
+    const tile::u32 keys = tile::u32(group * kSm90BwdKeysPerGroup * kSm90BwdRowBytes);
+    const tile::u64 k_desc =
+        tile::make_smem_descriptor_k_major_sw128(smem + Traits::kSmem.k_offset + keys);
+    const tile::u64 v_desc =
+        tile::make_smem_descriptor_k_major_sw128(smem + Traits::kSmem.v_offset + keys);
+    const tile::u64 q_desc = tile::make_smem_descriptor_k_major_sw128(
+        smem + Traits::kSmem.q_offset + stage * Traits::kSmem.q_stage_bytes);
+    const tile::u64 do_desc = tile::make_smem_descriptor_k_major_sw128(
+        smem + Traits::kSmem.do_offset + stage * Traits::kSmem.do_stage_bytes);
+#pragma unroll
+    for (int step = 0; step < Traits::kHdimQ / 16; ++step) {
+      const int panel = step / 4, within = (step % 4) * 32;
+      tile::wgmma_m64k16_ss<kBlockM, T>(
+          st, tile::advance_smem_descriptor(k_desc, panel * Traits::kKPanelBytes + within),
+          tile::advance_smem_descriptor(q_desc, panel * Traits::kQPanelBytes + within), step > 0);
+    }
+#pragma unroll
+    for (int step = 0; step < Traits::kHdimV / 16; ++step) {
+      const int panel = step / 4, within = (step % 4) * 32;
+      tile::wgmma_m64k16_ss<kBlockM, T>(
+          dpt, tile::advance_smem_descriptor(v_desc, panel * Traits::kKPanelBytes + within),
+          tile::advance_smem_descriptor(do_desc, panel * Traits::kQPanelBytes + within), step > 0);
+    }
+    tile::wgmma_commit_group();
+  }
+
+  // dV += P^T dO and dK += dS^T Q, the A operands from registers, dO and Q read N-major.
+  TILEFMHA_DEVICE void issue_key_gradients(float (&dk)[Traits::kHdimQ / 2],
+                                           float (&dv)[Traits::kHdimV / 2],
+                                           const tile::u32 (&p)[kQuerySteps][4],
+                                           const tile::u32 (&ds)[kQuerySteps][4], int stage) const {
+    const tile::u64 do_desc = tile::make_smem_descriptor_mn_major_sw128(
+        smem + Traits::kSmem.do_offset + stage * Traits::kSmem.do_stage_bytes,
+        Traits::kQPanelBytes);
+    const tile::u64 q_desc = tile::make_smem_descriptor_mn_major_sw128(
+        smem + Traits::kSmem.q_offset + stage * Traits::kSmem.q_stage_bytes, Traits::kQPanelBytes);
+#pragma unroll
+    for (int step = 0; step < kQuerySteps; ++step)
+      tile::wgmma_m64k16_rs<Traits::kHdimV, T, 1>(
+          dv, p[step], tile::advance_smem_descriptor(do_desc, step * 16 * kSm90BwdRowBytes), true);
+#pragma unroll
+    for (int step = 0; step < kQuerySteps; ++step)
+      tile::wgmma_m64k16_rs<Traits::kHdimQ, T, 1>(
+          dk, ds[step], tile::advance_smem_descriptor(q_desc, step * 16 * kSm90BwdRowBytes), true);
+    tile::wgmma_commit_group();
+  }
+
+  // This warpgroup's rows of dS^T into the 128B-swizzled [key][query] tile: register q of
+  // slice `step` holds accumulator chunk 2 step + q / 2, row half q % 2.
+  TILEFMHA_DEVICE void store_ds(const tile::u32 (&ds)[kQuerySteps][4], tile::u32 buffer) const {
+#pragma unroll
+    for (int step = 0; step < kQuerySteps; ++step) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int key = key_row(q % 2);
+        const int query = column(2 * step + q / 2, 0);
+        const int panel = query / kSm90BwdPanelElements;
+        const int byte = (query % kSm90BwdPanelElements) * 2;
+        const tile::u32 address = buffer + panel * Traits::kKPanelBytes + key * kSm90BwdRowBytes +
+                                  ((((byte / 16) ^ (key % 8)) * 16) | (byte % 16));
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(ds[step][q]) : "memory");
+      }
+    }
+  }
+
+  // dQ tiles of this warpgroup: tile t = group + 2 i covers query rows 64 (t % row tiles) and
+  // hdim_q columns 64 (t / row tiles).
+  TILEFMHA_DEVICE void issue_dq(float (&dq)[Traits::kDqTilesPerGroup][32], tile::u32 buffer) const {
+#pragma unroll
+    for (int i = 0; i < Traits::kDqTilesPerGroup; ++i) {
+      const int t = group + kSm90BwdConsumerGroups * i;
+      const int rows = t % Traits::kDqRowTiles, cols = t / Traits::kDqRowTiles;
+      const tile::u64 ds_desc = tile::make_smem_descriptor_mn_major_sw128(
+          buffer + rows * Traits::kKPanelBytes, Traits::kKPanelBytes);
+      const tile::u64 k_desc = tile::make_smem_descriptor_mn_major_sw128(
+          smem + Traits::kSmem.k_offset + cols * Traits::kKPanelBytes, Traits::kKPanelBytes);
+#pragma unroll
+      for (int step = 0; step < kKeySteps; ++step) {
+        const tile::u32 advance = step * 16 * kSm90BwdRowBytes;
+        tile::wgmma_m64k16_ss<64, T, 1, 1>(dq[i], tile::advance_smem_descriptor(ds_desc, advance),
+                                           tile::advance_smem_descriptor(k_desc, advance),
+                                           step > 0);
+      }
+    }
+    tile::wgmma_commit_group();
+  }
+};
+
+TILEFMHA_DEVICE void sm90_bwd_add2(float* address, float a, float b) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(address), "f"(a), "f"(b) : "memory");
+}
+
+template <class Traits>
+TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
+#if defined(TILEFMHA_HAS_SM90A)
+  using T = typename Traits::Element;
+  using Consumer = Sm90BwdConsumer<Traits>;
+  constexpr int kBlockM = Traits::kBlockM;
+  const BwdParams& bp = params.base;
+  const FwdParams& p = bp.fwd;
+  extern __shared__ __align__(1024) unsigned char shared[];
+  const tile::u32 window = tile::shared_address(shared);
+  const tile::u32 smem = (window + (kSm90BwdAtomBytes - 1)) & ~tile::u32(kSm90BwdAtomBytes - 1);
+  unsigned char* const shared_base = shared + (smem - window);
+  const Sm90BwdBarriers<Traits::kStages> barriers{smem + Traits::kSmem.barrier_offset};
+
+  const int n_block = blockIdx.x;
+  const int kv_head = blockIdx.y;
+  const int b = blockIdx.z;
+  const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, b);
+  const int key_begin = n_block * Traits::kBlockN;
+  // Batch mode writes dK/dV rows up to seqlen_k (zeros past a shorter per-sequence key count),
+  // as the reference does; group mode writes the sequence's keys only.
+  const int rows_written =
+      Traits::kGroupMode ? seq.len_k : (int(p.seqlen_k) > seq.len_k ? int(p.seqlen_k) : seq.len_k);
+  if (key_begin >= rows_written) return;
+
+  if (threadIdx.x == 0) barriers.init(kSm90BwdConsumerGroups * 4);
+  __syncthreads();
+  const int warpgroup = threadIdx.x / 128;
+
+  if (warpgroup == 0) {
+    tile::warpgroup_registers_decrease<kSm90BwdProducerRegisters>();
+    if (threadIdx.x == 0) {
+      sm90_bwd_produce<Traits>(params, seq, n_block, kv_head, smem, barriers);
+    } else if (threadIdx.x / 32 == 1) {
+      sm90_bwd_stage_rows<Traits>(bp, seq, n_block, kv_head, shared_base, barriers,
+                                  threadIdx.x % 32);
+    }
+    return;
+  }
+
+  tile::warpgroup_registers_increase<kSm90BwdConsumerRegisters>();
+  const Consumer consumer{warpgroup - 1, int(threadIdx.x % 128), smem};
+  float dk[Traits::kHdimQ / 2];
+  float dv[Traits::kHdimV / 2];
+#pragma unroll
+  for (int i = 0; i < Traits::kHdimQ / 2; ++i) dk[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < Traits::kHdimV / 2; ++i) dv[i] = 0.0f;
+
+  const BwdLogit<Traits::kSoftCap> logit(p);
+  const float* const lse_rows =
+      reinterpret_cast<const float*>(shared_base + Traits::kSmem.lse_offset);
+  const float* const d_rows = reinterpret_cast<const float*>(shared_base + Traits::kSmem.d_offset);
+  // The TMA of K and V completes before the CTA may exit, even where no query block sees them.
+  tile::mbarrier_wait(barriers.kv_full(), 0);
+
+  sm90_bwd_for_each_block<Traits>(
+      p, seq, n_block, kv_head, [&](int h, int m_begin, const auto& mask, int step) {
+        const int stage = step % Traits::kStages;
+        tile::mbarrier_wait(barriers.q_full(stage), sm90_bwd_phase(step, Traits::kStages));
+        float st[kBlockM / 2];
+        float dpt[kBlockM / 2];
+        tile::wgmma_fence();
+        consumer.issue_scores(st, dpt, stage);
+        tile::wgmma_wait_group<0>();
+        tile::wgmma_fence_registers(st);
+        tile::wgmma_fence_registers(dpt);
+
+        // P^T into st, dL/d(dot) into dpt. Columns are queries, rows keys.
+        const bool boundary = mask.block_needs_mask(key_begin, Traits::kBlockN);
+        const float* lse2 = lse_rows + stage * kBlockM;
+        const float* d = d_rows + stage * kBlockM;
+#pragma unroll
+        for (int j = 0; j < kBlockM / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int query = consumer.column(j, e);
+            const float row_lse2 = lse2[query];
+            const float row_d = d[query];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              const int index = 4 * j + 2 * r + e;
+              float d_dot;
+              const float s2 = logit.logit2(st[index], d_dot);
+              const bool visible =
+                  !boundary || mask.visible(m_begin + query, key_begin + consumer.key_row(r));
+              const float prob = visible ? tile::exp2_approx(s2 - row_lse2) : 0.0f;
+              st[index] = prob;
+              dpt[index] = prob * (dpt[index] - row_d) * d_dot;
+            }
+          }
+        }
+        tile::u32 p_frag[Consumer::kQuerySteps][4];
+        tile::u32 ds_frag[Consumer::kQuerySteps][4];
+#pragma unroll
+        for (int s = 0; s < Consumer::kQuerySteps; ++s) {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            p_frag[s][q] = tile::pack2<T>(st[8 * s + 2 * q], st[8 * s + 2 * q + 1]);
+            ds_frag[s][q] = tile::pack2<T>(dpt[8 * s + 2 * q], dpt[8 * s + 2 * q + 1]);
+          }
+        }
+
+        tile::wgmma_fence();
+        consumer.issue_key_gradients(dk, dv, p_frag, ds_frag, stage);
+        const tile::u32 ds_buffer =
+            smem + Traits::kSmem.ds_offset + (step % kSm90BwdDsBuffers) * Traits::kSmem.ds_bytes;
+        consumer.store_ds(ds_frag, ds_buffer);
+        // wgmma reads shared memory through the async proxy; both halves of dS^T must be written.
+        tile::fence_proxy_async_shared();
+        tile::named_barrier_sync(kSm90BwdDsBarrier, kSm90BwdConsumerGroups * 128);
+
+        float dq[Traits::kDqTilesPerGroup][32];
+        tile::wgmma_fence();
+        consumer.issue_dq(dq, ds_buffer);
+        tile::wgmma_wait_group<0>();
+        tile::wgmma_fence_registers(dk);
+        tile::wgmma_fence_registers(dv);
+#pragma unroll
+        for (int i = 0; i < Traits::kDqTilesPerGroup; ++i) tile::wgmma_fence_registers(dq[i]);
+        // Q, dO, LSE and D of the stage are no longer read.
+        if (consumer.lane() == 0) tile::mbarrier_arrive(barriers.q_empty(stage));
+
+        float* dq_head = bp.dq_acc + seq.view_batch * bp.dq_acc_strides.batch +
+                         seq.q_start * bp.dq_acc_strides.seq + h * bp.dq_acc_strides.head +
+                         (Traits::kDeterministic ? n_block * bp.dq_acc_slice_stride : 0);
+#pragma unroll
+        for (int i = 0; i < Traits::kDqTilesPerGroup; ++i) {
+          const int t = consumer.group + kSm90BwdConsumerGroups * i;
+          const int row_tile = t % Traits::kDqRowTiles, col_tile = t / Traits::kDqRowTiles;
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int query =
+                m_begin + row_tile * 64 + consumer.warp() * 16 + consumer.lane() / 4 + 8 * r;
+            if (query >= seq.len_q) continue;
+            float* row = dq_head + (long long)query * bp.dq_acc_strides.seq + col_tile * 64;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              const int col = consumer.column(j, 0);
+              const float a = dq[i][4 * j + 2 * r], c = dq[i][4 * j + 2 * r + 1];
+              if constexpr (Traits::kDeterministic) {
+                *reinterpret_cast<float2*>(row + col) = make_float2(a, c);
+              } else {
+                sm90_bwd_add2(row + col, a, c);
+              }
+            }
+          }
+        }
+      });
+
+  // Epilogue: this warpgroup's dK and dV rows in the output dtype. Rows past the sequence's keys
+  // saw P = dS = 0 and hold zeros.
+  T* dk_out = static_cast<T*>(bp.dk) + seq.view_batch * bp.dk_strides.batch +
+              (seq.k_start + key_begin) * bp.dk_strides.seq + kv_head * bp.dk_strides.head;
+  T* dv_out = static_cast<T*>(bp.dv) + seq.view_batch * bp.dv_strides.batch +
+              (seq.k_start + key_begin) * bp.dv_strides.seq + kv_head * bp.dv_strides.head;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = consumer.key_row(r);
+    if (key_begin + key >= rows_written) continue;
+#pragma unroll
+    for (int j = 0; j < Traits::kHdimQ / 8; ++j)
+      *reinterpret_cast<tile::u32*>(dk_out + key * bp.dk_strides.seq + consumer.column(j, 0)) =
+          tile::pack2<T>(dk[4 * j + 2 * r], dk[4 * j + 2 * r + 1]);
+#pragma unroll
+    for (int j = 0; j < Traits::kHdimV / 8; ++j)
+      *reinterpret_cast<tile::u32*>(dv_out + key * bp.dv_strides.seq + consumer.column(j, 0)) =
+          tile::pack2<T>(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
+  }
+#endif
+}
+
+}  // namespace tilefmha::fmha

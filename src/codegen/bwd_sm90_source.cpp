@@ -1,0 +1,132 @@
+#include <sstream>
+#include <string>
+
+#include "codegen/bwd_sm90.hpp"
+#include "codegen/hook_names.hpp"
+#include "codegen/unsupported.hpp"
+#include "tilefmha/error.hpp"
+
+namespace tilefmha::codegen {
+namespace {
+
+constexpr int64_t kMaxGridYZ = 65535;
+constexpr int kMaxSharedBytes = 232448;  // Hopper's opt-in shared memory per block
+// Registers a consumer thread spends beside its accumulators (addresses, indices, the row
+// values, dQ's tile); P^T and dS^T pack into the registers S^T and dP^T free.
+constexpr int kConsumerRegisterOverhead = 32;
+
+}  // namespace
+
+void check_supported_bwd_sm90(const KernelConfig& c) {
+  if (c.family != Family::bwd_dq_dk_dv)
+    unsupported("family", c.family, "the sm90_ws backward kernel is bwd_dq_dk_dv");
+  if (c.pipeline != Pipeline::sm90_ws)
+    unsupported("pipeline", c.pipeline, "this codegen implements bwd_dq_dk_dv on sm90_ws");
+  if (c.arch != Arch::sm90) unsupported("arch", c.arch, "sm90_ws needs sm_90a (wgmma, TMA)");
+  if (c.dtype != DType::fp16 && c.dtype != DType::bf16)
+    unsupported("dtype", c.dtype, "the sm90_ws backward computes on fp16 or bf16");
+  if (c.out_dtype != c.dtype)
+    unsupported("out_dtype", c.out_dtype, "gradients have the inputs' dtype");
+  if (c.hdim_q != 64 && c.hdim_q != 128)
+    unsupported("hdim_q", c.hdim_q,
+                "the sm90_ws backward keeps dK of 64 keys per warpgroup in registers: 64 or 128");
+  if (c.hdim_v != c.hdim_q)
+    unsupported("hdim_v", c.hdim_v, "the sm90_ws backward needs hdim_v == hdim_q");
+  if (c.pad_hdim_q || c.pad_hdim_v)
+    unsupported(c.pad_hdim_q ? "pad_hdim_q" : "pad_hdim_v", true,
+                "the sm90_ws backward reads whole 64-column panels (no padded head dims)");
+  if (c.block_n != fmha::kSm90BwdBlockN)
+    unsupported("block_n", c.block_n, "the sm90_ws backward owns 128 keys per CTA (2 x 64)");
+  if (c.block_m != 64 && c.block_m != 128)
+    unsupported("block_m", c.block_m, "the sm90_ws backward streams query blocks of 64 or 128");
+  if ((c.block_m / 64) * (c.hdim_q / 64) % fmha::kSm90BwdConsumerGroups != 0)
+    unsupported("block_m", c.block_m,
+                "dQ's 64 x 64 tiles must split evenly over the two consumer warpgroups");
+  if (c.warps * 32 != fmha::kSm90BwdThreads)
+    unsupported("warps", c.warps, "the sm90_ws backward runs 12 warps (3 warpgroups)");
+  if (c.stages < 1 || c.stages > 2) unsupported("stages", c.stages, "must be 1 or 2");
+  const int64_t bytes = shared_bytes_bwd_sm90(c);
+  if (bytes > kMaxSharedBytes)
+    unsupported("block_m", c.block_m,
+                "the tile needs " + std::to_string(bytes) + " bytes of shared memory, over " +
+                    std::to_string(kMaxSharedBytes));
+  // dK and dV, S^T and dP^T (fp32) per consumer thread.
+  const int accumulators = (c.hdim_q + c.hdim_v) / 2 + c.block_m;
+  if (accumulators + kConsumerRegisterOverhead > fmha::kSm90BwdConsumerRegisters)
+    unsupported("block_m", c.block_m,
+                "dK, dV, S^T and dP^T need " + std::to_string(accumulators) +
+                    " registers per consumer thread, over the " +
+                    std::to_string(fmha::kSm90BwdConsumerRegisters) + " it has (would spill)");
+  if (c.bias != BiasKind::none)
+    unsupported("bias", c.bias, "the sm90_ws backward has no bias or ALiBi yet");
+  if (c.dbias) unsupported("dbias", c.dbias, "the sm90_ws backward computes no dBias yet");
+  if (c.dropout) unsupported("dropout", c.dropout, "the sm90_ws backward has no dropout yet");
+  if (c.page_table != PageTableKind::none)
+    unsupported("page_table", c.page_table, "backward reads contiguous K/V");
+  if (c.page_size != 0) unsupported("page_size", c.page_size, "backward reads no pages");
+  if (c.kv_layout != KvLayout::nhd) unsupported("kv_layout", c.kv_layout, "backward has no pages");
+  if (c.rope != RopeKind::none) unsupported("rope", c.rope, "RoPE belongs to fwd_appendkv");
+  if (c.fp8_scale != Fp8ScaleKind::none)
+    unsupported("fp8_scale", c.fp8_scale, "backward of fp8 inputs is not supported");
+  if (c.lse) unsupported("lse", c.lse, "backward reads the forward's LSE, it writes none");
+  if (c.sink_logit)
+    unsupported("sink_logit", c.sink_logit,
+                "backward kernels carry no sink trait (the LSE already holds the sink)");
+  if (c.persistent) unsupported("persistent", c.persistent, "backward runs one CTA per key block");
+  if (c.pack_gqa) unsupported("pack_gqa", c.pack_gqa, "the backward loops over the group's heads");
+}
+
+int threads_per_block_bwd_sm90(const KernelConfig&) {
+  return fmha::kSm90BwdThreads;
+}
+
+fmha::Sm90BwdSmemLayout bwd_sm90_layout(const KernelConfig& c) {
+  return fmha::sm90_bwd_smem_layout(c.hdim_q, c.hdim_v, c.block_m, c.stages);
+}
+
+int64_t shared_bytes_bwd_sm90(const KernelConfig& c) {
+  return bwd_sm90_layout(c).bytes;
+}
+
+std::string generate_bwd_sm90_source(const KernelConfig& c) {
+  check_supported_bwd_sm90(c);
+  std::ostringstream tu;
+  tu << "// Generated by tilefmha codegen from " << c.name() << "\n"
+     << "#include \"fmha/bwd_sm90.h\"\n\n"
+     << "namespace {\n"
+     << "using Traits = tilefmha::fmha::Sm90BwdTraits<\n"
+     << "    " << element_type(c.dtype) << ",\n"
+     << "    /*hdim_q=*/" << c.hdim_q << ", /*hdim_v=*/" << c.hdim_v << ",\n"
+     << "    /*block_m=*/" << c.block_m << ", /*stages=*/" << c.stages << ",\n"
+     << "    /*group_mode=*/" << boolean(c.mode == Mode::group) << ",\n"
+     << "    " << mask_hook(c.mask) << ",\n"
+     << "    /*softcap=*/" << boolean(c.softcap) << ", /*deterministic=*/"
+     << boolean(c.deterministic) << ">;\n"
+     << "}  // namespace\n\n"
+     << "extern \"C\" __global__ void __launch_bounds__(" << fmha::kSm90BwdThreads << ", 1) "
+     << c.symbol() << "(const __grid_constant__ tilefmha::fmha::Sm90BwdParams params) {\n"
+     << "  tilefmha::fmha::bwd_sm90<Traits>(params);\n"
+     << "}\n";
+  return tu.str();
+}
+
+jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& c, const Problem& problem) {
+  check_supported_bwd_sm90(c);
+  if (problem.nhead_k > kMaxGridYZ)
+    throw Error(ErrorKind::not_supported,
+                "nhead_k = " + std::to_string(problem.nhead_k) + " exceeds the grid's 65535",
+                "nhead_k");
+  if (problem.batch > kMaxGridYZ)
+    throw Error(ErrorKind::not_supported,
+                "batch = " + std::to_string(problem.batch) + " exceeds the grid's 65535", "batch");
+  const int64_t blocks = (problem.seqlen_k + c.block_n - 1) / c.block_n;
+  jit::LaunchShape shape;
+  shape.grid[0] = static_cast<unsigned>(blocks > 0 ? blocks : 1);
+  shape.grid[1] = static_cast<unsigned>(problem.nhead_k);
+  shape.grid[2] = static_cast<unsigned>(problem.batch > 0 ? problem.batch : 1);
+  shape.block[0] = static_cast<unsigned>(fmha::kSm90BwdThreads);
+  shape.dynamic_shared_bytes = static_cast<unsigned>(shared_bytes_bwd_sm90(c));
+  return shape;
+}
+
+}  // namespace tilefmha::codegen
