@@ -77,6 +77,8 @@ def parse_args(argv=None):
     parser.add_argument("--seqlen", type=compare.parse_int_list, help="lengths, e.g. 512,8192")
     parser.add_argument("--causal", type=compare.parse_causal, help="true, false or both")
     parser.add_argument("--dtype", choices=sorted(RTOL), help="element type (default: sweep's)")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="time our deterministic backward (bit-reproducible dQ)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--timing", choices=("graph", "events"), default="graph",
@@ -277,10 +279,12 @@ def time_pair(torch, row, name, fwd_bwd, bwd, shape, args):
 
 def run_ours(torch, tilefmha, row, shape, q, k, v, do, reference, args):
     causal = shape["causal"]
+    deterministic = args.deterministic
 
     def fwd_bwd():
         o, lse = tilefmha.attention(q, k, v, causal=causal, return_lse=True)
-        return tilefmha.attention_backward(q, k, v, o, lse, do, causal=causal)
+        return tilefmha.attention_backward(q, k, v, o, lse, do, causal=causal,
+                                           deterministic=deterministic)
 
     try:
         grads = fwd_bwd()  # compiles the kernels; the GPU backward's refusals raise here
@@ -291,7 +295,8 @@ def run_ours(torch, tilefmha, row, shape, q, k, v, do, reference, args):
     del grads
     o, lse = tilefmha.attention(q, k, v, causal=causal, return_lse=True)
     time_pair(torch, row, "ours", fwd_bwd,
-              lambda: tilefmha.attention_backward(q, k, v, o, lse, do, causal=causal), shape, args)
+              lambda: tilefmha.attention_backward(q, k, v, o, lse, do, causal=causal,
+                                                  deterministic=deterministic), shape, args)
 
 
 def run_sdpa(torch, row, name, shape, q, k, v, do, reference, args):
@@ -381,8 +386,8 @@ def main(argv=None):
     device = torch.cuda.get_device_name()
     print(f"compare_backward: {device}, PyTorch {torch.__version__}, {len(shapes)} shapes, "
           f"TFLOP/s (backward = 2.5 forwards) at the median of {args.repeat} {args.timing} "
-          "timings; bwd = backward alone, f+b = forward + backward; x = ours/cuDNN backward",
-          flush=True)
+          "timings; bwd = backward alone, f+b = forward + backward; x = ours/cuDNN backward"
+          + ("; ours deterministic" if args.deterministic else ""), flush=True)
     rows = []
     for shape in shapes:
         row = run_shape(torch, tilefmha, shape, args)

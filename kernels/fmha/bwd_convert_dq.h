@@ -32,8 +32,11 @@ TILEFMHA_DEVICE void bwd_convert_dq(const BwdParams& p) {
     T* dq = static_cast<T*>(p.dq) + at.offset(p.dq_strides);
     for (long long c = lane * 8; c < p.fwd.hdim_q; c += 32 * 8) {
       float sum[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+      // Where the sm90_ws kernel put chunk c / 8 of this row (bwd_params.h).
+      const long long stored =
+          p.dq_acc_swizzled ? (c & ~63ll) | (((c >> 3) & 7) ^ (at.seq & 7)) << 3 : c;
       for (long long slice = 0; slice < p.dq_acc_slices; ++slice) {
-        const float* from = acc + slice * p.dq_acc_slice_stride + c;
+        const float* from = acc + slice * p.dq_acc_slice_stride + stored;
         const float4 lo = *reinterpret_cast<const float4*>(from);
         const float4 hi = *reinterpret_cast<const float4*>(from + 4);
         sum[0] += lo.x;

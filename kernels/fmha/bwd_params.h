@@ -41,6 +41,11 @@ struct BwdParams {
   // packs its sequences as batch 1 with seq the total token count.
   long long row_batches;
   long long row_seqlen;
+
+  // 1 where the sm90_ws kernel wrote the accumulator: within each 64-column panel of a row, the
+  // 8-float chunk c of row g (packed seq index) sits at chunk c ^ (g % 8), the order its
+  // conflict-free shared-memory tile has and its one bulk copy per block keeps.
+  int dq_acc_swizzled;
 };
 
 }  // namespace tilefmha::fmha

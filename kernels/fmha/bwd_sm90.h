@@ -1,7 +1,7 @@
 // The Hopper warp-specialized backward kernel (bwd_dq_dk_dv, sm_90a). One CTA per (block of 128
-// keys, KV head, sequence); dK and dV of its keys stay in registers for the whole CTA, summed
-// over every query head of the GQA group and every query block the mask lets see the keys, and
-// are written once, without atomics.
+// keys, KV head, sequence), key blocks numbered fastest; dK and dV of its keys stay in registers
+// for the whole CTA, summed over every query head of the GQA group and every query block the mask
+// lets see the keys, and are written once, without atomics.
 //   * warpgroup 0 is the producer: one thread loads K and V once, then Q and dO per query block
 //     into an mbarrier-guarded ring (TMA); its warp 1 stages the block's LSE (in log2 units) and
 //     D = rowsum(dO * O) into the same ring slot;
@@ -10,9 +10,10 @@
 //       P^T = exp2(S^T - LSE), dS^T = P^T (dP^T - D) ds/d(dot) in registers,
 //       dV += P^T dO and dK += dS^T Q (P^T, dS^T as register A operands; dO, Q N-major),
 //     then both write dS^T to shared memory, and dQ = dS K (dS^T through an M-major descriptor)
-//     is split between them by 64x64 tiles and added to the fp32 accumulator (vector atomics;
-//     in deterministic mode plain stores into the key block's own slice, summed in order by
-//     bwd_convert_dq).
+//     is split between them by 64x64 tiles and left in shared memory;
+//   * the producer's warp 2 adds each block's dQ to the fp32 accumulator with bulk reductions
+//     (in deterministic mode plain bulk stores into the key block's own slice, summed in order
+//     by bwd_convert_dq).
 // Visibility is the forward's mask hook (fmha/mask.h), the logit the sm80 kernel's (BwdLogit).
 #pragma once
 
@@ -63,7 +64,8 @@ struct Sm90BwdTraits {
 };
 
 // Shared-window addresses of the mbarriers: K/V landed, then per ring stage the query block
-// landed (TMA bytes plus the 32 lanes that stage LSE and D) and released (every consumer warp).
+// landed (TMA bytes plus the 32 lanes that stage LSE and D) and released (every consumer warp),
+// then the dQ tile's hand-off between the consumers and the dQ writer.
 template <int Stages>
 struct Sm90BwdBarriers {
   tile::u32 base;
@@ -73,11 +75,24 @@ struct Sm90BwdBarriers {
   TILEFMHA_DEVICE tile::u32 q_full(int stage) const { return base + 8u * (1 + stage); }
   TILEFMHA_DEVICE tile::u32 q_empty(int stage) const { return base + 8u * (1 + Stages + stage); }
 
+  // The block's dQ is in shared memory (every consumer thread arrives), and read out again (the
+  // dQ writer arrives).
+  TILEFMHA_DEVICE tile::u32 dq_full(int buffer) const {
+    return base + 8u * (1 + 2 * Stages + buffer);
+  }
+  TILEFMHA_DEVICE tile::u32 dq_empty(int buffer) const {
+    return base + 8u * (3 + 2 * Stages + buffer);
+  }
+
   TILEFMHA_DEVICE void init(int consumer_warps) const {
     tile::mbarrier_init(kv_full(), 1);
     for (int stage = 0; stage < Stages; ++stage) {
       tile::mbarrier_init(q_full(stage), 1 + kRowLanes);
       tile::mbarrier_init(q_empty(stage), consumer_warps);
+    }
+    for (int buffer = 0; buffer < 2; ++buffer) {
+      tile::mbarrier_init(dq_full(buffer), consumer_warps * 32);
+      tile::mbarrier_init(dq_empty(buffer), 1);
     }
     tile::mbarrier_init_fence();
   }
@@ -193,6 +208,38 @@ TILEFMHA_DEVICE void sm90_bwd_stage_rows(const BwdParams& bp, const SeqInfo& seq
       });
 }
 
+// The producer's warp 2, one thread: each visited block's dQ tile from shared memory into the
+// fp32 accumulator with one bulk add reduction (deterministic: a plain bulk store into the key
+// block's own slice), so the consumers never wait on global atomics. The accumulator is
+// head-major, so a block's rows are contiguous; the copy stops at the sequence's last row.
+template <class Traits>
+TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, const SeqInfo& seq, int n_block,
+                                       int kv_head, tile::u32 smem,
+                                       const Sm90BwdBarriers<Traits::kStages>& barriers) {
+  sm90_bwd_for_each_block<Traits>(
+      bp.fwd, seq, n_block, kv_head, [&](int h, int m_begin, const auto&, int step) {
+        constexpr int kBuffers = Traits::kSmem.dq_buffers;
+        const int buffer = step % kBuffers;
+        tile::mbarrier_wait(barriers.dq_full(buffer), sm90_bwd_phase(step, kBuffers));
+        float* destination = bp.dq_acc + seq.view_batch * bp.dq_acc_strides.batch +
+                             (seq.q_start + m_begin) * bp.dq_acc_strides.seq +
+                             h * bp.dq_acc_strides.head +
+                             (Traits::kDeterministic ? n_block * bp.dq_acc_slice_stride : 0);
+        const int rows =
+            seq.len_q - m_begin < Traits::kBlockM ? seq.len_q - m_begin : Traits::kBlockM;
+        const tile::u32 bytes = tile::u32(rows * Traits::kHdimQ * 4);
+        const tile::u32 source = smem + Traits::kSmem.dq_offset + buffer * Traits::kSmem.dq_bytes;
+        if constexpr (Traits::kDeterministic) {
+          tile::bulk_store(destination, source, bytes);
+        } else {
+          tile::bulk_reduce_add_f32(destination, source, bytes);
+        }
+        tile::tma_store_commit_group();
+        tile::tma_store_wait_group_read<0>();
+        tile::mbarrier_arrive(barriers.dq_empty(buffer));
+      });
+}
+
 // One consumer warpgroup: 64 keys of the block.
 template <class Traits>
 struct Sm90BwdConsumer {
@@ -214,7 +261,7 @@ struct Sm90BwdConsumer {
   // Column of accumulator element e of 8-column chunk j.
   TILEFMHA_DEVICE int column(int j, int e) const { return 8 * j + 2 * (lane() % 4) + e; }
 
-  // S^T = K Q^T and dP^T = V dO^T (issued and committed as one group).
+  // S^T = K Q^T and dP^T = V dO^T, committed as two groups: P^T can start once S^T is done.
   TILEFMHA_DEVICE void issue_scores(float (&st)[kBlockM / 2], float (&dpt)[kBlockM / 2],
                                     int stage) const {
     const tile::u32 keys = tile::u32(group * kSm90BwdKeysPerGroup * kSm90BwdRowBytes);
@@ -233,6 +280,7 @@ struct Sm90BwdConsumer {
           st, tile::advance_smem_descriptor(k_desc, panel * Traits::kKPanelBytes + within),
           tile::advance_smem_descriptor(q_desc, panel * Traits::kQPanelBytes + within), step > 0);
     }
+    tile::wgmma_commit_group();
 #pragma unroll
     for (int step = 0; step < Traits::kHdimV / 16; ++step) {
       const int panel = step / 4, within = (step % 4) * 32;
@@ -241,6 +289,60 @@ struct Sm90BwdConsumer {
           tile::advance_smem_descriptor(do_desc, panel * Traits::kQPanelBytes + within), step > 0);
     }
     tile::wgmma_commit_group();
+  }
+
+  // Waits for S^T and dP^T (the two groups issue_scores committed, the last ones pending) and
+  // turns them into P^T = exp2(S^T - LSE) (masked: 0) and dS^T = P^T (dP^T - D) ds/d(dot).
+  // Columns are queries, rows keys. Without a soft cap, P^T is computed while dP^T still runs;
+  // with one, ds/d(dot) varies per element and would need another tile of registers to wait.
+  template <class Logit, class Mask>
+  TILEFMHA_DEVICE void gradients_of_scores(float (&st)[kBlockM / 2], float (&dpt)[kBlockM / 2],
+                                           const Logit& logit, const Mask& mask, bool boundary,
+                                           int m_begin, int key_begin, const float* lse2,
+                                           const float* d) const {
+    if constexpr (Traits::kSoftCap) {
+      tile::wgmma_wait_group<0>();
+      tile::wgmma_fence_registers(st);
+      tile::wgmma_fence_registers(dpt);
+    } else {
+      tile::wgmma_wait_group<1>();
+      tile::wgmma_fence_registers(st);
+    }
+    float d_dot = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kBlockM / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float row_lse2 = lse2[column(j, e)];
+        const float row_d = Traits::kSoftCap ? d[column(j, e)] : 0.0f;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int index = 4 * j + 2 * r + e;
+          const float s2 = logit.logit2(st[index], d_dot);
+          const bool visible =
+              !boundary || mask.visible(m_begin + column(j, e), key_begin + key_row(r));
+          st[index] = visible ? tile::exp2_approx(s2 - row_lse2) : 0.0f;
+          if constexpr (Traits::kSoftCap) dpt[index] = st[index] * (dpt[index] - row_d) * d_dot;
+        }
+      }
+    }
+    if constexpr (!Traits::kSoftCap) {
+      // Without a soft cap, ds/d(dot) is the scale for every element.
+      tile::wgmma_wait_group<0>();
+      tile::wgmma_fence_registers(dpt);
+#pragma unroll
+      for (int j = 0; j < kBlockM / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float row_d = d[column(j, e)];
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int index = 4 * j + 2 * r + e;
+            dpt[index] = st[index] * (dpt[index] - row_d) * d_dot;
+          }
+        }
+      }
+    }
   }
 
   // dV += P^T dO and dK += dS^T Q, the A operands from registers, dO and Q read N-major.
@@ -303,11 +405,33 @@ struct Sm90BwdConsumer {
     }
     tile::wgmma_commit_group();
   }
-};
 
-TILEFMHA_DEVICE void sm90_bwd_add2(float* address, float a, float b) {
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(address), "f"(a), "f"(b) : "memory");
-}
+  // This warpgroup's dQ tiles into the shared dQ tile: row r is packed row first_row + r, its
+  // 8-float chunks swizzled by that row's index (fmha::BwdParams::dq_acc_swizzled).
+  TILEFMHA_DEVICE void store_dq(const float (&dq)[Traits::kDqTilesPerGroup][32],
+                                long long first_row, int buffer) const {
+#pragma unroll
+    for (int i = 0; i < Traits::kDqTilesPerGroup; ++i) {
+      const int t = group + kSm90BwdConsumerGroups * i;
+      const int row_tile = t % Traits::kDqRowTiles, col_tile = t / Traits::kDqRowTiles;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = row_tile * 64 + warp() * 16 + lane() / 4 + 8 * r;
+        const int key = int((first_row + row) & 7);
+        const tile::u32 base = smem + Traits::kSmem.dq_offset +
+                               tile::u32(buffer * Traits::kSmem.dq_bytes +
+                                         row * Traits::kSmem.dq_row_bytes + col_tile * 64 * 4);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const tile::u32 address = base + tile::u32(((j ^ key) * 8 + 2 * (lane() % 4)) * 4);
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(address),
+                       "f"(dq[i][4 * j + 2 * r]), "f"(dq[i][4 * j + 2 * r + 1])
+                       : "memory");
+        }
+      }
+    }
+  }
+};
 
 template <class Traits>
 TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
@@ -323,9 +447,13 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
   unsigned char* const shared_base = shared + (smem - window);
   const Sm90BwdBarriers<Traits::kStages> barriers{smem + Traits::kSmem.barrier_offset};
 
-  const int n_block = blockIdx.x;
-  const int kv_head = blockIdx.y;
-  const int b = blockIdx.z;
+  // Key blocks vary fastest in launch order: the CTAs of one (sequence, head) run together and
+  // stream the same Q and dO blocks, which L2 then serves once to all of them.
+  const unsigned key_blocks = unsigned((p.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN);
+  const int n_block = int(blockIdx.x % key_blocks);
+  const unsigned rest = blockIdx.x / key_blocks;
+  const int kv_head = int(rest % unsigned(p.nhead_k));
+  const int b = int(rest / unsigned(p.nhead_k));
   const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, b);
   const int key_begin = n_block * Traits::kBlockN;
   // Batch mode writes dK/dV rows up to seqlen_k (zeros past a shorter per-sequence key count),
@@ -345,6 +473,8 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
     } else if (threadIdx.x / 32 == 1) {
       sm90_bwd_stage_rows<Traits>(bp, seq, n_block, kv_head, shared_base, barriers,
                                   threadIdx.x % 32);
+    } else if (threadIdx.x == 64) {
+      sm90_bwd_write_dq<Traits>(bp, seq, n_block, kv_head, smem, barriers);
     }
     return;
   }
@@ -366,41 +496,16 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
   tile::mbarrier_wait(barriers.kv_full(), 0);
 
   sm90_bwd_for_each_block<Traits>(
-      p, seq, n_block, kv_head, [&](int h, int m_begin, const auto& mask, int step) {
+      p, seq, n_block, kv_head, [&](int, int m_begin, const auto& mask, int step) {
         const int stage = step % Traits::kStages;
         tile::mbarrier_wait(barriers.q_full(stage), sm90_bwd_phase(step, Traits::kStages));
         float st[kBlockM / 2];
         float dpt[kBlockM / 2];
         tile::wgmma_fence();
         consumer.issue_scores(st, dpt, stage);
-        tile::wgmma_wait_group<0>();
-        tile::wgmma_fence_registers(st);
-        tile::wgmma_fence_registers(dpt);
-
-        // P^T into st, dL/d(dot) into dpt. Columns are queries, rows keys.
         const bool boundary = mask.block_needs_mask(key_begin, Traits::kBlockN);
-        const float* lse2 = lse_rows + stage * kBlockM;
-        const float* d = d_rows + stage * kBlockM;
-#pragma unroll
-        for (int j = 0; j < kBlockM / 8; ++j) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int query = consumer.column(j, e);
-            const float row_lse2 = lse2[query];
-            const float row_d = d[query];
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const int index = 4 * j + 2 * r + e;
-              float d_dot;
-              const float s2 = logit.logit2(st[index], d_dot);
-              const bool visible =
-                  !boundary || mask.visible(m_begin + query, key_begin + consumer.key_row(r));
-              const float prob = visible ? tile::exp2_approx(s2 - row_lse2) : 0.0f;
-              st[index] = prob;
-              dpt[index] = prob * (dpt[index] - row_d) * d_dot;
-            }
-          }
-        }
+        consumer.gradients_of_scores(st, dpt, logit, mask, boundary, m_begin, key_begin,
+                                     lse_rows + stage * kBlockM, d_rows + stage * kBlockM);
         tile::u32 p_frag[Consumer::kQuerySteps][4];
         tile::u32 ds_frag[Consumer::kQuerySteps][4];
 #pragma unroll
@@ -420,44 +525,24 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
         // wgmma reads shared memory through the async proxy; both halves of dS^T must be written.
         tile::fence_proxy_async_shared();
         tile::named_barrier_sync(kSm90BwdDsBarrier, kSm90BwdConsumerGroups * 128);
-
         float dq[Traits::kDqTilesPerGroup][32];
-        tile::wgmma_fence();
         consumer.issue_dq(dq, ds_buffer);
         tile::wgmma_wait_group<0>();
-        tile::wgmma_fence_registers(dk);
-        tile::wgmma_fence_registers(dv);
 #pragma unroll
         for (int i = 0; i < Traits::kDqTilesPerGroup; ++i) tile::wgmma_fence_registers(dq[i]);
-        // Q, dO, LSE and D of the stage are no longer read.
+        // dV/dK and dQ are done: the stage's Q, dO, LSE and D are free.
         if (consumer.lane() == 0) tile::mbarrier_arrive(barriers.q_empty(stage));
-
-        float* dq_head = bp.dq_acc + seq.view_batch * bp.dq_acc_strides.batch +
-                         seq.q_start * bp.dq_acc_strides.seq + h * bp.dq_acc_strides.head +
-                         (Traits::kDeterministic ? n_block * bp.dq_acc_slice_stride : 0);
-#pragma unroll
-        for (int i = 0; i < Traits::kDqTilesPerGroup; ++i) {
-          const int t = consumer.group + kSm90BwdConsumerGroups * i;
-          const int row_tile = t % Traits::kDqRowTiles, col_tile = t / Traits::kDqRowTiles;
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int query =
-                m_begin + row_tile * 64 + consumer.warp() * 16 + consumer.lane() / 4 + 8 * r;
-            if (query >= seq.len_q) continue;
-            float* row = dq_head + (long long)query * bp.dq_acc_strides.seq + col_tile * 64;
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-              const int col = consumer.column(j, 0);
-              const float a = dq[i][4 * j + 2 * r], c = dq[i][4 * j + 2 * r + 1];
-              if constexpr (Traits::kDeterministic) {
-                *reinterpret_cast<float2*>(row + col) = make_float2(a, c);
-              } else {
-                sm90_bwd_add2(row + col, a, c);
-              }
-            }
-          }
-        }
+        // The dQ writer has read the previous block's rows out; the bulk copies read through the
+        // async proxy.
+        constexpr int kDqBuffers = Traits::kSmem.dq_buffers;
+        const int dq_buffer = step % kDqBuffers;
+        tile::mbarrier_wait(barriers.dq_empty(dq_buffer), sm90_bwd_phase(step, kDqBuffers) ^ 1u);
+        consumer.store_dq(dq, seq.q_start + m_begin, dq_buffer);
+        tile::fence_proxy_async_shared();
+        tile::mbarrier_arrive(barriers.dq_full(dq_buffer));
       });
+  tile::wgmma_fence_registers(dk);
+  tile::wgmma_fence_registers(dv);
 
   // Epilogue: this warpgroup's dK and dV rows in the output dtype. Rows past the sequence's keys
   // saw P = dS = 0 and hold zeros.

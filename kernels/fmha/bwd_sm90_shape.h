@@ -7,7 +7,9 @@
 // stay in its registers for the whole CTA. Query blocks of block_m rows stream through a ring.
 // Tiles are 64-element panels of 128-byte rows in 128B-swizzled 1024-byte atoms, as TMA writes
 // them and wgmma reads them; dS^T is written in that layout too, so dQ = dS K reads it through
-// an M-major descriptor.
+// an M-major descriptor. The consumers leave each block's dQ in shared memory, and one producer
+// thread adds it to the accumulator (head-major, so the block's rows are contiguous) with one
+// bulk reduction, off the consumers' path.
 #pragma once
 
 namespace tilefmha::fmha {
@@ -34,15 +36,31 @@ struct Sm90BwdSmemLayout {
   int ds_offset;       // 2 dS^T tiles [128 keys][block_m]
   int lse_offset;      // `stages` x block_m fp32: LSE in log2 units (+inf for rows without keys)
   int d_offset;        // `stages` x block_m fp32: D = rowsum(dO * O)
-  int barrier_offset;  // kv_full, then q_full and q_empty per stage
+  int dq_offset;       // 1 or 2 fp32 dQ tiles [block_m][hdim_q], chunk-swizzled rows
+  int barrier_offset;  // kv_full, q_full and q_empty per stage, then dq_full and dq_empty per
+                       // dQ tile
   int q_stage_bytes;
   int do_stage_bytes;
   int ds_bytes;
-  int bytes;  // everything, plus one atom of slack to align the base to 1024 bytes
+  int dq_row_bytes;
+  int dq_bytes;    // one dQ tile
+  int dq_buffers;  // 2 where they fit: the writer's bulk copy of block i overlaps block i + 1
+  int bytes;       // everything, plus one atom of slack to align the base to 1024 bytes
 };
 
 constexpr int sm90_bwd_barrier_count(int stages) {
-  return 1 + 2 * stages;
+  return 1 + 2 * stages + 2 * 2;
+}
+
+// Hopper's opt-in shared memory per block.
+constexpr int kSm90BwdMaxSharedBytes = 232448;
+
+// The dQ tile is dense [block_m][hdim_q] fp32 in the accumulator's own row order, so one bulk
+// copy moves it; within each 64-column panel the 8-float chunks of a row are XOR-swizzled by
+// the row's packed index (fmha::BwdParams::dq_acc_swizzled), which keeps a warp's float2 stores
+// at the minimum two wavefronts.
+constexpr int sm90_bwd_dq_row_bytes(int hdim_q) {
+  return hdim_q * 4;
 }
 
 constexpr Sm90BwdSmemLayout sm90_bwd_smem_layout(int hdim_q, int hdim_v, int block_m, int stages) {
@@ -56,7 +74,14 @@ constexpr Sm90BwdSmemLayout sm90_bwd_smem_layout(int hdim_q, int hdim_v, int blo
   layout.do_offset = layout.q_offset + stages * layout.q_stage_bytes;
   layout.ds_bytes = kSm90BwdBlockN * block_m * kElementBytes;
   layout.ds_offset = layout.do_offset + stages * layout.do_stage_bytes;
-  layout.lse_offset = layout.ds_offset + kSm90BwdDsBuffers * layout.ds_bytes;
+  layout.dq_offset = layout.ds_offset + kSm90BwdDsBuffers * layout.ds_bytes;
+  layout.dq_row_bytes = sm90_bwd_dq_row_bytes(hdim_q);
+  layout.dq_bytes = block_m * layout.dq_row_bytes;
+  const int rows_bytes = 2 * stages * block_m * 4;  // LSE and D
+  const int tail = rows_bytes + 8 * sm90_bwd_barrier_count(stages) + kSm90BwdAtomBytes;
+  layout.dq_buffers =
+      layout.dq_offset + 2 * layout.dq_bytes + tail <= kSm90BwdMaxSharedBytes ? 2 : 1;
+  layout.lse_offset = layout.dq_offset + layout.dq_buffers * layout.dq_bytes;
   layout.d_offset = layout.lse_offset + stages * block_m * 4;
   layout.barrier_offset = layout.d_offset + stages * block_m * 4;
   layout.bytes = layout.barrier_offset + 8 * sm90_bwd_barrier_count(stages) + kSm90BwdAtomBytes;

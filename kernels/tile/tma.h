@@ -95,6 +95,23 @@ TILEFMHA_DEVICE void tma_store_5d(const TensorMap* map, u32 smem_source, int c0,
       : "memory");
 }
 
+// Non-tensor bulk copies (no map): `bytes` (a multiple of 16) from 16-byte aligned shared memory
+// to 16-byte aligned global memory, a plain store or an fp32 add reduction performed by the copy
+// engine. Both complete by bulk group, like the tensor stores.
+TILEFMHA_DEVICE void bulk_store(void* global_destination, u32 smem_source, u32 bytes) {
+  asm volatile(
+      "cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(global_destination),
+      "r"(smem_source), "r"(bytes)
+      : "memory");
+}
+
+TILEFMHA_DEVICE void bulk_reduce_add_f32(float* global_destination, u32 smem_source, u32 bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
+                   global_destination),
+               "r"(smem_source), "r"(bytes)
+               : "memory");
+}
+
 TILEFMHA_DEVICE void tma_store_commit_group() {
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }

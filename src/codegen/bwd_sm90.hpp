@@ -19,7 +19,8 @@ std::string generate_bwd_sm90_source(const KernelConfig& config);
 int threads_per_block_bwd_sm90(const KernelConfig& config);
 fmha::Sm90BwdSmemLayout bwd_sm90_layout(const KernelConfig& config);
 int64_t shared_bytes_bwd_sm90(const KernelConfig& config);
-// Grid x over key blocks (of the longest sequence), y over KV heads, z over sequences.
+// One grid dimension over (sequence, KV head, key block of the longest sequence), key block
+// fastest. Throws Error(not_supported) past the grid's 2^31 - 1 CTAs.
 jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& config, const Problem& problem);
 
 }  // namespace tilefmha::codegen

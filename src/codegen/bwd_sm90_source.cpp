@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <sstream>
 #include <string>
 
@@ -9,7 +10,7 @@
 namespace tilefmha::codegen {
 namespace {
 
-constexpr int64_t kMaxGridYZ = 65535;
+constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
 constexpr int kMaxSharedBytes = 232448;  // Hopper's opt-in shared memory per block
 // Registers a consumer thread spends beside its accumulators (addresses, indices, the row
 // values, dQ's tile); P^T and dS^T pack into the registers S^T and dP^T free.
@@ -112,18 +113,18 @@ std::string generate_bwd_sm90_source(const KernelConfig& c) {
 
 jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& c, const Problem& problem) {
   check_supported_bwd_sm90(c);
-  if (problem.nhead_k > kMaxGridYZ)
+  const int64_t blocks = std::max<int64_t>(1, (problem.seqlen_k + c.block_n - 1) / c.block_n);
+  const int64_t ctas = blocks * std::max<int64_t>(1, problem.nhead_k) *
+                       std::max<int64_t>(1, problem.batch);
+  if (ctas > kMaxGridX)
     throw Error(ErrorKind::not_supported,
-                "nhead_k = " + std::to_string(problem.nhead_k) + " exceeds the grid's 65535",
-                "nhead_k");
-  if (problem.batch > kMaxGridYZ)
-    throw Error(ErrorKind::not_supported,
-                "batch = " + std::to_string(problem.batch) + " exceeds the grid's 65535", "batch");
-  const int64_t blocks = (problem.seqlen_k + c.block_n - 1) / c.block_n;
+                "seqlen_k = " + std::to_string(problem.seqlen_k) + ", nhead_k = " +
+                    std::to_string(problem.nhead_k) + ", batch = " +
+                    std::to_string(problem.batch) + ": " + std::to_string(ctas) +
+                    " CTAs (key blocks x KV heads x sequences) exceed the grid's 2^31 - 1",
+                "seqlen_k");
   jit::LaunchShape shape;
-  shape.grid[0] = static_cast<unsigned>(blocks > 0 ? blocks : 1);
-  shape.grid[1] = static_cast<unsigned>(problem.nhead_k);
-  shape.grid[2] = static_cast<unsigned>(problem.batch > 0 ? problem.batch : 1);
+  shape.grid[0] = static_cast<unsigned>(ctas);
   shape.block[0] = static_cast<unsigned>(fmha::kSm90BwdThreads);
   shape.dynamic_shared_bytes = static_cast<unsigned>(shared_bytes_bwd_sm90(c));
   return shape;

@@ -66,6 +66,7 @@ fmha::BwdParams make_bwd_params(const Problem& p, const FwdDeviceIndices& indice
              ": must be a multiple of 4 floats (16 bytes)");
   params.dq_acc_slices = scratch.dq_slices;
   params.dq_acc_slice_stride = scratch.dq_slice_stride;
+  params.dq_acc_swizzled = scratch.dq_swizzled ? 1 : 0;
 
   const DType out = p.out_dtype;
   if (!p.bwd.dq.empty()) {

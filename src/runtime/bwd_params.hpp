@@ -17,6 +17,9 @@ struct BackwardScratch {
   TensorView dq_acc;
   int64_t dq_slices = 1;
   int64_t dq_slice_stride = 0;
+  // The sm90_ws dq_dk_dv kernel writes the accumulator in its chunk-swizzled row order
+  // (fmha::BwdParams::dq_acc_swizzled), which bwd_convert_dq then reads back.
+  bool dq_swizzled = false;
 };
 
 // For a backward problem validate() accepted, with the forward's fields from make_fwd_params

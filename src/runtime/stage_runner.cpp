@@ -121,8 +121,10 @@ runtime::BackwardScratch backward_scratch(const WorkspaceLayout& layout, const P
     const int64_t dim = problem.hdim_q;
     scratch.dq_acc = view(layout.dq_acc);
     scratch.dq_acc.rank = 4;
+    // Head-major: the rows of one head are contiguous, so the sm90_ws kernel adds a query
+    // block's dQ with one bulk copy.
     scratch.dq_acc.shape = {batch, seq, heads, dim};
-    scratch.dq_acc.stride = {seq * heads * dim, heads * dim, dim, 1};
+    scratch.dq_acc.stride = {seq * heads * dim, dim, seq * dim, 1};
     scratch.dq_slices = layout.dq_slices;
     scratch.dq_slice_stride = layout.dq_slice_stride;
   }
@@ -241,13 +243,24 @@ void run_stages(const Plan& plan, const Problem& problem, const Registry& regist
   if (layout.empty_kv >= 0) bind_empty_kv(with_stand_in_kv.emplace(problem), layout, workspace);
   const Problem& launched = with_stand_in_kv ? *with_stand_in_kv : problem;
   std::optional<runtime::BackwardScratch> scratch;
-  if (problem.is_backward()) scratch = backward_scratch(layout, problem, workspace);
+  if (problem.is_backward()) {
+    scratch = backward_scratch(layout, problem, workspace);
+    for (const PlannedStage& stage : plan.stages)
+      if (stage.kernel.family == Family::bwd_dq_dk_dv && stage.kernel.pipeline == Pipeline::sm90_ws)
+        scratch->dq_swizzled = true;
+  }
   for (const PlannedStage& stage : plan.stages) {
     try {
       const jit::CUfunction function =
           stage.function != nullptr ? stage.function : registry.function(stage.kernel);
-      const templates::StageLaunch launch{launched, indices, split, function, stage.shape, stream,
-                                          key_lengths_after, scratch ? &*scratch : nullptr};
+      const templates::StageLaunch launch{launched,
+                                          indices,
+                                          split,
+                                          function,
+                                          stage.shape,
+                                          stream,
+                                          key_lengths_after,
+                                          scratch ? &*scratch : nullptr};
       stage.kernel_template->launch(stage.kernel, launch);
     } catch (const Error& error) {
       throw stage_error(error, stage, problem);

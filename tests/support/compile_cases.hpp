@@ -17,6 +17,9 @@ namespace tilefmha::testing {
 struct CompileCase {
   KernelConfig config;
   std::string source;
+  // Spill bytes ptxas may report for this kernel: 0 unless a kernel states why it tolerates a
+  // few (a spilled index reloaded once per block costs nothing measurable).
+  int spill_allowance = 0;
 };
 
 // Compiles every case for `arch` (in parallel); reports registers and spills.
@@ -36,7 +39,7 @@ inline void expect_compiles(const std::vector<CompileCase>& cases, const std::st
     EXPECT_FALSE(result.cubin.empty());
     const testing::PtxasReport ptxas = testing::ptxas_report(result.note);
     if (ptxas.registers >= 0) {
-      EXPECT_EQ(ptxas.spill_bytes, 0) << result.note;
+      EXPECT_LE(ptxas.spill_bytes, cases[n].spill_allowance) << result.note;
       std::printf("%-70s %s: %d registers\n", cases[n].config.name().c_str(), arch.c_str(),
                   ptxas.registers);
     }
