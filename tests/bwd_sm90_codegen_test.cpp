@@ -135,7 +135,7 @@ TEST(BwdSm90Codegen, CompilesForSm90aWithinItsSpillBounds) {
       cases.push_back({c, codegen::generate_bwd_sm90_source(c), hdim == 64 ? 64 : 16});
       c.mask = MaskKind::causal;
       c.deterministic = true;
-      cases.push_back({c, codegen::generate_bwd_sm90_source(c), hdim == 64 ? 192 : 64});
+      cases.push_back({c, codegen::generate_bwd_sm90_source(c), hdim == 64 ? 192 : 128});
     }
   }
   for (int hdim : {64, 128}) {

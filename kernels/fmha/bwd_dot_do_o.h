@@ -26,6 +26,10 @@ TILEFMHA_DEVICE void bwd_dot_do_o(const BwdParams& p) {
   const int warp = threadIdx.x >> 5;
   const long long rows = p.row_batches * p.row_seqlen * f.nhead_q;
   const long long first = (long long)blockIdx.x * Traits::kBlockM;
+  // The deterministic Hopper kernel's ordering counters start from zero on every run.
+  for (long long i = (long long)blockIdx.x * Traits::kThreads + threadIdx.x;
+       i < p.dq_semaphore_count; i += (long long)gridDim.x * Traits::kThreads)
+    p.dq_semaphores[i] = 0;
   for (int local = warp; local < Traits::kBlockM; local += Traits::kWarps) {
     const long long row = first + local;
     if (row >= rows) return;

@@ -46,6 +46,11 @@ struct BwdParams {
   // 8-float chunk c of row g (packed seq index) sits at chunk c ^ (g % 8), the order its
   // conflict-free shared-memory tile has and its one bulk copy per block keeps.
   int dq_acc_swizzled;
+  // Deterministic sm90_ws (slices = 1): one counter per (sequence, query head, query block of
+  // the kernel), zeroed by bwd_dot_do_o; a key block adds its dQ to a query block only once the
+  // counter says every key block before it has, then raises it. Null otherwise.
+  int* dq_semaphores;
+  long long dq_semaphore_count;
 };
 
 }  // namespace tilefmha::fmha

@@ -11,9 +11,9 @@
 //       dV += P^T dO and dK += dS^T Q (P^T, dS^T as register A operands; dO, Q N-major),
 //     then both write dS^T to shared memory, and dQ = dS K (dS^T through an M-major descriptor)
 //     is split between them by 64x64 tiles and left in shared memory;
-//   * the producer's warp 2 adds each block's dQ to the fp32 accumulator with bulk reductions
-//     (in deterministic mode plain bulk stores into the key block's own slice, summed in order
-//     by bwd_convert_dq).
+//   * the producer's warp 2 adds each block's dQ to the fp32 accumulator with one bulk add
+//     reduction; in deterministic mode the key blocks seeing a query block take turns in key
+//     order (a counter per query block), so every run sums in the same order.
 // Visibility is the forward's mask hook (fmha/mask.h), the logit the sm80 kernel's (BwdLogit).
 #pragma once
 
@@ -25,6 +25,7 @@
 #include "fmha/seq_info.h"
 #include "tile/async_proxy.h"
 #include "tile/fast_math.h"
+#include "tile/gpu_semaphore.h"
 #include "tile/mbarrier.h"
 #include "tile/named_barrier.h"
 #include "tile/numeric_types.h"
@@ -209,33 +210,54 @@ TILEFMHA_DEVICE void sm90_bwd_stage_rows(const BwdParams& bp, const SeqInfo& seq
 }
 
 // The producer's warp 2, one thread: each visited block's dQ tile from shared memory into the
-// fp32 accumulator with one bulk add reduction (deterministic: a plain bulk store into the key
-// block's own slice), so the consumers never wait on global atomics. The accumulator is
-// head-major, so a block's rows are contiguous; the copy stops at the sequence's last row.
+// fp32 accumulator with one bulk add reduction, so the consumers never wait on global
+// memory. The accumulator is head-major, so a block's rows are contiguous; the copy stops at
+// the sequence's last row. Deterministic mode adds in a fixed order: the key blocks that see a
+// query block take turns by a counter (BwdParams::dq_semaphores), in decreasing key order.
 template <class Traits>
-TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, const SeqInfo& seq, int n_block,
-                                       int kv_head, tile::u32 smem,
+TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, const SeqInfo& seq, int batch,
+                                       int n_block, int kv_head, tile::u32 smem,
                                        const Sm90BwdBarriers<Traits::kStages>& barriers) {
+  const FwdParams& p = bp.fwd;
+  const long long query_blocks = (p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
   sm90_bwd_for_each_block<Traits>(
-      bp.fwd, seq, n_block, kv_head, [&](int h, int m_begin, const auto&, int step) {
+      p, seq, n_block, kv_head, [&](int h, int m_begin, const auto& mask, int step) {
         constexpr int kBuffers = Traits::kSmem.dq_buffers;
         const int buffer = step % kBuffers;
         tile::mbarrier_wait(barriers.dq_full(buffer), sm90_bwd_phase(step, kBuffers));
         float* destination = bp.dq_acc + seq.view_batch * bp.dq_acc_strides.batch +
                              (seq.q_start + m_begin) * bp.dq_acc_strides.seq +
-                             h * bp.dq_acc_strides.head +
-                             (Traits::kDeterministic ? n_block * bp.dq_acc_slice_stride : 0);
+                             h * bp.dq_acc_strides.head;
         const int rows =
             seq.len_q - m_begin < Traits::kBlockM ? seq.len_q - m_begin : Traits::kBlockM;
         const tile::u32 bytes = tile::u32(rows * Traits::kHdimQ * 4);
         const tile::u32 source = smem + Traits::kSmem.dq_offset + buffer * Traits::kSmem.dq_bytes;
+        int* turn = nullptr;
         if constexpr (Traits::kDeterministic) {
-          tile::bulk_store(destination, source, bytes);
-        } else {
-          tile::bulk_reduce_add_f32(destination, source, bytes);
+          // This key block's turn among those that see the query block, highest key block
+          // first: under a causal or window mask the later key blocks start at later query
+          // blocks, so they reach each query block first and nobody waits long.
+          const KeyBlocks visits = mask.key_blocks(Traits::kBlockN);
+          const int sinks_after = visits.sink_blocks - n_block - 1;
+          const int window_after =
+              visits.window_end -
+              (n_block + 1 > visits.window_begin ? n_block + 1 : visits.window_begin);
+          turn = bp.dq_semaphores + ((long long)batch * p.nhead_q + h) * query_blocks +
+                 m_begin / Traits::kBlockM;
+          tile::wait_until_equal(
+              turn, (sinks_after > 0 ? sinks_after : 0) + (window_after > 0 ? window_after : 0));
+          tile::fence_proxy_async();
         }
+        tile::bulk_reduce_add_f32(destination, source, bytes);
         tile::tma_store_commit_group();
-        tile::tma_store_wait_group_read<0>();
+        if constexpr (Traits::kDeterministic) {
+          // The next key block may add once this add is complete in global memory.
+          tile::tma_store_wait_group<0>();
+          tile::fence_proxy_async();
+          tile::add_release_gpu(turn, 1);
+        } else {
+          tile::tma_store_wait_group_read<0>();
+        }
         tile::mbarrier_arrive(barriers.dq_empty(buffer));
       });
 }
@@ -474,7 +496,7 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
       sm90_bwd_stage_rows<Traits>(bp, seq, n_block, kv_head, shared_base, barriers,
                                   threadIdx.x % 32);
     } else if (threadIdx.x == 64) {
-      sm90_bwd_write_dq<Traits>(bp, seq, n_block, kv_head, smem, barriers);
+      sm90_bwd_write_dq<Traits>(bp, seq, b, n_block, kv_head, smem, barriers);
     }
     return;
   }

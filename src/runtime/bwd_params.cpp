@@ -67,6 +67,8 @@ fmha::BwdParams make_bwd_params(const Problem& p, const FwdDeviceIndices& indice
   params.dq_acc_slices = scratch.dq_slices;
   params.dq_acc_slice_stride = scratch.dq_slice_stride;
   params.dq_acc_swizzled = scratch.dq_swizzled ? 1 : 0;
+  params.dq_semaphores = scratch.dq_semaphores;
+  params.dq_semaphore_count = scratch.dq_semaphore_count;
 
   const DType out = p.out_dtype;
   if (!p.bwd.dq.empty()) {

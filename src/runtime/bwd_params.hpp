@@ -20,6 +20,10 @@ struct BackwardScratch {
   // The sm90_ws dq_dk_dv kernel writes the accumulator in its chunk-swizzled row order
   // (fmha::BwdParams::dq_acc_swizzled), which bwd_convert_dq then reads back.
   bool dq_swizzled = false;
+  // Deterministic sm90_ws: the per-(sequence, query head, query block) ordering counters,
+  // zeroed by bwd_dot_do_o.
+  int32_t* dq_semaphores = nullptr;
+  int64_t dq_semaphore_count = 0;
 };
 
 // For a backward problem validate() accepted, with the forward's fields from make_fwd_params

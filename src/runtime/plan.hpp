@@ -56,6 +56,10 @@ struct WorkspaceLayout {
   int64_t dq_acc = -1;
   int64_t dq_slices = 1;
   int64_t dq_slice_stride = 0;
+  // The sm90_ws kernel's deterministic mode: one int32 per (sequence, query head, query block)
+  // counting the key blocks that added their dQ to it, so they add in a fixed order.
+  int64_t dq_semaphores = -1;
+  int64_t dq_semaphore_count = 0;
   int64_t bytes = 0;
   // Shape of the partials: [num_splits, batch_rows, nhead_q, seq_rows, hdim_v]; also the rows of
   // the backward's D and dQ accumulator.

@@ -83,7 +83,8 @@ Error stage_error(const Error& error, const PlannedStage& stage, const Problem& 
 
 // D and the dQ accumulator of a backward problem that brings none (group mode: batch x the
 // longest rows bound the packed tokens, as for the split partials).
-void reserve_backward(WorkspaceLayout& layout, const Problem& problem, int64_t dq_slices) {
+void reserve_backward(WorkspaceLayout& layout, const Problem& problem, int64_t dq_slices,
+                      int64_t dq_semaphores) {
   const bool group = problem.mode == Mode::group;
   layout.batch_rows = group ? 1 : problem.batch;
   layout.seq_rows = group ? problem.batch * problem.seqlen_q : problem.seqlen_q;
@@ -94,6 +95,10 @@ void reserve_backward(WorkspaceLayout& layout, const Problem& problem, int64_t d
     // Slices start on 16-byte boundaries: the kernels move the accumulator in float4s.
     layout.dq_slice_stride = (rows * problem.hdim_q + 3) / 4 * 4;
     layout.dq_acc = reserve(layout, layout.dq_slices * layout.dq_slice_stride * int64_t{4});
+  }
+  if (problem.bwd.deterministic && dq_semaphores > 0) {
+    layout.dq_semaphore_count = dq_semaphores;
+    layout.dq_semaphores = reserve(layout, dq_semaphores * int64_t{sizeof(int32_t)});
   }
 }
 
@@ -128,13 +133,18 @@ runtime::BackwardScratch backward_scratch(const WorkspaceLayout& layout, const P
     scratch.dq_slices = layout.dq_slices;
     scratch.dq_slice_stride = layout.dq_slice_stride;
   }
+  if (layout.dq_semaphores >= 0) {
+    scratch.dq_semaphores = static_cast<int32_t*>(view(layout.dq_semaphores).data);
+    scratch.dq_semaphore_count = layout.dq_semaphore_count;
+  }
   return scratch;
 }
 
 }  // namespace
 
 WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits,
-                                 int64_t attention_bytes, int64_t dq_slices) {
+                                 int64_t attention_bytes, int64_t dq_slices,
+                                 int64_t dq_semaphores) {
   WorkspaceLayout layout;
   layout.seqstart_q = reserve_index(layout, problem.seqstart_q);
   layout.seqstart_k = reserve_index(layout, problem.seqstart_k);
@@ -166,7 +176,7 @@ WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits,
     layout.key_lengths_after = reserve(layout, problem.batch * int64_t{sizeof(int64_t)});
     if (attention_bytes > 0) layout.attention = reserve(layout, attention_bytes);
   }
-  if (problem.is_backward()) reserve_backward(layout, problem, dq_slices);
+  if (problem.is_backward()) reserve_backward(layout, problem, dq_slices, dq_semaphores);
   return layout;
 }
 

@@ -12,9 +12,10 @@ namespace tilefmha::runtime {
 // The workspace of `problem` planned with `num_splits` (> 1: split-KV partials of a fwd problem).
 // `attention_bytes`: the workspace of the attention plan that follows an append (fwd_appendkv
 // with O), nested in this one; a deterministic backward keeps `dq_slices` slices of the dQ
-// accumulator (one per key block).
+// accumulator (one per key block), or (sm90_ws) `dq_semaphores` ordering counters.
 WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits,
-                                 int64_t attention_bytes = 0, int64_t dq_slices = 1);
+                                 int64_t attention_bytes = 0, int64_t dq_slices = 1,
+                                 int64_t dq_semaphores = 0);
 
 // The attention problem an append -> attend plan runs after its append: key counts read from
 // `key_lengths_after` (device) instead of any host vector.

@@ -26,6 +26,12 @@ std::optional<Rejection> can_implement(const KernelConfig& config, const Problem
     return Rejection{"seqstart_q",
                      "seqstart_q: the GPU backward takes host index arrays only (device-side "
                      "metadata is not supported by the backward kernels yet)"};
+  // The kernel adds whole query blocks with one bulk copy into its own (head-major,
+  // chunk-swizzled) accumulator in plan workspace.
+  if (!problem.bwd.dq_acc.empty() && !problem.bwd.deterministic)
+    return Rejection{"bwd.dq_acc",
+                     "bwd.dq_acc: sm90_ws keeps dQ in its own workspace layout; a caller-given "
+                     "accumulator runs on sm80_mma"};
   if (problem.bwd.dk.empty() || problem.bwd.dv.empty())
     return Rejection{"bwd.dk", "bwd.dk and bwd.dv must be set (bwd_dq_dk_dv writes them)"};
   // TMA addresses packed tokens with int32 coordinates, and needs 16-byte strides.
