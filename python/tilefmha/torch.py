@@ -9,6 +9,12 @@ Importing this module imports torch; ``import tilefmha`` alone never does.
 Forward and backward run where the tensors live: the CPU reference, or the GPU dispatcher for
 CUDA tensors (the GPU backward refuses dropout, a bias, ALiBi and head dims above 128 with an
 error naming the feature; see docs/python.md).
+
+Under torch.compile (and on tensor subclasses such as the fake tensors of tracing) attention and
+attention_varlen call the custom operators of tilefmha._torch_ops (tilefmha::attention_forward
+and its kin), which the compiler sees through their fake implementations and autograd formulas
+without tracing into the engine. Eager calls on plain tensors keep the autograd.Functions below:
+they cost no dispatcher round trip per call.
 """
 
 import dataclasses
@@ -19,6 +25,28 @@ from ._backward import attention_backward
 from ._features import Features
 from ._forward import attention as _attention
 from ._forward import attention_varlen as _attention_varlen
+
+if hasattr(torch.library, "custom_op"):
+    from . import _torch_ops
+else:  # PyTorch before 2.4: eager autograd only
+    _torch_ops = None
+
+# True while dynamo traces (torch.compile, torch.export); a constant there, a flag read in eager.
+_compiling = torch.compiler.is_compiling if hasattr(torch, "compiler") else lambda: False
+_Tensor = torch.Tensor
+
+
+def _through_operator(q):
+    """Whether a call takes the custom operator: under torch.compile, or when q is no plain
+    tensor (the fake and functional tensors of make_fx, AOTAutograd or non-strict export cannot
+    reach the engine through the autograd.Function, whose forward runs the engine right away).
+    Plain tensors in eager mode pay one flag read and one type comparison here."""
+    if _compiling():
+        if _torch_ops is None:
+            raise RuntimeError("tilefmha.torch under torch.compile needs PyTorch 2.4 or later "
+                               f"(torch.library.custom_op); this is {torch.__version__}")
+        return True
+    return type(q) is not _Tensor and _torch_ops is not None
 
 
 def _feature_keywords(features):
@@ -100,6 +128,13 @@ def attention(q, k, v, *, causal=False, window=None, window_align="top_left", si
     """tilefmha.attention for torch tensors with autograd (q, k, v and a bias may require
     grad). Arguments and results as in tilefmha.attention; deterministic: a backward whose dQ
     does not depend on the order of atomic additions (bit-identical from run to run)."""
+    if _through_operator(q):
+        o, lse = _torch_ops.attention(
+            q, k, v, causal=causal, window=window, window_align=window_align,
+            sink_tokens=sink_tokens, softcap=softcap, scale=scale, bias=bias,
+            alibi_slopes=alibi_slopes, sink_logits=sink_logits, dropout_p=dropout_p, seed=seed,
+            offset=offset, deterministic=deterministic)
+        return (o, lse) if return_lse else o
     features = Features(causal, window, window_align, sink_tokens, softcap, scale, None,
                         alibi_slopes, sink_logits, dropout_p, seed, offset)
     o, lse = AttentionFunction.apply(q, k, v, bias, features, deterministic)
@@ -112,6 +147,12 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, windo
     """tilefmha.attention_varlen for torch tensors with autograd, packed [tokens, head, dim]
     with host prefix sums (lists or CPU tensors). Mask and logit keywords as in
     tilefmha.attention; no bias, ALiBi, sink logits or dropout here."""
+    if _through_operator(q):
+        o, lse = _torch_ops.attention_varlen(
+            q, k, v, cu_seqlens_q, cu_seqlens_k, causal=causal, window=window,
+            window_align=window_align, sink_tokens=sink_tokens, softcap=softcap, scale=scale,
+            deterministic=deterministic)
+        return (o, lse) if return_lse else o
     features = Features(causal, window, window_align, sink_tokens, softcap, scale)
     o, lse = VarlenAttentionFunction.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, features,
                                            deterministic)
