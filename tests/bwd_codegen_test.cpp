@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "codegen/bwd.hpp"
@@ -37,6 +38,16 @@ KernelConfig grad_config(DType dtype, int hdim, int block_m) {
   c.warps = 8;
   c.stages = 2;
   c.pad_seqlen_q = c.pad_seqlen_k = true;
+  return c;
+}
+
+// The enumerated tiles past 128 columns: two column parts, so 2 warps per 16 keys.
+KernelConfig wide_config(DType dtype, int hdim_q, int hdim_v, int block_m, int block_n) {
+  KernelConfig c = grad_config(dtype, hdim_q, block_m);
+  c.hdim_v = hdim_v;
+  c.block_n = block_n;
+  c.warps = 2 * block_n / 16;
+  c.stages = 1;
   return c;
 }
 
@@ -86,6 +97,20 @@ TEST(BwdCodegen, EnumeratedTilesAreSupported) {
       c.softcap = c.deterministic = true;
       EXPECT_EQ(grad_refusal(c), "") << c.name();
     }
+    // sm80/sm90 (64 x 64) and sm86/sm89 (32 x 64, 32 x 32) tiles of the wide head dims.
+    for (auto [hq, hv, block_m, block_n] : {std::tuple{160, 160, 64, 64},
+                                            {192, 128, 64, 64},
+                                            {192, 192, 64, 64},
+                                            {256, 256, 64, 64},
+                                            {192, 192, 32, 64},
+                                            {256, 256, 32, 32}}) {
+      KernelConfig c = wide_config(dtype, hq, hv, block_m, block_n);
+      EXPECT_EQ(grad_refusal(c), "") << c.name();
+      c.mode = Mode::group;
+      c.mask = MaskKind::causal;
+      c.deterministic = true;
+      EXPECT_EQ(grad_refusal(c), "") << c.name();
+    }
     for (int hdim : {32, 64, 128, 256}) {
       EXPECT_EQ(row_refusal(row_config(Family::bwd_dot_do_o, dtype, hdim)), "");
       KernelConfig convert = row_config(Family::bwd_convert_dq, dtype, hdim);
@@ -101,9 +126,12 @@ TEST(BwdCodegen, UnsupportedFieldsAreNamed) {
     void (*change)(KernelConfig&);
   };
   const std::vector<Case> grad_cases = {
-      {"hdim_q", [](KernelConfig& c) { c.hdim_q = c.hdim_v = 160; }},
-      {"hdim_q", [](KernelConfig& c) { c.hdim_q = 256; }},
-      {"hdim_v", [](KernelConfig& c) { c.hdim_v = 192; }},
+      {"hdim_q", [](KernelConfig& c) { c.hdim_q = c.hdim_v = 264; }},
+      {"hdim_q", [](KernelConfig& c) { c.hdim_q = 12; }},
+      {"hdim_v", [](KernelConfig& c) { c.hdim_v = 320; }},
+      // Past 128 columns a CTA needs two warps per 16 keys: 128 keys on 8 warps is one.
+      {"block_n", [](KernelConfig& c) { c.hdim_q = c.hdim_v = 256; }},
+      {"block_n", [](KernelConfig& c) { c.hdim_q = 192; }},
       {"dtype", [](KernelConfig& c) { c.dtype = c.out_dtype = DType::fp32; }},
       {"block_n", [](KernelConfig& c) { c.block_n = 64; }},
       {"block_m", [](KernelConfig& c) { c.block_m = 48; }},
@@ -238,6 +266,20 @@ TEST(BwdCodegen, CompilesForSm80AndSm90a) {
   featured.softcap = featured.deterministic = true;
   featured.pad_hdim_q = featured.pad_hdim_v = true;
   cases.push_back({featured, codegen::generate_bwd_sm80_source(featured)});
+  // The column-split kernels (no register spills allowed, as for every case).
+  KernelConfig wide = wide_config(DType::bf16, 256, 256, 64, 64);
+  wide.mask = MaskKind::causal;
+  cases.push_back({wide, codegen::generate_bwd_sm80_source(wide)});
+  KernelConfig wide_narrow = wide_config(DType::fp16, 256, 256, 32, 32);
+  cases.push_back({wide_narrow, codegen::generate_bwd_sm80_source(wide_narrow)});
+  KernelConfig mixed = wide_config(DType::fp16, 192, 128, 64, 64);
+  mixed.mode = Mode::group;
+  mixed.deterministic = true;
+  cases.push_back({mixed, codegen::generate_bwd_sm80_source(mixed)});
+  KernelConfig odd = wide_config(DType::bf16, 160, 160, 64, 64);
+  odd.mask = MaskKind::window;
+  odd.softcap = true;
+  cases.push_back({odd, codegen::generate_bwd_sm80_source(odd)});
   KernelConfig convert = row_config(Family::bwd_convert_dq, DType::fp16, 64);
   convert.deterministic = convert.pad_hdim_q = true;
   cases.push_back({convert, codegen::generate_bwd_rows_source(convert)});

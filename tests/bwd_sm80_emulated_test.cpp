@@ -149,14 +149,15 @@ void expect_gradients_match(const Case& c) {
 }
 
 KernelConfig grad_config(DType dtype, int hdim, int block_m, int block_n, int warps, MaskKind mask,
-                         Mode mode = Mode::batch) {
+                         Mode mode = Mode::batch, int hdim_v = 0) {
   KernelConfig c;
   c.family = Family::bwd_dq_dk_dv;
   c.pipeline = Pipeline::sm80_mma;
   c.arch = Arch::sm80;
   c.dtype = c.out_dtype = dtype;
   c.mode = mode;
-  c.hdim_q = c.hdim_v = hdim;
+  c.hdim_q = hdim;
+  c.hdim_v = hdim_v > 0 ? hdim_v : hdim;
   c.block_m = block_m;
   c.block_n = block_n;
   c.block_k = 64;
@@ -293,6 +294,76 @@ TEST(BwdSm80Emulated, DeterministicSlices) {
   KernelConfig config = grad_config(DType::bf16, 64, 64, 64, 4, MaskKind::causal);
   config.deterministic = true;
   run_emulated<Dot<bfloat16_t>, Grad, fmha::ConvertDqTraits<bfloat16_t, 64, 4>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// Head dim 256: two column parts, so 8 warps for 64 keys (sm80/sm90 tile); GQA 2:1, bottom-right
+// causal over ragged lengths. A part that wrote the wrong columns, or only one part, fails.
+TEST(BwdSm80Emulated, Bf16Hdim256ColumnSplitCausalGqa) {
+  TensorPool pool(11);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 4, 2, 70, 90, 256, 256})
+                    .causal(MaskAlign::bottom_right)
+                    .build(),
+                false);
+  using Grad = fmha::BwdTraits<bfloat16_t, 256, 256, 64, 64, 8, false, false, false,
+                               fmha::WindowMask, false, false>;
+  static_assert(Grad::kParts == 2 && Grad::kPartQ == 128 && Grad::kPartV == 128);
+  run_emulated<Dot<bfloat16_t>, Grad, Convert<bfloat16_t>>(
+      c.kernels, grad_config(DType::bf16, 256, 64, 64, 8, MaskKind::causal));
+  expect_gradients_match(c);
+}
+
+// (hdim_q, hdim_v) = (192, 128): parts of 96 dK and 64 dV columns; varlen with an empty
+// sequence, deterministic dQ slices.
+TEST(BwdSm80Emulated, Fp16Hdim192x128VarlenDeterministic) {
+  TensorPool pool(12);
+  Case c = make_case(pool,
+                     testing::group_problem(pool, Family::fwd, DType::fp16, {0, 50, 50, 110},
+                                            {0, 70, 90, 180}, 2, 1, 192, 128)
+                         .causal()
+                         .build(),
+                     true);
+  using Grad = fmha::BwdTraits<half_t, 192, 128, 64, 64, 8, true, false, false, fmha::WindowMask,
+                               false, true>;
+  static_assert(Grad::kPartQ == 96 && Grad::kPartV == 64);
+  KernelConfig config =
+      grad_config(DType::fp16, 192, 64, 64, 8, MaskKind::causal, Mode::group, 128);
+  config.deterministic = true;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// Head dim 160 (parts of 80 columns: the second starts mid-panel) on the sm86 tile, a window
+// with a soft cap; and 256 on the sm86/sm89 tile of 32 keys and 4 warps.
+TEST(BwdSm80Emulated, Fp16Hdim160WindowSoftcap) {
+  TensorPool pool(13);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::fp16, {2, 2, 2, 60, 75, 160, 160})
+                    .window(20, 10)
+                    .softcap(3.0)
+                    .build(),
+                false);
+  using Grad = fmha::BwdTraits<half_t, 160, 160, 64, 64, 8, false, false, false, fmha::WindowMask,
+                               true, false>;
+  KernelConfig config = grad_config(DType::fp16, 160, 64, 64, 8, MaskKind::window);
+  config.softcap = true;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+TEST(BwdSm80Emulated, Bf16Hdim256NarrowTileNoMask) {
+  TensorPool pool(14);
+  Case c = make_case(
+      pool,
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 2, 1, 45, 70, 256, 256}).build(),
+      false);
+  using Grad = fmha::BwdTraits<bfloat16_t, 256, 256, 32, 32, 4, false, false, false, fmha::NoMask,
+                               false, false>;
+  run_emulated<Dot<bfloat16_t>, Grad, Convert<bfloat16_t>>(
+      c.kernels, grad_config(DType::bf16, 256, 32, 32, 4, MaskKind::none));
   expect_gradients_match(c);
 }
 

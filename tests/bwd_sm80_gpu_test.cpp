@@ -1,10 +1,10 @@
 // The GPU backward (bwd_dot_do_o, bwd_dq_dk_dv on sm80_mma, bwd_convert_dq) through the public
 // Engine, one plan of three stages with D and the dQ accumulator in plan workspace: dQ, dK and
 // dV against the CPU reference (reference::backward) on fresh random inputs, outputs poisoned
-// (NaN bytes) before each run. Cases: head dims 64 and 128, bf16 and fp16, causal top-left and
-// bottom-right, a window with sink tokens, GQA 4:1, soft cap, varlen with an empty sequence,
-// ragged lengths (77 x 130), and deterministic mode giving bitwise-identical repeats. Skipped
-// without a GPU, driver or NVRTC.
+// (NaN bytes) before each run. Cases: head dims 64, 128, 160, 256 and (192, 128), bf16 and fp16,
+// causal top-left and bottom-right, a window with sink tokens, GQA 4:1, soft cap, varlen with an
+// empty sequence, ragged lengths (77 x 130), and deterministic mode giving bitwise-identical
+// repeats. Skipped without a GPU, driver or NVRTC.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -252,6 +252,31 @@ TEST_F(BwdSm80Gpu, DeterministicRepeatsAreBitIdentical) {
     EXPECT_EQ(bytes(c.gpu_dk), first_dk) << "repeat " << repeat;
     EXPECT_EQ(bytes(c.gpu_dv), first_dv) << "repeat " << repeat;
   }
+}
+
+// Head dims past 128: dK and dV split in two column parts (two warps per 16 keys).
+TEST_F(BwdSm80Gpu, Bf16Hdim256CausalBottomRightGqa) {
+  TensorPool pool(11);
+  expect_matches_reference(pool, batch(pool, DType::bf16, {2, 8, 2, 77, 130, 256, 256})
+                                     .causal(MaskAlign::bottom_right)
+                                     .build());
+}
+
+TEST_F(BwdSm80Gpu, Fp16Hdim192x128VarlenDeterministic) {
+  TensorPool pool(12);
+  expect_matches_reference(pool,
+                           testing::group_problem(pool, Family::fwd, DType::fp16, {0, 40, 40, 170},
+                                                  {0, 35, 55, 255}, 4, 2, 192, 128)
+                               .causal()
+                               .build(),
+                           true);
+}
+
+TEST_F(BwdSm80Gpu, Bf16Hdim160WindowSoftCap) {
+  TensorPool pool(13);
+  expect_matches_reference(
+      pool,
+      batch(pool, DType::bf16, {2, 4, 4, 100, 150, 160, 160}).window(30, 5).softcap(4.0).build());
 }
 
 // What the GPU backward does not implement is refused when planning, naming the field.

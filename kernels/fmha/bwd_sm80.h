@@ -1,7 +1,8 @@
 // The portable backward kernel (bwd_dq_dk_dv, sm_80+), one CTA per (key block of block_n keys,
 // KV head, sequence). Each warp owns 16 keys of the block, so dK and dV of those keys stay in
 // its registers for the whole CTA, summed over every query head of the KV head's GQA group and
-// every query block the mask lets see the keys; they are written once, without atomics.
+// every query block the mask lets see the keys; they are written once, without atomics. Head
+// dims past 128 split dK and dV by columns over several warps per 16 keys (fmha/bwd_sm80_shape.h).
 //
 // Per (query head, query block): Q, dO, LSE and D are staged in shared memory, then on
 // mma.sync m16n8k16
@@ -14,6 +15,7 @@
 
 #include "fmha/bwd_params.h"
 #include "fmha/bwd_shape.h"
+#include "fmha/bwd_sm80_shape.h"
 #include "fmha/logits.h"
 #include "fmha/mask.h"
 #include "fmha/seq_info.h"
@@ -44,11 +46,20 @@ struct BwdTraits {
   static constexpr bool kDeterministic = Deterministic;
   static constexpr int kSharedBytes =
       bwd_sm80_shared_bytes(HdimQ, HdimV, BlockM, BlockN, int(sizeof(Element)));
+  // Column parts of dK and dV (1 up to 128 columns), each held by its own warps.
+  static constexpr int kParts = bwd_sm80_column_parts(HdimQ, HdimV);
+  static constexpr int kPartQ = kDq / kParts;  // dK columns of one warp
+  static constexpr int kPartV = kDv / kParts;  // dV columns of one warp
+  static constexpr int kKeyWarps = BlockN / 16;
 
   static_assert(tile::same_type<Element, tile::half_t>::value ||
                     tile::same_type<Element, tile::bfloat16_t>::value,
                 "sm80_mma computes on fp16 or bf16");
-  static_assert(BlockN == 16 * Warps, "each warp owns 16 keys of the block");
+  static_assert(Warps == kParts * kKeyWarps && BlockN % 16 == 0,
+                "each warp owns 16 keys of the block and one column part");
+  static_assert(kPartQ % 16 == 0 && kPartV % 16 == 0 && kPartQ <= kBwdSm80PartColumns &&
+                    kPartV <= kBwdSm80PartColumns,
+                "column parts are whole 16-column mma operands of at most 128 columns");
   static_assert(BlockM % 32 == 0, "dS^T tiles are built from 32-query panels");
 };
 
@@ -87,11 +98,11 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
   // Queries per register pass of S^T and dP^T (kChunk / 8 accumulator tiles each).
   constexpr int kChunk = 32;
   constexpr int kChunkTiles = kChunk / 8;
-  constexpr int kDqTiles = Traits::kDq / 8;  // 8-column accumulator tiles of dK
-  constexpr int kDvTiles = Traits::kDv / 8;  // 8-column accumulator tiles of dV
-  constexpr int kQSteps = Traits::kDq / 16;  // k16 steps of K Q^T
-  constexpr int kVSteps = Traits::kDv / 16;  // k16 steps of V dO^T
-  constexpr int kKeySteps = kBlockN / 16;    // k16 steps of dS K
+  constexpr int kDqTiles = Traits::kPartQ / 8;  // 8-column accumulator tiles of the warp's dK
+  constexpr int kDvTiles = Traits::kPartV / 8;  // 8-column accumulator tiles of the warp's dV
+  constexpr int kQSteps = Traits::kDq / 16;     // k16 steps of K Q^T
+  constexpr int kVSteps = Traits::kDv / 16;     // k16 steps of V dO^T
+  constexpr int kKeySteps = kBlockN / 16;       // k16 steps of dS K
   constexpr int kDqPieces = (kBlockM / 16) * (Traits::kDq / 32);  // 16 x 32 pieces of dQ
   using KTile = SwizzledTile<kBlockN, Traits::kDq>;
   using VTile = SwizzledTile<kBlockN, Traits::kDv>;
@@ -132,7 +143,13 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
   // both +8 (B operands of two n tiles from [n][k] tiles, and A read transposed from [k][m]).
   const auto rows_first = KTile::lane_offsets(((lane >> 3) & 1) * 8 + lane_row, (lane >> 4) * 8);
   const auto cols_first = KTile::lane_offsets((lane >> 4) * 8 + lane_row, ((lane >> 3) & 1) * 8);
-  const int warp_key = warp * 16;  // the warp's first key row in the block
+  // The warp's 16 keys and its column part of dK and dV (part 0 of 1 up to 128 columns: the
+  // split compiles away).
+  const int key_warp = Traits::kParts == 1 ? warp : warp % Traits::kKeyWarps;
+  const int part = Traits::kParts == 1 ? 0 : warp / Traits::kKeyWarps;
+  const int warp_key = key_warp * 16;  // the warp's first key row in the block
+  const int q_col0 = part * Traits::kPartQ;
+  const int v_col0 = part * Traits::kPartV;
 
   const SeqInfo::Operands<T> kv = seq.operands<T>(p, hk * int(p.head_group), 0);
   load_tile_async<KTile, kThreads, true, Traits::kPadHdimQ>(
@@ -263,11 +280,14 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
             st[t][e] = prob;
             dpt[t][e] = prob * (dpt[t][e] - d_rows[query]) * d_dot;
           }
+          // Every column part computed the same dS^T: one writes it.
+          if (Traits::kParts == 1 || part == 0) {
 #pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            *reinterpret_cast<u32*>(ds_bytes + DsTile::offset(warp_key + group + r * 8,
-                                                              chunk_begin + t * 8 + pair * 2)) =
-                tile::pack2<T>(dpt[t][2 * r], dpt[t][2 * r + 1]);
+            for (int r = 0; r < 2; ++r) {
+              *reinterpret_cast<u32*>(ds_bytes + DsTile::offset(warp_key + group + r * 8,
+                                                                chunk_begin + t * 8 + pair * 2)) =
+                  tile::pack2<T>(dpt[t][2 * r], dpt[t][2 * r + 1]);
+            }
           }
         }
 
@@ -288,7 +308,8 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
 #pragma unroll
           for (int np = 0; np < kDvTiles / 2; ++np) {
             u32 ob[4];
-            tile::ldmatrix_x4_trans(DoTile::operand(smem_do, rows_first, row, np * 16), ob);
+            tile::ldmatrix_x4_trans(DoTile::operand(smem_do, rows_first, row, v_col0 + np * 16),
+                                    ob);
             const u32 b0[2] = {ob[0], ob[1]};
             const u32 b1[2] = {ob[2], ob[3]};
             tile::mma_m16n8k16<T>(dv[2 * np], pa, b0);
@@ -297,7 +318,7 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
 #pragma unroll
           for (int np = 0; np < kDqTiles / 2; ++np) {
             u32 qb[4];
-            tile::ldmatrix_x4_trans(QTile::operand(smem_q, rows_first, row, np * 16), qb);
+            tile::ldmatrix_x4_trans(QTile::operand(smem_q, rows_first, row, q_col0 + np * 16), qb);
             const u32 b0[2] = {qb[0], qb[1]};
             const u32 b1[2] = {qb[2], qb[3]};
             tile::mma_m16n8k16<T>(dk[2 * np], sa, b0);
@@ -367,14 +388,14 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
     if (key_begin + key >= rows_written) continue;
 #pragma unroll
     for (int t = 0; t < kDqTiles; ++t) {
-      const int col = t * 8 + pair * 2;
+      const int col = q_col0 + t * 8 + pair * 2;
       if (!Traits::kPadHdimQ || col < p.hdim_q)
         *reinterpret_cast<u32*>(dk_out + key * bp.dk_strides.seq + col) =
             tile::pack2<T>(dk[t][2 * r], dk[t][2 * r + 1]);
     }
 #pragma unroll
     for (int t = 0; t < kDvTiles; ++t) {
-      const int col = t * 8 + pair * 2;
+      const int col = v_col0 + t * 8 + pair * 2;
       if (!Traits::kPadHdimV || col < p.hdim_v)
         *reinterpret_cast<u32*>(dv_out + key * bp.dv_strides.seq + col) =
             tile::pack2<T>(dv[t][2 * r], dv[t][2 * r + 1]);
