@@ -96,6 +96,9 @@ TEST(BwdCodegen, EnumeratedTilesAreSupported) {
       c.mask = MaskKind::window;
       c.softcap = c.deterministic = true;
       EXPECT_EQ(grad_refusal(c), "") << c.name();
+      // Every forward feature with its gradient.
+      c.bias = BiasKind::alibi;
+      EXPECT_EQ(grad_refusal(c), "") << c.name();
     }
     // sm80/sm90 (64 x 64) and sm86/sm89 (32 x 64, 32 x 32) tiles of the wide head dims.
     for (auto [hq, hv, block_m, block_n] : {std::tuple{160, 160, 64, 64},
@@ -136,9 +139,13 @@ TEST(BwdCodegen, UnsupportedFieldsAreNamed) {
       {"block_n", [](KernelConfig& c) { c.block_n = 64; }},
       {"block_m", [](KernelConfig& c) { c.block_m = 48; }},
       {"stages", [](KernelConfig& c) { c.stages = 3; }},
+      {"dbias", [](KernelConfig& c) { c.dbias = true; }},  // without an elementwise bias
+      {"dbias",
+       [](KernelConfig& c) {
+         c.bias = BiasKind::alibi;
+         c.dbias = true;
+       }},
       {"bias", [](KernelConfig& c) { c.bias = BiasKind::elementwise; }},
-      {"bias", [](KernelConfig& c) { c.bias = BiasKind::alibi; }},
-      {"dbias", [](KernelConfig& c) { c.dbias = true; }},
       {"dropout", [](KernelConfig& c) { c.dropout = true; }},
       {"page_table", [](KernelConfig& c) { c.page_table = PageTableKind::vllm_block_table; }},
       {"fp8_scale", [](KernelConfig& c) { c.fp8_scale = Fp8ScaleKind::per_tensor; }},
@@ -176,14 +183,14 @@ TEST(BwdCodegen, TemplateTableServesTheThreeStages) {
   EXPECT_EQ(templates::kernel_template(configs[1]).shared_bytes(configs[1]),
             fmha::bwd_sm80_shared_bytes(128, 128, 64, 128, 2));
   // An unsupported trait is a typed rejection naming the field, for the dispatcher's report.
-  KernelConfig dropout = grad_config(DType::fp16, 64, 128);
-  dropout.dropout = true;
-  const auto rejection = templates::build_rejection(dropout);
+  KernelConfig persistent = grad_config(DType::fp16, 64, 128);
+  persistent.persistent = true;
+  const auto rejection = templates::build_rejection(persistent);
   ASSERT_TRUE(rejection.has_value());
-  EXPECT_EQ(rejection->field, "dropout");
+  EXPECT_EQ(rejection->field, "persistent");
   // Problem features the kernels lack are refused per problem too.
   Problem biased = backward_problem(1, 2, 2, 64, 64, 64);
-  biased.bias_kind = BiasKind::alibi;
+  biased.bias_kind = BiasKind::elementwise;
   const auto refused = templates::kernel_template(configs[1]).can_implement(configs[1], biased);
   ASSERT_TRUE(refused.has_value());
   EXPECT_EQ(refused->field, "bias");
@@ -204,6 +211,12 @@ TEST(BwdCodegen, SourceSpellsTheConfig) {
   EXPECT_NE(source.find("WindowMask"), std::string::npos);
   EXPECT_NE(source.find("/*softcap=*/true, /*deterministic=*/false"), std::string::npos);
   EXPECT_NE(source.find(c.symbol()), std::string::npos);
+  EXPECT_NE(source.find("fmha::NoBias,\n    tilefmha::fmha::BwdNoDropout,\n"
+                        "    tilefmha::fmha::NoDBias>"),
+            std::string::npos)
+      << source;
+  c.bias = BiasKind::alibi;
+  EXPECT_NE(codegen::generate_bwd_sm80_source(c).find("fmha::AlibiBias"), std::string::npos);
   const std::string dot =
       codegen::generate_bwd_rows_source(row_config(Family::bwd_dot_do_o, DType::bf16, 64));
   EXPECT_NE(dot.find("bwd_dot_do_o<Traits>"), std::string::npos);
@@ -280,6 +293,12 @@ TEST(BwdCodegen, CompilesForSm80AndSm90a) {
   odd.mask = MaskKind::window;
   odd.softcap = true;
   cases.push_back({odd, codegen::generate_bwd_sm80_source(odd)});
+  // ALiBi on the register-heaviest tiles (hdim 128, and 256 split).
+  for (const KernelConfig& base : {grad_config(DType::bf16, 128, 64), narrow, wide}) {
+    KernelConfig alibi = base;
+    alibi.bias = BiasKind::alibi;
+    cases.push_back({alibi, codegen::generate_bwd_sm80_source(alibi)});
+  }
   KernelConfig convert = row_config(Family::bwd_convert_dq, DType::fp16, 64);
   convert.deterministic = convert.pad_hdim_q = true;
   cases.push_back({convert, codegen::generate_bwd_rows_source(convert)});

@@ -147,11 +147,26 @@ TEST(BwdPlan, UnsupportedFeaturesAreRefusedByName) {
     }
     return std::string();
   };
-  const auto slopes = contiguous_view(kFake, DType::fp32, {8}, MemorySpace::device);
   EXPECT_NE(refusal(with_scratch(backward(1, 8, 2, 64, 64, 64).dropout(0.1, 1))).find("dropout"),
             std::string::npos);
-  EXPECT_NE(refusal(with_scratch(backward(1, 8, 2, 64, 64, 64).alibi(slopes))).find("bias"),
+  const TensorView bias = contiguous_view(kFake, DType::fp32, {1, 8, 64, 64}, MemorySpace::device);
+  EXPECT_NE(refusal(with_scratch(backward(1, 8, 2, 64, 64, 64).bias(bias))).find("bias"),
             std::string::npos);
+}
+
+// ALiBi plans on kernels carrying the trait.
+TEST(BwdPlan, ForwardFeaturesPlanWithTheirGradients) {
+  if (!testing::nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
+  Sm80Planner planner;
+  auto grad_kernel = [&](const Problem& p) {
+    const auto plan = planner.dispatcher.plan(p);
+    EXPECT_EQ(plan->stages.size(), 3u);
+    return plan->stages[1].kernel;
+  };
+  const auto slopes = contiguous_view(kFake, DType::fp32, {8}, MemorySpace::device);
+  const KernelConfig alibi = grad_kernel(with_scratch(backward(1, 8, 2, 64, 64, 64).alibi(slopes)));
+  EXPECT_EQ(alibi.bias, BiasKind::alibi);
+  EXPECT_FALSE(alibi.dropout);
 }
 
 // Head dims past 128 plan on the column-split kernel: two warps per 16 keys.

@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
+#include <optional>
 #include <vector>
 
 // The emulation's shims replace kernels/tile/ (this target puts tests/support/emulation first).
@@ -58,7 +60,22 @@ struct Case {
   Problem kernels;   // the same inputs, fresh NaN gradients
 };
 
-Case make_case(TensorPool& pool, Problem forward, bool deterministic) {
+// dBias storage like `bias`: dense over the dims the bias keeps, zero strides where it
+// broadcasts (as the Python front end allocates it).
+TensorView dbias_like(TensorPool& pool, const TensorView& bias, DType dtype) {
+  auto kept = [&](int d) { return bias.stride[d] == 0 ? int64_t{1} : bias.shape[d]; };
+  TensorView view = pool.filled(dtype, {kept(0), kept(1), kept(2), kept(3)}, kUnwritten);
+  for (int d = 0; d < 4; ++d) {
+    if (bias.stride[d] != 0) continue;
+    view.shape[d] = bias.shape[d];
+    view.stride[d] = 0;
+  }
+  return view;
+}
+
+// No dBias unless `dbias` names its dtype.
+Case make_case(TensorPool& pool, Problem forward, bool deterministic,
+               std::optional<DType> dbias = std::nullopt) {
   reference::forward(forward);
   Problem p = forward;
   p.family = Family::bwd_dq_dk_dv;
@@ -70,6 +87,7 @@ Case make_case(TensorPool& pool, Problem forward, bool deterministic) {
     target->bwd.dq = like(pool, forward.q);
     target->bwd.dk = like(pool, forward.k);
     target->bwd.dv = like(pool, forward.v);
+    if (dbias) target->bwd.dbias = dbias_like(pool, forward.bias, *dbias);
   }
   c.expected.bwd.d = pool.filled(
       DType::fp32, {forward.lse.shape[0], forward.lse.shape[1], forward.lse.shape[2]}, kUnwritten);
@@ -85,8 +103,8 @@ Case make_case(TensorPool& pool, Problem forward, bool deterministic) {
 template <class DotTraits, class GradTraits, class ConvertTraits>
 void run_emulated(const Problem& host, const KernelConfig& grad_config) {
   Problem p = host;
-  for (TensorView* view : {&p.q, &p.k, &p.v, &p.o, &p.lse, &p.sink_logits, &p.bwd.d_o, &p.bwd.dq,
-                           &p.bwd.dk, &p.bwd.dv})
+  for (TensorView* view : {&p.q, &p.k, &p.v, &p.o, &p.lse, &p.sink_logits, &p.bias, &p.alibi_slopes,
+                           &p.bwd.d_o, &p.bwd.dq, &p.bwd.dk, &p.bwd.dv, &p.bwd.dbias})
     *view = as_device(*view);
   runtime::FwdDeviceIndices indices;
   indices.seqstart_q = p.seqstart_q.empty() ? nullptr : p.seqstart_q.data();
@@ -114,6 +132,8 @@ void run_emulated(const Problem& host, const KernelConfig& grad_config) {
   rows_config.block_n = 0;
   rows_config.mask = MaskKind::none;
   rows_config.softcap = rows_config.deterministic = false;
+  rows_config.bias = BiasKind::none;
+  rows_config.dropout = rows_config.dbias = false;
   rows_config.family = Family::bwd_dot_do_o;
   rows_config.pipeline = Pipeline::bwd_dot_do_o;
   auto grid = [](const jit::LaunchShape& shape) {
@@ -128,12 +148,14 @@ void run_emulated(const Problem& host, const KernelConfig& grad_config) {
   emulation::launch(grid(dot), dot.block[0], [&] { fmha::bwd_convert_dq<ConvertTraits>(params); });
 }
 
-int64_t mismatches(const char* name, const TensorView& expected, const TensorView& actual) {
+// Tolerances of `computed` (the inputs' dtype), whatever dtype the gradient is stored in.
+int64_t mismatches(const char* name, const TensorView& expected, const TensorView& actual,
+                   DType computed) {
   double largest = 0;
   for_each_element(expected, [&](int64_t, int64_t offset) {
     largest = std::max(largest, std::fabs(numeric::load(expected.data, expected.dtype, offset)));
   });
-  const runtime::Tolerance tolerance = runtime::gradient_tolerance(expected.dtype, largest);
+  const runtime::Tolerance tolerance = runtime::gradient_tolerance(computed, largest);
   const runtime::Agreement agreement =
       testing::compare(expected, actual, tolerance.atol, tolerance.rtol);
   std::printf("    %s: max abs err %.3e (largest %.3e), %lld of %lld outside\n", name,
@@ -143,9 +165,12 @@ int64_t mismatches(const char* name, const TensorView& expected, const TensorVie
 }
 
 void expect_gradients_match(const Case& c) {
-  EXPECT_EQ(mismatches("dq", c.expected.bwd.dq, c.kernels.bwd.dq), 0);
-  EXPECT_EQ(mismatches("dk", c.expected.bwd.dk, c.kernels.bwd.dk), 0);
-  EXPECT_EQ(mismatches("dv", c.expected.bwd.dv, c.kernels.bwd.dv), 0);
+  const DType dtype = c.expected.dtype;
+  EXPECT_EQ(mismatches("dq", c.expected.bwd.dq, c.kernels.bwd.dq, dtype), 0);
+  EXPECT_EQ(mismatches("dk", c.expected.bwd.dk, c.kernels.bwd.dk, dtype), 0);
+  EXPECT_EQ(mismatches("dv", c.expected.bwd.dv, c.kernels.bwd.dv, dtype), 0);
+  if (!c.expected.bwd.dbias.empty())
+    EXPECT_EQ(mismatches("dbias", c.expected.bwd.dbias, c.kernels.bwd.dbias, dtype), 0);
 }
 
 KernelConfig grad_config(DType dtype, int hdim, int block_m, int block_n, int warps, MaskKind mask,
@@ -364,6 +389,48 @@ TEST(BwdSm80Emulated, Bf16Hdim256NarrowTileNoMask) {
                                false, false>;
   run_emulated<Dot<bfloat16_t>, Grad, Convert<bfloat16_t>>(
       c.kernels, grad_config(DType::bf16, 256, 32, 32, 4, MaskKind::none));
+  expect_gradients_match(c);
+}
+
+using fmha::AlibiBias;
+using fmha::NoMask;
+using fmha::WindowMask;
+
+// ALiBi with one slope per head: GQA 4:1, bottom-right causal, ragged lengths. Slopes up to 0.5
+// over distances up to 100 dominate the logits: a kernel without ALiBi misses by far.
+TEST(BwdSm80Emulated, Fp16AlibiPerHeadGqaCausal) {
+  TensorPool pool(21);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::fp16, {2, 4, 1, 70, 100, 64, 64})
+                    .causal(MaskAlign::bottom_right)
+                    .alibi(pool.uniform(DType::fp32, {4}, 0.05, 0.5))
+                    .build(),
+                false);
+  using Grad = fmha::BwdTraits<half_t, 64, 64, 64, 64, 4, false, false, false, WindowMask, false,
+                               false, AlibiBias>;
+  KernelConfig config = grad_config(DType::fp16, 64, 64, 64, 4, MaskKind::causal);
+  config.bias = BiasKind::alibi;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// ALiBi with a slope per (sequence, head) in group mode (the shift len_k - len_q is per
+// sequence), an empty sequence, head dim 256 (column split) and deterministic dQ.
+TEST(BwdSm80Emulated, Bf16AlibiPerSequenceVarlenHdim256Deterministic) {
+  TensorPool pool(22);
+  Case c = make_case(pool,
+                     testing::group_problem(pool, Family::fwd, DType::bf16, {0, 40, 40, 100},
+                                            {0, 60, 90, 150}, 2, 2, 256, 256)
+                         .alibi(pool.uniform(DType::fp32, {3, 2}, 0.05, 0.3))
+                         .build(),
+                     true);
+  using Grad = fmha::BwdTraits<bfloat16_t, 256, 256, 64, 64, 8, true, false, false, NoMask, false,
+                               true, AlibiBias>;
+  KernelConfig config = grad_config(DType::bf16, 256, 64, 64, 8, MaskKind::none, Mode::group);
+  config.bias = BiasKind::alibi;
+  config.deterministic = true;
+  run_emulated<Dot<bfloat16_t>, Grad, Convert<bfloat16_t>>(c.kernels, config);
   expect_gradients_match(c);
 }
 

@@ -3,8 +3,9 @@
 // dV against the CPU reference (reference::backward) on fresh random inputs, outputs poisoned
 // (NaN bytes) before each run. Cases: head dims 64, 128, 160, 256 and (192, 128), bf16 and fp16,
 // causal top-left and bottom-right, a window with sink tokens, GQA 4:1, soft cap, varlen with an
-// empty sequence, ragged lengths (77 x 130), and deterministic mode giving bitwise-identical
-// repeats. Skipped without a GPU, driver or NVRTC.
+// empty sequence, ragged lengths (77 x 130), deterministic mode giving bitwise-identical
+// repeats, ALiBi, an elementwise bias with dBias (stored, and broadcast summed with atomics) and
+// dropout. Skipped without a GPU, driver or NVRTC.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -62,13 +64,29 @@ void download(const DeviceView& device, const TensorView& host) {
 struct BackwardCase {
   Problem host;  // family bwd_dq_dk_dv, host views; dq/dk/dv hold the reference's gradients
   TensorView gpu_dq, gpu_dk, gpu_dv;  // host buffers the GPU results are downloaded into
+  TensorView gpu_dbias;               // and dBias's, when the case has one
 };
 
 TensorView like(TensorPool& pool, const TensorView& v) {
   return pool.filled(v.dtype, {v.shape[0], v.shape[1], v.shape[2], v.shape[3]}, kUnwritten);
 }
 
-BackwardCase make_case(TensorPool& pool, Problem forward, bool deterministic) {
+// dBias storage like `bias`: dense over the dims the bias keeps, zero strides where it
+// broadcasts (as the Python front end allocates it).
+TensorView dbias_like(TensorPool& pool, const TensorView& bias, DType dtype) {
+  auto kept = [&](int d) { return bias.stride[d] == 0 ? int64_t{1} : bias.shape[d]; };
+  TensorView view = pool.filled(dtype, {kept(0), kept(1), kept(2), kept(3)}, kUnwritten);
+  for (int d = 0; d < 4; ++d) {
+    if (bias.stride[d] != 0) continue;
+    view.shape[d] = bias.shape[d];
+    view.stride[d] = 0;
+  }
+  return view;
+}
+
+// No dBias unless `dbias` names its dtype.
+BackwardCase make_case(TensorPool& pool, Problem forward, bool deterministic,
+                       std::optional<DType> dbias = std::nullopt) {
   reference::forward(forward);
   BackwardCase c;
   Problem& p = c.host;
@@ -80,6 +98,7 @@ BackwardCase make_case(TensorPool& pool, Problem forward, bool deterministic) {
   p.bwd.dq = like(pool, forward.q);
   p.bwd.dk = like(pool, forward.k);
   p.bwd.dv = like(pool, forward.v);
+  if (dbias) p.bwd.dbias = dbias_like(pool, forward.bias, *dbias);
   Problem with_scratch = p;
   with_scratch.bwd.d = pool.filled(
       DType::fp32, {forward.lse.shape[0], forward.lse.shape[1], forward.lse.shape[2]}, kUnwritten);
@@ -90,6 +109,7 @@ BackwardCase make_case(TensorPool& pool, Problem forward, bool deterministic) {
   c.gpu_dq = like(pool, p.bwd.dq);
   c.gpu_dk = like(pool, p.bwd.dk);
   c.gpu_dv = like(pool, p.bwd.dv);
+  if (dbias) c.gpu_dbias = dbias_like(pool, forward.bias, *dbias);
   return c;
 }
 
@@ -116,7 +136,9 @@ class BwdSm80Gpu : public ::testing::Test {
   static void SetUpTestSuite() {
     if (!gpu_skip_reason().empty()) return;
     // The portable kernels only: sm80_mma runs on every arch the engine supports.
+    // Without the restriction an sm_90 device would plan sm90_ws kernels instead.
     EngineOptions options;
+    options.pipeline = Pipeline::sm80_mma;
     engine_ = std::make_unique<Engine>(options);
   }
   static void TearDownTestSuite() { engine_.reset(); }
@@ -131,7 +153,8 @@ class BwdSm80Gpu : public ::testing::Test {
     const Problem& h = c.host;
     std::vector<DeviceView> inputs;
     Problem d = h;
-    for (TensorView* view : {&d.q, &d.k, &d.v, &d.o, &d.lse, &d.sink_logits, &d.bwd.d_o}) {
+    for (TensorView* view :
+         {&d.q, &d.k, &d.v, &d.o, &d.lse, &d.sink_logits, &d.bias, &d.alibi_slopes, &d.bwd.d_o}) {
       if (view->empty()) continue;
       inputs.push_back(to_device(*view, false));
       *view = inputs.back().view;
@@ -141,6 +164,11 @@ class BwdSm80Gpu : public ::testing::Test {
     d.bwd.dq = dq.view;
     d.bwd.dk = dk.view;
     d.bwd.dv = dv.view;
+    std::optional<DeviceView> dbias;
+    if (!h.bwd.dbias.empty()) {
+      dbias = to_device(h.bwd.dbias, true);
+      d.bwd.dbias = dbias->view;
+    }
     const EnginePlan plan = engine_->plan(d);
     std::printf("  %s\n%s", d.describe().c_str(), plan.explanation().c_str());
     engine_->run(plan, d);
@@ -148,16 +176,22 @@ class BwdSm80Gpu : public ::testing::Test {
     download(dq, c.gpu_dq);
     download(dk, c.gpu_dk);
     download(dv, c.gpu_dv);
+    if (dbias) download(*dbias, c.gpu_dbias);
     return plan.num_stages();
   }
 
-  void expect_matches_reference(TensorPool& pool, Problem forward, bool deterministic = false) {
-    BackwardCase c = make_case(pool, std::move(forward), deterministic);
+  void expect_matches_reference(TensorPool& pool, Problem forward, bool deterministic = false,
+                                std::optional<DType> dbias = std::nullopt) {
+    BackwardCase c = make_case(pool, std::move(forward), deterministic, dbias);
     EXPECT_EQ(run_on_gpu(c), 3);
     const DType dtype = c.host.dtype;
     EXPECT_EQ(mismatches("dq", c.host.bwd.dq, c.gpu_dq, dtype), 0);
     EXPECT_EQ(mismatches("dk", c.host.bwd.dk, c.gpu_dk, dtype), 0);
     EXPECT_EQ(mismatches("dv", c.host.bwd.dv, c.gpu_dv, dtype), 0);
+    // dBias is computed in the inputs' precision whatever its storage dtype.
+    if (dbias) {
+      EXPECT_EQ(mismatches("dbias", c.host.bwd.dbias, c.gpu_dbias, dtype), 0);
+    }
   }
 
   static std::unique_ptr<Engine> engine_;
@@ -277,6 +311,26 @@ TEST_F(BwdSm80Gpu, Bf16Hdim160WindowSoftCap) {
   expect_matches_reference(
       pool,
       batch(pool, DType::bf16, {2, 4, 4, 100, 150, 160, 160}).window(30, 5).softcap(4.0).build());
+}
+
+// ALiBi (no gradient for the slopes): per-head slopes with GQA and bottom-right causal; per
+// (sequence, head) slopes in group mode with head dim 256.
+TEST_F(BwdSm80Gpu, Fp16AlibiPerHeadGqaCausal) {
+  TensorPool pool(21);
+  expect_matches_reference(pool, batch(pool, DType::fp16, {2, 8, 2, 77, 130, 64, 64})
+                                     .causal(MaskAlign::bottom_right)
+                                     .alibi(pool.uniform(DType::fp32, {8}, 0.05, 0.5))
+                                     .build());
+}
+
+TEST_F(BwdSm80Gpu, Bf16AlibiPerSequenceVarlenHdim256) {
+  TensorPool pool(22);
+  expect_matches_reference(pool,
+                           testing::group_problem(pool, Family::fwd, DType::bf16, {0, 40, 40, 170},
+                                                  {0, 35, 55, 255}, 4, 2, 256, 256)
+                               .alibi(pool.uniform(DType::fp32, {3, 4}, 0.05, 0.3))
+                               .build(),
+                           true);
 }
 
 // What the GPU backward does not implement is refused when planning, naming the field.

@@ -41,6 +41,15 @@ struct BwdParams {
   // packs its sequences as batch 1 with seq the total token count.
   long long row_batches;
   long long row_seqlen;
+
+  // dBias (bwd_dq_dk_dv kernels with the dbias trait): [batch, head, seqlen_q, seqlen_k] of
+  // dbias_kind with zero strides where it broadcasts. Not broadcast: every element is stored
+  // once. Broadcast (dbias_accumulate, fp32 only): the launch zeroes the view and the kernel
+  // adds each visible pair's dS atomically. Null without dBias.
+  void* dbias;
+  ScalarKind dbias_kind;
+  long long dbias_batch_stride, dbias_head_stride, dbias_row_stride, dbias_col_stride;
+  int dbias_accumulate;
 };
 
 }  // namespace tilefmha::fmha

@@ -10,11 +10,14 @@
 //   dV += P^T dO,  dK += dS^T Q   (P^T and dS^T re-packed from the accumulators as A operands),
 // and dS^T goes through shared memory so that all warps together compute dQ = dS K for the
 // query block, which is added to the fp32 accumulator (atomics; in deterministic mode a plain
-// store into the key block's own slice). Visibility is the forward's mask hook (fmha/mask.h).
+// store into the key block's own slice). Visibility is the forward's mask hook (fmha/mask.h),
+// the bias or ALiBi the forward's logits hook (fmha/logits.h); dropout is replayed from the
+// forward's Philox stream and dBias = dS written out (fmha/bwd_sm80_logits.h).
 #pragma once
 
 #include "fmha/bwd_params.h"
 #include "fmha/bwd_shape.h"
+#include "fmha/bwd_sm80_logits.h"
 #include "fmha/bwd_sm80_shape.h"
 #include "fmha/logits.h"
 #include "fmha/mask.h"
@@ -29,10 +32,14 @@
 namespace tilefmha::fmha {
 
 template <class Element_, int HdimQ, int HdimV, int BlockM, int BlockN, int Warps, bool GroupMode,
-          bool PadHdimQ, bool PadHdimV, class Mask_, bool SoftCap_, bool Deterministic>
+          bool PadHdimQ, bool PadHdimV, class Mask_, bool SoftCap_, bool Deterministic,
+          class Bias_ = NoBias, class Dropout_ = BwdNoDropout, class DBias_ = NoDBias>
 struct BwdTraits {
   using Element = Element_;
   using Mask = Mask_;
+  using Bias = Bias_;        // NoBias, AlibiBias or ElementwiseBias (fmha/logits.h)
+  using Dropout = Dropout_;  // BwdNoDropout or BwdPhiloxDropout
+  using DBias = DBias_;      // NoDBias or BwdDBias
   static constexpr int kDq = padded_head_dim(HdimQ);
   static constexpr int kDv = padded_head_dim(HdimV);
   static constexpr int kBlockM = BlockM;
@@ -63,34 +70,13 @@ struct BwdTraits {
   static_assert(BlockM % 32 == 0, "dS^T tiles are built from 32-query panels");
 };
 
-// Natural-log softmax gradient scale of one logit: ds/d(dot) = scale, or with a soft cap
-// scale * (1 - tanh^2); the base-2 logit comes with it.
-template <bool SoftCap>
-struct BwdLogit {
-  float scale, scale_log2, scale_over_cap, cap_log2;
-
-  TILEFMHA_DEVICE explicit BwdLogit(const FwdParams& p)
-      : scale(p.scale),
-        scale_log2(p.scale_log2),
-        scale_over_cap(p.scale * p.softcap_inverse),
-        cap_log2(p.softcap * kLog2e) {}
-
-  TILEFMHA_DEVICE float logit2(float dot, float& d_dot) const {
-    if constexpr (SoftCap) {
-      const float t = tanh_accurate(dot * scale_over_cap);
-      d_dot = scale * (1.0f - t * t);
-      return cap_log2 * t;
-    } else {
-      d_dot = scale;
-      return dot * scale_log2;
-    }
-  }
-};
-
 template <class Traits>
 TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
   using T = typename Traits::Element;
   using Mask = typename Traits::Mask;
+  using Bias = typename Traits::Bias;
+  using Dropout = typename Traits::Dropout;
+  using DBias = typename Traits::DBias;
   const FwdParams& p = bp.fwd;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
@@ -129,7 +115,18 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
   // as the reference does; group mode writes the sequence's keys only.
   const int rows_written =
       Traits::kGroupMode ? seq.len_k : (int(p.seqlen_k) > seq.len_k ? int(p.seqlen_k) : seq.len_k);
-  if (key_begin >= rows_written) return;
+  // The group's dBias columns of this key block, all rows (the view's extents): a block past
+  // the sequence's keys still owns its zeros.
+  const int dbias_key_end =
+      key_begin + kBlockN < int(p.seqlen_k) ? key_begin + kBlockN : int(p.seqlen_k);
+  if (key_begin >= rows_written) {
+    if constexpr (DBias::kEnabled) {
+      for (int h = hk * int(p.head_group); h < (hk + 1) * int(p.head_group); ++h)
+        DBias(bp, seq, b, h)
+            .zero(0, int(p.seqlen_q), key_begin, dbias_key_end, threadIdx.x, Traits::kThreads);
+    }
+    return;
+  }
 
   const int thread = threadIdx.x;
   const int warp = thread >> 5;
@@ -179,6 +176,9 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
   const int head_end = (hk + 1) * int(p.head_group);
   for (int h = hk * int(p.head_group); h < head_end; ++h) {
     const SeqInfo::Operands<T> ops = seq.operands<T>(p, h, 0);
+    const Bias bias(p, seq, b, h);
+    const Dropout dropout(p, b, h);
+    const DBias dbias(bp, seq, b, h);
     const T* d_o_head = static_cast<const T*>(bp.d_o) + seq.view_batch * bp.d_o_strides.batch +
                         seq.q_start * bp.d_o_strides.seq + h * bp.d_o_strides.head;
     const long long lse_head = seq.view_batch * p.lse_batch_stride + h * p.lse_head_stride;
@@ -192,8 +192,11 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
       const Mask mask(p, seq, m_begin, kBlockM);
       const KeyBlocks visits = mask.key_blocks(kBlockN);
       if (!(n_block < visits.sink_blocks ||
-            (n_block >= visits.window_begin && n_block < visits.window_end)))
+            (n_block >= visits.window_begin && n_block < visits.window_end))) {
+        const int m_end = m_begin + kBlockM < seq.len_q ? m_begin + kBlockM : seq.len_q;
+        dbias.zero(m_begin, m_end, key_begin, dbias_key_end, thread, kThreads);
         continue;
+      }
       const bool boundary = mask.block_needs_mask(key_begin, kBlockN);
 
       __syncthreads();  // the previous query block is done with Q, dO, dS^T, LSE and D
@@ -266,22 +269,34 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
           }
         }
 
-        // P^T into st, dL/d(dot) into dpt; dS^T to shared memory for dQ.
+        // P^T (times the dropout factor Z) into st, dL/d(dot) into dpt; dS^T to shared memory
+        // for dQ. dS = P (Z dP - D), the gradient of the logit, is dBias.
 #pragma unroll
         for (int t = 0; t < kChunkTiles; ++t) {
+          const int q0 = m_begin + chunk_begin + t * 8 + pair * 2;
+          const int k0 = key_begin + warp_key + group;
+          float z[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+          dropout.factors(z, q0, k0);
+          float ds[4];
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int key = warp_key + group + (e >> 1) * 8;
-            const int query = chunk_begin + t * 8 + pair * 2 + (e & 1);
+            const int i = q0 + (e & 1);
+            const int j = k0 + (e >> 1) * 8;
+            const int query = i - m_begin;
             float d_dot;
-            const float s2 = logit.logit2(st[t][e], d_dot);
-            const bool visible = !boundary || mask.visible(m_begin + query, key_begin + key);
+            const float s2 = bias(logit.logit2(st[t][e], d_dot), i, j);
+            const bool visible = !boundary || mask.visible(i, j);
             const float prob = visible ? tile::exp2_approx(s2 - lse2_rows[query]) : 0.0f;
-            st[t][e] = prob;
-            dpt[t][e] = prob * (dpt[t][e] - d_rows[query]) * d_dot;
+            ds[e] = prob * (z[e] * dpt[t][e] - d_rows[query]);
+            st[t][e] = prob * z[e];
+            dpt[t][e] = ds[e] * d_dot;
           }
           // Every column part computed the same dS^T: one writes it.
           if (Traits::kParts == 1 || part == 0) {
+            if constexpr (DBias::kEnabled) {
+#pragma unroll
+              for (int e = 0; e < 4; ++e) dbias.put(ds[e], q0 + (e & 1), k0 + (e >> 1) * 8);
+            }
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
               *reinterpret_cast<u32*>(ds_bytes + DsTile::offset(warp_key + group + r * 8,
@@ -373,6 +388,8 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
         }
       }
     }
+    // dBias rows past the sequence's queries (group mode: up to the longest).
+    dbias.zero(seq.len_q, int(p.seqlen_q), key_begin, dbias_key_end, thread, kThreads);
   }
 
   // Epilogue: the warp's dK and dV rows in the output dtype (a quad writes 16 contiguous bytes).

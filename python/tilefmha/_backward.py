@@ -2,7 +2,7 @@
 
 Host tensors run on the CPU reference; CUDA tensors on the GPU backward (one plan of three
 stages: D = rowsum(dO * O), dQ/dK/dV, dQ to the output dtype; head dims up to 256), which
-refuses dropout, a bias, ALiBi and dBias with an error naming the feature.
+refuses dropout, an elementwise bias and dBias with an error naming the feature (ALiBi runs).
 """
 
 import numpy as np

@@ -90,10 +90,11 @@ void check_supported_bwd_sm80(const KernelConfig& c) {
     unsupported("block_m", c.block_m, "must be 32, 64, 96 or 128 (32-query dS^T panels)");
   // The kernel stages one query block at a time; deeper pipelines are not implemented.
   if (c.stages < 1 || c.stages > 2) unsupported("stages", c.stages, "must be 1 or 2");
-  if (c.bias != BiasKind::none)
-    unsupported("bias", c.bias, "the sm80_mma backward has no bias or ALiBi (nor dBias) yet");
-  if (c.dbias) unsupported("dbias", c.dbias, "the sm80_mma backward computes no dBias yet");
+  if (c.bias == BiasKind::elementwise)
+    unsupported("bias", c.bias, "the sm80_mma backward has no elementwise bias (nor dBias) yet");
   if (c.dropout) unsupported("dropout", c.dropout, "the sm80_mma backward has no dropout yet");
+  if (c.dbias && c.bias != BiasKind::elementwise)
+    unsupported("dbias", c.dbias, "dBias is the gradient of an elementwise bias");
   check_backward_fields(c);
 }
 
@@ -144,7 +145,11 @@ std::string generate_bwd_sm80_source(const KernelConfig& c) {
      << boolean(c.pad_hdim_v) << ",\n"
      << "    " << mask_hook(c.mask) << ",\n"
      << "    /*softcap=*/" << boolean(c.softcap) << ", /*deterministic=*/"
-     << boolean(c.deterministic) << ">;\n"
+     << boolean(c.deterministic) << ",\n"
+     << "    " << bias_hook(c.bias) << ",\n"
+     << "    " << (c.dropout ? "tilefmha::fmha::BwdPhiloxDropout" : "tilefmha::fmha::BwdNoDropout")
+     << ",\n"
+     << "    " << (c.dbias ? "tilefmha::fmha::BwdDBias" : "tilefmha::fmha::NoDBias") << ">;\n"
      << "}  // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << threads_per_block_bwd(c) << ") "
      << c.symbol() << "(const tilefmha::fmha::BwdParams params) {\n"

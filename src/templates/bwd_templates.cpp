@@ -39,7 +39,7 @@ void launch(const KernelConfig& config, const StageLaunch& launch) {
 }
 
 // What no GPU backward kernel handles yet, named by field; the traits the kernels carry
-// (bias, dropout, dbias) are refused by their support checks instead.
+// (bias, dropout, dbias) are matched by the configs instead.
 std::optional<Rejection> common_limits(const Problem& problem) {
   if (auto rejection = check_sequence_lengths(problem)) return rejection;
   if (problem.is_paged())
@@ -61,8 +61,8 @@ std::optional<Rejection> rows_limits(const KernelConfig& config, const Problem& 
 
 std::optional<Rejection> sm80_limits(const KernelConfig&, const Problem& problem) {
   if (auto rejection = common_limits(problem)) return rejection;
-  if (problem.bias_kind != BiasKind::none)
-    return Rejection{"bias", "bias: the sm80_mma backward has no bias or ALiBi yet"};
+  if (problem.bias_kind == BiasKind::elementwise)
+    return Rejection{"bias", "bias: the sm80_mma backward has no elementwise bias (nor dBias) yet"};
   if (problem.has_dropout())
     return Rejection{"dropout", "dropout: the sm80_mma backward has no dropout yet"};
   return std::nullopt;
