@@ -99,6 +99,9 @@ TEST(BwdCodegen, EnumeratedTilesAreSupported) {
       // Every forward feature with its gradient.
       c.bias = BiasKind::alibi;
       EXPECT_EQ(grad_refusal(c), "") << c.name();
+      c.bias = BiasKind::elementwise;
+      c.dbias = true;
+      EXPECT_EQ(grad_refusal(c), "") << c.name();
     }
     // sm80/sm90 (64 x 64) and sm86/sm89 (32 x 64, 32 x 32) tiles of the wide head dims.
     for (auto [hq, hv, block_m, block_n] : {std::tuple{160, 160, 64, 64},
@@ -145,7 +148,6 @@ TEST(BwdCodegen, UnsupportedFieldsAreNamed) {
          c.bias = BiasKind::alibi;
          c.dbias = true;
        }},
-      {"bias", [](KernelConfig& c) { c.bias = BiasKind::elementwise; }},
       {"dropout", [](KernelConfig& c) { c.dropout = true; }},
       {"page_table", [](KernelConfig& c) { c.page_table = PageTableKind::vllm_block_table; }},
       {"fp8_scale", [](KernelConfig& c) { c.fp8_scale = Fp8ScaleKind::per_tensor; }},
@@ -188,12 +190,32 @@ TEST(BwdCodegen, TemplateTableServesTheThreeStages) {
   const auto rejection = templates::build_rejection(persistent);
   ASSERT_TRUE(rejection.has_value());
   EXPECT_EQ(rejection->field, "persistent");
-  // Problem features the kernels lack are refused per problem too.
-  Problem biased = backward_problem(1, 2, 2, 64, 64, 64);
+  // Problem features the kernels lack are refused per problem too: a broadcast dBias is summed
+  // with fp32 atomics, so a bf16 one is refused (and a deterministic fp32 one).
+  Problem biased = backward_problem(2, 2, 2, 64, 64, 64);
   biased.bias_kind = BiasKind::elementwise;
-  const auto refused = templates::kernel_template(configs[1]).can_implement(configs[1], biased);
+  biased.bwd.dbias = contiguous_view(reinterpret_cast<void*>(uintptr_t{1} << 20), DType::bf16,
+                                     {1, 2, 64, 64}, MemorySpace::device);
+  biased.bwd.dbias.shape[0] = 2;
+  biased.bwd.dbias.stride[0] = 0;
+  KernelConfig with_dbias = configs[1];
+  with_dbias.bias = BiasKind::elementwise;
+  with_dbias.dbias = true;
+  const templates::KernelTemplate& grad = templates::kernel_template(with_dbias);
+  auto refused = grad.can_implement(with_dbias, biased);
   ASSERT_TRUE(refused.has_value());
-  EXPECT_EQ(refused->field, "bias");
+  EXPECT_EQ(refused->field, "bwd.dbias");
+  EXPECT_NE(refused->text.find("fp32"), std::string::npos) << refused->text;
+  biased.bwd.dbias.dtype = DType::fp32;
+  EXPECT_FALSE(grad.can_implement(with_dbias, biased).has_value());
+  biased.bwd.deterministic = true;
+  refused = grad.can_implement(with_dbias, biased);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->field, "bwd.dbias");
+  // Not broadcast: one store per element, in any float dtype, deterministic too.
+  biased.bwd.dbias = contiguous_view(reinterpret_cast<void*>(uintptr_t{1} << 20), DType::bf16,
+                                     {2, 2, 64, 64}, MemorySpace::device);
+  EXPECT_FALSE(grad.can_implement(with_dbias, biased).has_value());
   Problem no_dq = backward_problem(1, 2, 2, 64, 64, 128);
   const auto convert_refused =
       templates::kernel_template(configs[2]).can_implement(configs[2], no_dq);
@@ -215,7 +237,15 @@ TEST(BwdCodegen, SourceSpellsTheConfig) {
                         "    tilefmha::fmha::NoDBias>"),
             std::string::npos)
       << source;
+  c.bias = BiasKind::elementwise;
+  c.dbias = true;
+  const std::string featured = codegen::generate_bwd_sm80_source(c);
+  EXPECT_NE(featured.find("fmha::BwdElementwiseBias,\n    tilefmha::fmha::BwdNoDropout,\n"
+                          "    tilefmha::fmha::BwdDBias>"),
+            std::string::npos)
+      << featured;
   c.bias = BiasKind::alibi;
+  c.dbias = false;
   EXPECT_NE(codegen::generate_bwd_sm80_source(c).find("fmha::AlibiBias"), std::string::npos);
   const std::string dot =
       codegen::generate_bwd_rows_source(row_config(Family::bwd_dot_do_o, DType::bf16, 64));
@@ -293,11 +323,17 @@ TEST(BwdCodegen, CompilesForSm80AndSm90a) {
   odd.mask = MaskKind::window;
   odd.softcap = true;
   cases.push_back({odd, codegen::generate_bwd_sm80_source(odd)});
-  // ALiBi on the register-heaviest tiles (hdim 128, and 256 split).
+  // The forward's features with their gradients: ALiBi, and an elementwise bias with dBias, on
+  // the register-heaviest tiles (hdim 128, and 256 split).
   for (const KernelConfig& base : {grad_config(DType::bf16, 128, 64), narrow, wide}) {
     KernelConfig alibi = base;
     alibi.bias = BiasKind::alibi;
     cases.push_back({alibi, codegen::generate_bwd_sm80_source(alibi)});
+    KernelConfig biased = base;
+    biased.bias = BiasKind::elementwise;
+    biased.dbias = biased.softcap = true;
+    biased.mode = Mode::group;
+    cases.push_back({biased, codegen::generate_bwd_sm80_source(biased)});
   }
   KernelConfig convert = row_config(Family::bwd_convert_dq, DType::fp16, 64);
   convert.deterministic = convert.pad_hdim_q = true;

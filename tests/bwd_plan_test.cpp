@@ -149,12 +149,27 @@ TEST(BwdPlan, UnsupportedFeaturesAreRefusedByName) {
   };
   EXPECT_NE(refusal(with_scratch(backward(1, 8, 2, 64, 64, 64).dropout(0.1, 1))).find("dropout"),
             std::string::npos);
-  const TensorView bias = contiguous_view(kFake, DType::fp32, {1, 8, 64, 64}, MemorySpace::device);
-  EXPECT_NE(refusal(with_scratch(backward(1, 8, 2, 64, 64, 64).bias(bias))).find("bias"),
-            std::string::npos);
+  // A broadcast dBias is summed with fp32 atomics: a bf16 one has no kernel, named.
+  TensorView bias = contiguous_view(kFake, DType::bf16, {1, 8, 64, 64}, MemorySpace::device);
+  bias.shape[0] = 2;
+  bias.stride[0] = 0;
+  Problem p = with_scratch(backward(2, 8, 2, 64, 64, 64).bias(bias));
+  p.bwd.dbias = bias;
+  EXPECT_NE(refusal(p).find("no kernel for stage bwd_dq_dk_dv"), std::string::npos);
+  // The kernels matching every trait are refused naming the view (explain lists them).
+  int dbias_kernels = 0;
+  for (const CandidateVerdict& verdict : planner.dispatcher.explain(p)) {
+    if (verdict.kernel.family != Family::bwd_dq_dk_dv) continue;
+    EXPECT_FALSE(verdict.rejection.empty()) << verdict.kernel.name();
+    if (verdict.rejection_field != "bwd.dbias") continue;
+    ++dbias_kernels;
+    EXPECT_TRUE(verdict.kernel.dbias);
+    EXPECT_NE(verdict.rejection.find("fp32"), std::string::npos) << verdict.rejection;
+  }
+  EXPECT_GT(dbias_kernels, 0);
 }
 
-// ALiBi plans on kernels carrying the trait.
+// ALiBi and an elementwise bias with its dBias plan on kernels carrying the traits.
 TEST(BwdPlan, ForwardFeaturesPlanWithTheirGradients) {
   if (!testing::nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
   Sm80Planner planner;
@@ -167,6 +182,13 @@ TEST(BwdPlan, ForwardFeaturesPlanWithTheirGradients) {
   const KernelConfig alibi = grad_kernel(with_scratch(backward(1, 8, 2, 64, 64, 64).alibi(slopes)));
   EXPECT_EQ(alibi.bias, BiasKind::alibi);
   EXPECT_FALSE(alibi.dropout);
+  const TensorView bias = contiguous_view(kFake, DType::fp32, {2, 8, 64, 64}, MemorySpace::device);
+  Problem biased = with_scratch(backward(2, 8, 2, 64, 64, 256).bias(bias));
+  biased.bwd.dbias = bias;
+  const KernelConfig dbias = grad_kernel(biased);
+  EXPECT_EQ(dbias.bias, BiasKind::elementwise);
+  EXPECT_TRUE(dbias.dbias);
+  EXPECT_EQ(dbias.warps, 2 * dbias.block_n / 16);
 }
 
 // Head dims past 128 plan on the column-split kernel: two warps per 16 keys.

@@ -106,6 +106,10 @@ void run_emulated(const Problem& host, const KernelConfig& grad_config) {
   for (TensorView* view : {&p.q, &p.k, &p.v, &p.o, &p.lse, &p.sink_logits, &p.bias, &p.alibi_slopes,
                            &p.bwd.d_o, &p.bwd.dq, &p.bwd.dk, &p.bwd.dv, &p.bwd.dbias})
     *view = as_device(*view);
+  // What the launch does before a broadcast dBias is added to (templates/bwd_templates.cpp).
+  ASSERT_EQ(runtime::dbias_refusal(p), "");
+  if (const runtime::DbiasWrites writes = runtime::dbias_writes(p); writes.accumulate)
+    std::memset(p.bwd.dbias.data, 0, static_cast<size_t>(writes.zero_bytes));
   runtime::FwdDeviceIndices indices;
   indices.seqstart_q = p.seqstart_q.empty() ? nullptr : p.seqstart_q.data();
   indices.seqstart_k = p.seqstart_k.empty() ? nullptr : p.seqstart_k.data();
@@ -169,8 +173,9 @@ void expect_gradients_match(const Case& c) {
   EXPECT_EQ(mismatches("dq", c.expected.bwd.dq, c.kernels.bwd.dq, dtype), 0);
   EXPECT_EQ(mismatches("dk", c.expected.bwd.dk, c.kernels.bwd.dk, dtype), 0);
   EXPECT_EQ(mismatches("dv", c.expected.bwd.dv, c.kernels.bwd.dv, dtype), 0);
-  if (!c.expected.bwd.dbias.empty())
+  if (!c.expected.bwd.dbias.empty()) {
     EXPECT_EQ(mismatches("dbias", c.expected.bwd.dbias, c.kernels.bwd.dbias, dtype), 0);
+  }
 }
 
 KernelConfig grad_config(DType dtype, int hdim, int block_m, int block_n, int warps, MaskKind mask,
@@ -393,8 +398,27 @@ TEST(BwdSm80Emulated, Bf16Hdim256NarrowTileNoMask) {
 }
 
 using fmha::AlibiBias;
+using fmha::BwdDBias;
+using fmha::BwdElementwiseBias;
+using fmha::BwdNoDropout;
 using fmha::NoMask;
 using fmha::WindowMask;
+
+// A bias that every (sequence, head) pair shares along the zero-stride dims: storage over the
+// other dims only.
+TensorView broadcast_bias(TensorPool& pool, DType dtype, std::initializer_list<int64_t> kept,
+                          std::initializer_list<int64_t> shape) {
+  TensorView bias = pool.uniform(dtype, kept, -2, 2);
+  int d = 0;
+  for (int64_t extent : shape) {
+    if (bias.shape[d] != extent) {
+      bias.shape[d] = extent;
+      bias.stride[d] = 0;
+    }
+    ++d;
+  }
+  return bias;
+}
 
 // ALiBi with one slope per head: GQA 4:1, bottom-right causal, ragged lengths. Slopes up to 0.5
 // over distances up to 100 dominate the logits: a kernel without ALiBi misses by far.
@@ -430,6 +454,88 @@ TEST(BwdSm80Emulated, Bf16AlibiPerSequenceVarlenHdim256Deterministic) {
   KernelConfig config = grad_config(DType::bf16, 256, 64, 64, 8, MaskKind::none, Mode::group);
   config.bias = BiasKind::alibi;
   config.deterministic = true;
+  run_emulated<Dot<bfloat16_t>, Grad, Convert<bfloat16_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// An fp32 bias of its own per (sequence, head): dBias (fp32) is stored once per element, zeros
+// where the causal mask hides the pair. GQA 2:1.
+TEST(BwdSm80Emulated, Fp16BiasWithDbiasCausalGqa) {
+  TensorPool pool(23);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::fp16, {2, 4, 2, 50, 90, 64, 64})
+                    .causal()
+                    .bias(pool.uniform(DType::fp32, {2, 4, 50, 90}, -2, 2))
+                    .build(),
+                false, DType::fp32);
+  using Grad = fmha::BwdTraits<half_t, 64, 64, 64, 64, 4, false, false, false, WindowMask, false,
+                               false, BwdElementwiseBias, BwdNoDropout, BwdDBias>;
+  KernelConfig config = grad_config(DType::fp16, 64, 64, 64, 4, MaskKind::causal);
+  config.bias = BiasKind::elementwise;
+  config.dbias = true;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// A bf16 bias shared by every sequence and head: its fp32 dBias sums over both with atomics.
+TEST(BwdSm80Emulated, Bf16BroadcastBiasDbiasSumsOverBatchAndHeads) {
+  TensorPool pool(24);
+  const TensorView bias = broadcast_bias(pool, DType::bf16, {1, 1, 45, 70}, {2, 2, 45, 70});
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::bf16, {2, 2, 1, 45, 70, 128, 128})
+                    .bias(bias)
+                    .build(),
+                false, DType::fp32);
+  using Grad = fmha::BwdTraits<bfloat16_t, 128, 128, 64, 64, 4, false, false, false, NoMask, false,
+                               false, BwdElementwiseBias, BwdNoDropout, BwdDBias>;
+  KernelConfig config = grad_config(DType::bf16, 128, 64, 64, 4, MaskKind::none);
+  config.bias = BiasKind::elementwise;
+  config.dbias = true;
+  run_emulated<Dot<bfloat16_t>, Grad, Convert<bfloat16_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// Group mode: bias and dBias (bf16, stored) are [batch, head, longest q, longest k], so rows and
+// keys past a sequence, the empty sequence's included, must come out 0; a window skips whole
+// query blocks, whose zeros are written too. Deterministic.
+TEST(BwdSm80Emulated, Fp16VarlenBiasDbiasWindowDeterministic) {
+  TensorPool pool(25);
+  Case c = make_case(pool,
+                     testing::group_problem(pool, Family::fwd, DType::fp16, {0, 30, 30, 100},
+                                            {0, 45, 60, 160}, 2, 1, 96, 96)
+                         .window(20, 5)
+                         .bias(pool.uniform(DType::bf16, {3, 2, 70, 100}, -2, 2))
+                         .build(),
+                     true, DType::bf16);
+  using Grad = fmha::BwdTraits<half_t, 96, 96, 64, 64, 4, true, false, false, WindowMask, false,
+                               true, BwdElementwiseBias, BwdNoDropout, BwdDBias>;
+  KernelConfig config = grad_config(DType::fp16, 96, 64, 64, 4, MaskKind::window, Mode::group);
+  config.bias = BiasKind::elementwise;
+  config.dbias = config.deterministic = true;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// A key-padding style bias [batch, head, 1, keys] broadcast over queries, with the column split
+// of (192, 128).
+TEST(BwdSm80Emulated, Bf16QueryBroadcastBiasHdim192x128) {
+  TensorPool pool(26);
+  const TensorView bias = broadcast_bias(pool, DType::fp32, {2, 2, 1, 80}, {2, 2, 60, 80});
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::bf16, {2, 2, 2, 60, 80, 192, 128})
+                    .bias(bias)
+                    .causal(MaskAlign::bottom_right)
+                    .build(),
+                false, DType::fp32);
+  using Grad = fmha::BwdTraits<bfloat16_t, 192, 128, 64, 64, 8, false, false, false, WindowMask,
+                               false, false, BwdElementwiseBias, BwdNoDropout, BwdDBias>;
+  KernelConfig config =
+      grad_config(DType::bf16, 192, 64, 64, 8, MaskKind::causal, Mode::batch, 128);
+  config.bias = BiasKind::elementwise;
+  config.dbias = true;
   run_emulated<Dot<bfloat16_t>, Grad, Convert<bfloat16_t>>(c.kernels, config);
   expect_gradients_match(c);
 }

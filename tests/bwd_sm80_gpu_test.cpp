@@ -84,6 +84,21 @@ TensorView dbias_like(TensorPool& pool, const TensorView& bias, DType dtype) {
   return view;
 }
 
+// A bias shared along the dims where `shape` exceeds the storage `kept` (zero strides).
+TensorView broadcast_bias(TensorPool& pool, DType dtype, std::initializer_list<int64_t> kept,
+                          std::initializer_list<int64_t> shape) {
+  TensorView bias = pool.uniform(dtype, kept, -2, 2);
+  int d = 0;
+  for (int64_t extent : shape) {
+    if (bias.shape[d] != extent) {
+      bias.shape[d] = extent;
+      bias.stride[d] = 0;
+    }
+    ++d;
+  }
+  return bias;
+}
+
 // No dBias unless `dbias` names its dtype.
 BackwardCase make_case(TensorPool& pool, Problem forward, bool deterministic,
                        std::optional<DType> dbias = std::nullopt) {
@@ -331,6 +346,51 @@ TEST_F(BwdSm80Gpu, Bf16AlibiPerSequenceVarlenHdim256) {
                                .alibi(pool.uniform(DType::fp32, {3, 4}, 0.05, 0.3))
                                .build(),
                            true);
+}
+
+// An elementwise bias with dBias: per (sequence, head) in fp32 (one store per element); shared
+// by sequences and heads in bf16 with an fp32 dBias (atomics); broadcast over queries with the
+// (192, 128) column split; group mode with a bf16 dBias and deterministic dQ.
+TEST_F(BwdSm80Gpu, Fp16BiasWithDbiasCausalGqa) {
+  TensorPool pool(23);
+  expect_matches_reference(pool,
+                           batch(pool, DType::fp16, {2, 8, 2, 77, 130, 128, 128})
+                               .causal()
+                               .bias(pool.uniform(DType::fp32, {2, 8, 77, 130}, -2, 2))
+                               .build(),
+                           false, DType::fp32);
+}
+
+TEST_F(BwdSm80Gpu, Bf16BroadcastBiasDbiasSumsOverBatchAndHeads) {
+  TensorPool pool(24);
+  expect_matches_reference(
+      pool,
+      batch(pool, DType::bf16, {2, 4, 2, 100, 150, 64, 64})
+          .bias(broadcast_bias(pool, DType::bf16, {1, 1, 100, 150}, {2, 4, 100, 150}))
+          .build(),
+      false, DType::fp32);
+}
+
+TEST_F(BwdSm80Gpu, Bf16QueryBroadcastBiasHdim192x128) {
+  TensorPool pool(25);
+  expect_matches_reference(
+      pool,
+      batch(pool, DType::bf16, {2, 2, 2, 90, 140, 192, 128})
+          .causal(MaskAlign::bottom_right)
+          .bias(broadcast_bias(pool, DType::fp32, {2, 2, 1, 140}, {2, 2, 90, 140}))
+          .build(),
+      false, DType::fp32);
+}
+
+TEST_F(BwdSm80Gpu, Fp16VarlenBiasDbiasWindowDeterministic) {
+  TensorPool pool(26);
+  expect_matches_reference(pool,
+                           testing::group_problem(pool, Family::fwd, DType::fp16, {0, 40, 40, 170},
+                                                  {0, 35, 55, 255}, 4, 2, 96, 96)
+                               .window(30, 8)
+                               .bias(pool.uniform(DType::bf16, {3, 4, 130, 200}, -2, 2))
+                               .build(),
+                           true, DType::bf16);
 }
 
 // What the GPU backward does not implement is refused when planning, naming the field.

@@ -1,6 +1,7 @@
 // Feature hooks of the sm80_mma backward (fmha/bwd_sm80.h) beyond the mask: the soft cap's
 // derivative, dropout replayed on the transposed score tiles, and the dBias output. The bias and
-// ALiBi hooks are the forward's own (fmha/logits.h), so both directions add the same logit.
+// ALiBi hook is the forward's own (fmha/logits.h) and the elementwise bias reads the same
+// element, so both directions add the same logit.
 //
 // The kernel holds S^T: a lane's accumulator element e (0..3) of an 8-query tile is query
 // q0 + (e & 1), key k0 + (e >> 1) * 8 with q0 = tile + 2 * (lane & 3) and k0 = warp key + lane / 4.
@@ -85,6 +86,37 @@ struct BwdPhiloxDropout {
   }
 };
 
+// The forward's elementwise bias (fmha/logits.h) with its fields read from the kernel's
+// parameters where they are used rather than copied: the backward's loop has no registers to
+// spare for them.
+struct BwdElementwiseBias {
+  const FwdParams& p;
+  const SeqInfo& seq;
+  long long head_offset;  // element (b, h, 0, 0)
+
+  TILEFMHA_DEVICE BwdElementwiseBias(const FwdParams& params, const SeqInfo& info, int b, int h)
+      : p(params),
+        seq(info),
+        head_offset(b * params.bias_batch_stride + h * params.bias_head_stride) {}
+
+  // Pairs outside the sequence are masked; they must not be read.
+  TILEFMHA_DEVICE float operator()(float logit2, int i, int j) const {
+    if (i >= seq.len_q || j >= seq.len_k) return logit2;
+    const long long at = head_offset + i * p.bias_row_stride + j * p.bias_col_stride;
+    float value;
+    switch (p.bias_kind) {
+      case ScalarKind::fp16:
+        value = tile::to_float(static_cast<const tile::half_t*>(p.bias)[at]);
+        break;
+      case ScalarKind::bf16:
+        value = tile::to_float(static_cast<const tile::bfloat16_t*>(p.bias)[at]);
+        break;
+      default: value = static_cast<const float*>(p.bias)[at];
+    }
+    return logit2 + value * kLog2e;
+  }
+};
+
 struct NoDBias {
   static constexpr bool kEnabled = false;
   TILEFMHA_DEVICE NoDBias(const BwdParams&, const SeqInfo&, int, int) {}
@@ -95,51 +127,41 @@ struct NoDBias {
 // dBias[b, h, i, j] = dS (the gradient of the natural-log logit, before ds/d(dot)). Without
 // broadcast every element belongs to one CTA (its key block, the head's KV head, sequence b),
 // which stores each exactly once in dbias's dtype, zeros included; a broadcast dBias (fp32,
-// zeroed before the launch) takes fp32 atomic adds of the visible pairs instead.
+// zeroed before the launch) takes fp32 atomic adds of the visible pairs instead. Fields are
+// read from the parameters where used, as for the bias.
 struct BwdDBias {
   static constexpr bool kEnabled = true;
-  unsigned char* base;  // element (b, h, 0, 0)
-  ScalarKind kind;
-  long long row_stride, col_stride;
-  int len_q, len_k;
-  int cols;  // the view's keys (seqlen_k): a ragged last block stops there
-  bool accumulate;
+  const BwdParams& bp;
+  const SeqInfo& seq;
+  long long head_offset;  // element (b, h, 0, 0)
 
-  TILEFMHA_DEVICE BwdDBias(const BwdParams& bp, const SeqInfo& seq, int b, int h)
-      : kind(bp.dbias_kind),
-        row_stride(bp.dbias_row_stride),
-        col_stride(bp.dbias_col_stride),
-        len_q(seq.len_q),
-        len_k(seq.len_k),
-        cols(int(bp.fwd.seqlen_k)),
-        accumulate(bp.dbias_accumulate != 0) {
-    const long long offset = b * bp.dbias_batch_stride + h * bp.dbias_head_stride;
-    base = static_cast<unsigned char*>(bp.dbias) + offset * ElementwiseBias::element_bytes(kind);
-  }
+  TILEFMHA_DEVICE BwdDBias(const BwdParams& params, const SeqInfo& info, int b, int h)
+      : bp(params),
+        seq(info),
+        head_offset(b * params.dbias_batch_stride + h * params.dbias_head_stride) {}
 
-  TILEFMHA_DEVICE void store(long long offset, float value) const {
-    switch (kind) {
+  TILEFMHA_DEVICE void store(long long at, float value) const {
+    switch (bp.dbias_kind) {
       case ScalarKind::fp16:
-        reinterpret_cast<tile::half_t*>(base)[offset] = tile::from_float<tile::half_t>(value);
+        static_cast<tile::half_t*>(bp.dbias)[at] = tile::from_float<tile::half_t>(value);
         break;
       case ScalarKind::bf16:
-        reinterpret_cast<tile::bfloat16_t*>(base)[offset] =
-            tile::from_float<tile::bfloat16_t>(value);
+        static_cast<tile::bfloat16_t*>(bp.dbias)[at] = tile::from_float<tile::bfloat16_t>(value);
         break;
-      default: reinterpret_cast<float*>(base)[offset] = value;
+      default: static_cast<float*>(bp.dbias)[at] = value;
     }
   }
 
   // dS of pair (i, j), sequence-local, from the kernel's tiles: rows past the sequence are
-  // left to zero(); keys past it (in a block the sequence ends in) get their 0, which dS is
-  // there (masked).
+  // left to zero(); keys past it in the view (a block the sequence ends in) get their dS, 0
+  // there (masked); keys past the view are not stored.
   TILEFMHA_DEVICE void put(float ds, int i, int j) const {
-    if (i >= len_q || j >= cols) return;
-    const long long offset = i * row_stride + j * col_stride;
-    if (accumulate) {
-      if (j < len_k) atomicAdd(reinterpret_cast<float*>(base) + offset, ds);
+    if (i >= seq.len_q || j >= bp.fwd.seqlen_k) return;
+    const long long at = head_offset + i * bp.dbias_row_stride + j * bp.dbias_col_stride;
+    if (bp.dbias_accumulate != 0) {
+      if (j < seq.len_k) atomicAdd(static_cast<float*>(bp.dbias) + at, ds);
     } else {
-      store(offset, ds);
+      store(at, ds);
     }
   }
 
@@ -147,13 +169,13 @@ struct BwdDBias {
   // threads: what no visited query block covers. A broadcast dBias was zeroed before.
   TILEFMHA_DEVICE void zero(int row_begin, int row_end, int key_begin, int key_end, int thread,
                             int threads) const {
-    if (accumulate || row_end <= row_begin || key_end <= key_begin) return;
+    if (bp.dbias_accumulate != 0 || row_end <= row_begin || key_end <= key_begin) return;
     const int keys = key_end - key_begin;
     const long long count = (long long)(row_end - row_begin) * keys;
     for (long long n = thread; n < count; n += threads) {
       const int i = row_begin + int(n / keys);
       const int j = key_begin + int(n % keys);
-      store(i * row_stride + j * col_stride, 0.0f);
+      store(head_offset + i * bp.dbias_row_stride + j * bp.dbias_col_stride, 0.0f);
     }
   }
 };

@@ -2,7 +2,7 @@
 
 Host tensors run on the CPU reference; CUDA tensors on the GPU backward (one plan of three
 stages: D = rowsum(dO * O), dQ/dK/dV, dQ to the output dtype; head dims up to 256), which
-refuses dropout, an elementwise bias and dBias with an error naming the feature (ALiBi runs).
+refuses dropout and a broadcast dBias that is not fp32 with an error naming the feature.
 """
 
 import numpy as np

@@ -90,8 +90,6 @@ void check_supported_bwd_sm80(const KernelConfig& c) {
     unsupported("block_m", c.block_m, "must be 32, 64, 96 or 128 (32-query dS^T panels)");
   // The kernel stages one query block at a time; deeper pipelines are not implemented.
   if (c.stages < 1 || c.stages > 2) unsupported("stages", c.stages, "must be 1 or 2");
-  if (c.bias == BiasKind::elementwise)
-    unsupported("bias", c.bias, "the sm80_mma backward has no elementwise bias (nor dBias) yet");
   if (c.dropout) unsupported("dropout", c.dropout, "the sm80_mma backward has no dropout yet");
   if (c.dbias && c.bias != BiasKind::elementwise)
     unsupported("dbias", c.dbias, "dBias is the gradient of an elementwise bias");
@@ -146,7 +144,9 @@ std::string generate_bwd_sm80_source(const KernelConfig& c) {
      << "    " << mask_hook(c.mask) << ",\n"
      << "    /*softcap=*/" << boolean(c.softcap) << ", /*deterministic=*/"
      << boolean(c.deterministic) << ",\n"
-     << "    " << bias_hook(c.bias) << ",\n"
+     << "    "
+     << (c.bias == BiasKind::elementwise ? "tilefmha::fmha::BwdElementwiseBias" : bias_hook(c.bias))
+     << ",\n"
      << "    " << (c.dropout ? "tilefmha::fmha::BwdPhiloxDropout" : "tilefmha::fmha::BwdNoDropout")
      << ",\n"
      << "    " << (c.dbias ? "tilefmha::fmha::BwdDBias" : "tilefmha::fmha::NoDBias") << ">;\n"
