@@ -98,6 +98,7 @@ TEST(BwdCodegen, EnumeratedTilesAreSupported) {
       EXPECT_EQ(grad_refusal(c), "") << c.name();
       // Every forward feature with its gradient.
       c.bias = BiasKind::alibi;
+      c.dropout = true;
       EXPECT_EQ(grad_refusal(c), "") << c.name();
       c.bias = BiasKind::elementwise;
       c.dbias = true;
@@ -148,7 +149,6 @@ TEST(BwdCodegen, UnsupportedFieldsAreNamed) {
          c.bias = BiasKind::alibi;
          c.dbias = true;
        }},
-      {"dropout", [](KernelConfig& c) { c.dropout = true; }},
       {"page_table", [](KernelConfig& c) { c.page_table = PageTableKind::vllm_block_table; }},
       {"fp8_scale", [](KernelConfig& c) { c.fp8_scale = Fp8ScaleKind::per_tensor; }},
       {"persistent", [](KernelConfig& c) { c.persistent = true; }},
@@ -238,9 +238,9 @@ TEST(BwdCodegen, SourceSpellsTheConfig) {
             std::string::npos)
       << source;
   c.bias = BiasKind::elementwise;
-  c.dbias = true;
+  c.dbias = c.dropout = true;
   const std::string featured = codegen::generate_bwd_sm80_source(c);
-  EXPECT_NE(featured.find("fmha::BwdElementwiseBias,\n    tilefmha::fmha::BwdNoDropout,\n"
+  EXPECT_NE(featured.find("fmha::BwdElementwiseBias,\n    tilefmha::fmha::BwdPhiloxDropout,\n"
                           "    tilefmha::fmha::BwdDBias>"),
             std::string::npos)
       << featured;
@@ -323,15 +323,16 @@ TEST(BwdCodegen, CompilesForSm80AndSm90a) {
   odd.mask = MaskKind::window;
   odd.softcap = true;
   cases.push_back({odd, codegen::generate_bwd_sm80_source(odd)});
-  // The forward's features with their gradients: ALiBi, and an elementwise bias with dBias, on
-  // the register-heaviest tiles (hdim 128, and 256 split).
+  // The forward's features with their gradients: ALiBi, and an elementwise bias with dBias, each
+  // with dropout, on the register-heaviest tiles (hdim 128, and 256 split).
   for (const KernelConfig& base : {grad_config(DType::bf16, 128, 64), narrow, wide}) {
     KernelConfig alibi = base;
     alibi.bias = BiasKind::alibi;
+    alibi.dropout = true;
     cases.push_back({alibi, codegen::generate_bwd_sm80_source(alibi)});
     KernelConfig biased = base;
     biased.bias = BiasKind::elementwise;
-    biased.dbias = biased.softcap = true;
+    biased.dbias = biased.dropout = biased.softcap = true;
     biased.mode = Mode::group;
     cases.push_back({biased, codegen::generate_bwd_sm80_source(biased)});
   }

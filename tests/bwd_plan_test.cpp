@@ -147,8 +147,6 @@ TEST(BwdPlan, UnsupportedFeaturesAreRefusedByName) {
     }
     return std::string();
   };
-  EXPECT_NE(refusal(with_scratch(backward(1, 8, 2, 64, 64, 64).dropout(0.1, 1))).find("dropout"),
-            std::string::npos);
   // A broadcast dBias is summed with fp32 atomics: a bf16 one has no kernel, named.
   TensorView bias = contiguous_view(kFake, DType::bf16, {1, 8, 64, 64}, MemorySpace::device);
   bias.shape[0] = 2;
@@ -169,7 +167,7 @@ TEST(BwdPlan, UnsupportedFeaturesAreRefusedByName) {
   EXPECT_GT(dbias_kernels, 0);
 }
 
-// ALiBi and an elementwise bias with its dBias plan on kernels carrying the traits.
+// ALiBi, dropout and an elementwise bias with its dBias plan on kernels carrying the traits.
 TEST(BwdPlan, ForwardFeaturesPlanWithTheirGradients) {
   if (!testing::nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
   Sm80Planner planner;
@@ -182,6 +180,9 @@ TEST(BwdPlan, ForwardFeaturesPlanWithTheirGradients) {
   const KernelConfig alibi = grad_kernel(with_scratch(backward(1, 8, 2, 64, 64, 64).alibi(slopes)));
   EXPECT_EQ(alibi.bias, BiasKind::alibi);
   EXPECT_FALSE(alibi.dropout);
+  const KernelConfig dropout =
+      grad_kernel(with_scratch(backward(1, 8, 2, 64, 64, 128).causal().dropout(0.1, 1)));
+  EXPECT_TRUE(dropout.dropout);
   const TensorView bias = contiguous_view(kFake, DType::fp32, {2, 8, 64, 64}, MemorySpace::device);
   Problem biased = with_scratch(backward(2, 8, 2, 64, 64, 256).bias(bias));
   biased.bwd.dbias = bias;

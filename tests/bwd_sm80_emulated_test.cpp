@@ -401,6 +401,8 @@ using fmha::AlibiBias;
 using fmha::BwdDBias;
 using fmha::BwdElementwiseBias;
 using fmha::BwdNoDropout;
+using fmha::BwdPhiloxDropout;
+using fmha::NoBias;
 using fmha::NoMask;
 using fmha::WindowMask;
 
@@ -537,6 +539,65 @@ TEST(BwdSm80Emulated, Bf16QueryBroadcastBiasHdim192x128) {
   config.bias = BiasKind::elementwise;
   config.dbias = true;
   run_emulated<Dot<bfloat16_t>, Grad, Convert<bfloat16_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// Dropout replays the forward's Philox stream: GQA 2:1, bottom-right causal, a seed with both
+// halves set and an offset.
+TEST(BwdSm80Emulated, Fp16DropoutCausalGqa) {
+  TensorPool pool(27);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::fp16, {2, 4, 2, 70, 100, 64, 64})
+                    .causal(MaskAlign::bottom_right)
+                    .dropout(0.2, 0x1234567890ABCDEFull, 77)
+                    .build(),
+                false);
+  using Grad = fmha::BwdTraits<half_t, 64, 64, 64, 64, 4, false, false, false, WindowMask, false,
+                               false, NoBias, BwdPhiloxDropout>;
+  KernelConfig config = grad_config(DType::fp16, 64, 64, 64, 4, MaskKind::causal);
+  config.dropout = true;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// Dropout in group mode (sequence-local counters, an offset past 32 bits), head dim 256 and
+// deterministic dQ.
+TEST(BwdSm80Emulated, Bf16DropoutVarlenHdim256Deterministic) {
+  TensorPool pool(28);
+  Case c = make_case(pool,
+                     testing::group_problem(pool, Family::fwd, DType::bf16, {0, 40, 40, 110},
+                                            {0, 50, 80, 170}, 4, 2, 256, 256)
+                         .causal(MaskAlign::bottom_right)
+                         .dropout(0.3, 99, 1ull << 40)
+                         .build(),
+                     true);
+  using Grad = fmha::BwdTraits<bfloat16_t, 256, 256, 64, 64, 8, true, false, false, WindowMask,
+                               false, true, NoBias, BwdPhiloxDropout>;
+  KernelConfig config = grad_config(DType::bf16, 256, 64, 64, 8, MaskKind::causal, Mode::group);
+  config.dropout = config.deterministic = true;
+  run_emulated<Dot<bfloat16_t>, Grad, Convert<bfloat16_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// Everything at once: soft cap, an fp16 bias with fp16 dBias, and dropout (dBias is the
+// gradient of the dropped-out softmax's logits).
+TEST(BwdSm80Emulated, Fp16DropoutBiasDbiasSoftcap) {
+  TensorPool pool(29);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::fp16, {1, 2, 2, 64, 96, 128, 128})
+                    .softcap(5.0)
+                    .bias(pool.uniform(DType::fp16, {1, 2, 64, 96}, -2, 2))
+                    .dropout(0.15, 5, 6)
+                    .build(),
+                false, DType::fp16);
+  using Grad = fmha::BwdTraits<half_t, 128, 128, 64, 128, 8, false, false, false, NoMask, true,
+                               false, BwdElementwiseBias, BwdPhiloxDropout, BwdDBias>;
+  KernelConfig config = grad_config(DType::fp16, 128, 64, 128, 8, MaskKind::none);
+  config.softcap = config.dropout = config.dbias = true;
+  config.bias = BiasKind::elementwise;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(c.kernels, config);
   expect_gradients_match(c);
 }
 

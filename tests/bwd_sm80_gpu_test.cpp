@@ -393,24 +393,60 @@ TEST_F(BwdSm80Gpu, Fp16VarlenBiasDbiasWindowDeterministic) {
                            true, DType::bf16);
 }
 
-// What the GPU backward does not implement is refused when planning, naming the field.
+// Dropout replays the forward's Philox stream (same seed and offset).
+TEST_F(BwdSm80Gpu, Fp16DropoutCausalGqa) {
+  TensorPool pool(27);
+  expect_matches_reference(pool, batch(pool, DType::fp16, {2, 8, 2, 77, 130, 128, 128})
+                                     .causal(MaskAlign::bottom_right)
+                                     .dropout(0.2, 0x1234567890ABCDEFull, 77)
+                                     .build());
+}
+
+TEST_F(BwdSm80Gpu, Bf16DropoutVarlenHdim256Deterministic) {
+  TensorPool pool(28);
+  expect_matches_reference(pool,
+                           testing::group_problem(pool, Family::fwd, DType::bf16, {0, 40, 40, 170},
+                                                  {0, 35, 55, 255}, 4, 2, 256, 256)
+                               .causal(MaskAlign::bottom_right)
+                               .dropout(0.3, 99, 1ull << 40)
+                               .build(),
+                           true);
+}
+
+TEST_F(BwdSm80Gpu, Bf16DropoutBiasDbiasSoftcap) {
+  TensorPool pool(29);
+  expect_matches_reference(pool,
+                           batch(pool, DType::bf16, {2, 4, 4, 96, 128, 64, 64})
+                               .softcap(5.0)
+                               .bias(pool.uniform(DType::bf16, {2, 4, 96, 128}, -2, 2))
+                               .dropout(0.15, 5, 6)
+                               .build(),
+                           false, DType::bf16);
+}
+
+// What the GPU backward does not implement is refused when planning: a broadcast dBias is
+// summed with fp32 atomics, so a bf16 one has no kernel.
 TEST_F(BwdSm80Gpu, UnsupportedFeaturesAreRefusedByName) {
   TensorPool pool(9);
-  BackwardCase c = make_case(
-      pool, batch(pool, DType::bf16, {1, 2, 2, 64, 64, 64, 64}).dropout(0.1, 3).build(), false);
+  BackwardCase c =
+      make_case(pool,
+                batch(pool, DType::bf16, {2, 2, 2, 64, 64, 64, 64})
+                    .bias(broadcast_bias(pool, DType::bf16, {1, 2, 64, 64}, {2, 2, 64, 64}))
+                    .build(),
+                false, DType::bf16);
   Problem d = c.host;
   std::vector<DeviceView> keep;
-  for (TensorView* view :
-       {&d.q, &d.k, &d.v, &d.o, &d.lse, &d.bwd.d_o, &d.bwd.dq, &d.bwd.dk, &d.bwd.dv}) {
+  for (TensorView* view : {&d.q, &d.k, &d.v, &d.o, &d.lse, &d.bias, &d.bwd.d_o, &d.bwd.dq,
+                           &d.bwd.dk, &d.bwd.dv, &d.bwd.dbias}) {
     keep.push_back(to_device(*view, false));
     *view = keep.back().view;
   }
   try {
     engine_->plan(d);
-    FAIL() << "dropout backward planned";
+    FAIL() << "a bf16 broadcast dBias planned";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::no_kernel);
-    EXPECT_NE(std::string(e.what()).find("dropout"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("dbias"), std::string::npos) << e.what();
   }
 }
 

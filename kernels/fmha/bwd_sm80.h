@@ -277,7 +277,6 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
           const int k0 = key_begin + warp_key + group;
           float z[4] = {1.0f, 1.0f, 1.0f, 1.0f};
           dropout.factors(z, q0, k0);
-          float ds[4];
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int i = q0 + (e & 1);
@@ -287,16 +286,14 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
             const float s2 = bias(logit.logit2(st[t][e], d_dot), i, j);
             const bool visible = !boundary || mask.visible(i, j);
             const float prob = visible ? tile::exp2_approx(s2 - lse2_rows[query]) : 0.0f;
-            ds[e] = prob * (z[e] * dpt[t][e] - d_rows[query]);
+            const float ds = prob * (z[e] * dpt[t][e] - d_rows[query]);
+            // Every column part computed the same dS: one writes dBias.
+            if (DBias::kEnabled && (Traits::kParts == 1 || part == 0)) dbias.put(ds, i, j);
             st[t][e] = prob * z[e];
-            dpt[t][e] = ds[e] * d_dot;
+            dpt[t][e] = ds * d_dot;
           }
           // Every column part computed the same dS^T: one writes it.
           if (Traits::kParts == 1 || part == 0) {
-            if constexpr (DBias::kEnabled) {
-#pragma unroll
-              for (int e = 0; e < 4; ++e) dbias.put(ds[e], q0 + (e & 1), k0 + (e >> 1) * 8);
-            }
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
               *reinterpret_cast<u32*>(ds_bytes + DsTile::offset(warp_key + group + r * 8,

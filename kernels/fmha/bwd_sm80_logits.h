@@ -54,12 +54,16 @@ struct BwdNoDropout {
 // and hands the other lanes their words' decisions with three butterfly shuffles.
 struct BwdPhiloxDropout {
   static constexpr bool kEnabled = true;
-  PhiloxDropout stream;
+  // The stream's key and counter words are PhiloxDropout's (fmha/dropout.h), read from the
+  // parameters where used: the backward's loop has no registers to spare for them.
+  const FwdParams& p;
+  unsigned int head_index;  // b * nhead_q + h
 
-  TILEFMHA_DEVICE BwdPhiloxDropout(const FwdParams& p, int b, int h) : stream(p, b, h) {}
+  TILEFMHA_DEVICE BwdPhiloxDropout(const FwdParams& params, int b, int h)
+      : p(params), head_index(static_cast<unsigned int>(b * params.nhead_q + h)) {}
 
   TILEFMHA_DEVICE float keep(unsigned int word) const {
-    return philox::dropout_keep(word, stream.threshold) ? stream.scale : 0.0f;
+    return philox::dropout_keep(word, p.dropout_threshold) ? p.dropout_keep_scale : 0.0f;
   }
 
   // q0, k0: the lane's first query and key (sequence-local); k0 % 4 is the lane's place g in
@@ -68,9 +72,12 @@ struct BwdPhiloxDropout {
     const int g = k0 & 3;
     // Call e = g: query q0 + (g & 1), keys of the group (g >> 1) * 8 further.
     const philox::Word4 counter = {static_cast<unsigned int>(((k0 & ~3) + (g >> 1) * 8) >> 2),
-                                   static_cast<unsigned int>(q0 + (g & 1)), stream.head_index,
-                                   stream.offset_lo};
-    const philox::Word4 r = philox::philox4x32_10(counter, stream.key0, stream.key1);
+                                   static_cast<unsigned int>(q0 + (g & 1)), head_index,
+                                   static_cast<unsigned int>(p.dropout_offset)};
+    const philox::Word4 r =
+        philox::philox4x32_10(counter, static_cast<unsigned int>(p.dropout_seed),
+                              static_cast<unsigned int>(p.dropout_seed >> 32) ^
+                                  static_cast<unsigned int>(p.dropout_offset >> 32));
     const float f[4] = {keep(r.x), keep(r.y), keep(r.z), keep(r.w)};
     auto word = [&](int w) { return w == 0 ? f[0] : (w == 1 ? f[1] : (w == 2 ? f[2] : f[3])); };
     // Round s: the lane 4 * s away (place g ^ s) made call g ^ s and sends word g of it.

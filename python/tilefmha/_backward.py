@@ -2,7 +2,8 @@
 
 Host tensors run on the CPU reference; CUDA tensors on the GPU backward (one plan of three
 stages: D = rowsum(dO * O), dQ/dK/dV, dQ to the output dtype; head dims up to 256), which
-refuses dropout and a broadcast dBias that is not fp32 with an error naming the feature.
+runs every forward feature with its gradient; it refuses a broadcast dBias that is not fp32 (or
+is deterministic) with an error naming bwd.dbias.
 """
 
 import numpy as np

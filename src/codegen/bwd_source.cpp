@@ -90,7 +90,6 @@ void check_supported_bwd_sm80(const KernelConfig& c) {
     unsupported("block_m", c.block_m, "must be 32, 64, 96 or 128 (32-query dS^T panels)");
   // The kernel stages one query block at a time; deeper pipelines are not implemented.
   if (c.stages < 1 || c.stages > 2) unsupported("stages", c.stages, "must be 1 or 2");
-  if (c.dropout) unsupported("dropout", c.dropout, "the sm80_mma backward has no dropout yet");
   if (c.dbias && c.bias != BiasKind::elementwise)
     unsupported("dbias", c.dbias, "dBias is the gradient of an elementwise bias");
   check_backward_fields(c);

@@ -72,8 +72,6 @@ std::optional<Rejection> sm80_limits(const KernelConfig&, const Problem& problem
   if (auto rejection = common_limits(problem)) return rejection;
   if (const std::string why = runtime::dbias_refusal(problem); !why.empty())
     return Rejection{"bwd.dbias", why};
-  if (problem.has_dropout())
-    return Rejection{"dropout", "dropout: the sm80_mma backward has no dropout yet"};
   return std::nullopt;
 }
 
