@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "codegen/bwd.hpp"
@@ -37,6 +38,16 @@ KernelConfig grad_config(DType dtype, int hdim, int block_m) {
   c.warps = 8;
   c.stages = 2;
   c.pad_seqlen_q = c.pad_seqlen_k = true;
+  return c;
+}
+
+// The enumerated tiles past 128 columns: two column parts, so 2 warps per 16 keys.
+KernelConfig wide_config(DType dtype, int hdim_q, int hdim_v, int block_m, int block_n) {
+  KernelConfig c = grad_config(dtype, hdim_q, block_m);
+  c.hdim_v = hdim_v;
+  c.block_n = block_n;
+  c.warps = 2 * block_n / 16;
+  c.stages = 1;
   return c;
 }
 
@@ -85,6 +96,27 @@ TEST(BwdCodegen, EnumeratedTilesAreSupported) {
       c.mask = MaskKind::window;
       c.softcap = c.deterministic = true;
       EXPECT_EQ(grad_refusal(c), "") << c.name();
+      // Every forward feature with its gradient.
+      c.bias = BiasKind::alibi;
+      c.dropout = true;
+      EXPECT_EQ(grad_refusal(c), "") << c.name();
+      c.bias = BiasKind::elementwise;
+      c.dbias = true;
+      EXPECT_EQ(grad_refusal(c), "") << c.name();
+    }
+    // sm80/sm90 (64 x 64) and sm86/sm89 (32 x 64, 32 x 32) tiles of the wide head dims.
+    for (auto [hq, hv, block_m, block_n] : {std::tuple{160, 160, 64, 64},
+                                            {192, 128, 64, 64},
+                                            {192, 192, 64, 64},
+                                            {256, 256, 64, 64},
+                                            {192, 192, 32, 64},
+                                            {256, 256, 32, 32}}) {
+      KernelConfig c = wide_config(dtype, hq, hv, block_m, block_n);
+      EXPECT_EQ(grad_refusal(c), "") << c.name();
+      c.mode = Mode::group;
+      c.mask = MaskKind::causal;
+      c.deterministic = true;
+      EXPECT_EQ(grad_refusal(c), "") << c.name();
     }
     for (int hdim : {32, 64, 128, 256}) {
       EXPECT_EQ(row_refusal(row_config(Family::bwd_dot_do_o, dtype, hdim)), "");
@@ -101,17 +133,22 @@ TEST(BwdCodegen, UnsupportedFieldsAreNamed) {
     void (*change)(KernelConfig&);
   };
   const std::vector<Case> grad_cases = {
-      {"hdim_q", [](KernelConfig& c) { c.hdim_q = c.hdim_v = 160; }},
-      {"hdim_q", [](KernelConfig& c) { c.hdim_q = 256; }},
-      {"hdim_v", [](KernelConfig& c) { c.hdim_v = 192; }},
+      {"hdim_q", [](KernelConfig& c) { c.hdim_q = c.hdim_v = 264; }},
+      {"hdim_q", [](KernelConfig& c) { c.hdim_q = 12; }},
+      {"hdim_v", [](KernelConfig& c) { c.hdim_v = 320; }},
+      // Past 128 columns a CTA needs two warps per 16 keys: 128 keys on 8 warps is one.
+      {"block_n", [](KernelConfig& c) { c.hdim_q = c.hdim_v = 256; }},
+      {"block_n", [](KernelConfig& c) { c.hdim_q = 192; }},
       {"dtype", [](KernelConfig& c) { c.dtype = c.out_dtype = DType::fp32; }},
       {"block_n", [](KernelConfig& c) { c.block_n = 64; }},
       {"block_m", [](KernelConfig& c) { c.block_m = 48; }},
       {"stages", [](KernelConfig& c) { c.stages = 3; }},
-      {"bias", [](KernelConfig& c) { c.bias = BiasKind::elementwise; }},
-      {"bias", [](KernelConfig& c) { c.bias = BiasKind::alibi; }},
-      {"dbias", [](KernelConfig& c) { c.dbias = true; }},
-      {"dropout", [](KernelConfig& c) { c.dropout = true; }},
+      {"dbias", [](KernelConfig& c) { c.dbias = true; }},  // without an elementwise bias
+      {"dbias",
+       [](KernelConfig& c) {
+         c.bias = BiasKind::alibi;
+         c.dbias = true;
+       }},
       {"page_table", [](KernelConfig& c) { c.page_table = PageTableKind::vllm_block_table; }},
       {"fp8_scale", [](KernelConfig& c) { c.fp8_scale = Fp8ScaleKind::per_tensor; }},
       {"persistent", [](KernelConfig& c) { c.persistent = true; }},
@@ -148,17 +185,37 @@ TEST(BwdCodegen, TemplateTableServesTheThreeStages) {
   EXPECT_EQ(templates::kernel_template(configs[1]).shared_bytes(configs[1]),
             fmha::bwd_sm80_shared_bytes(128, 128, 64, 128, 2));
   // An unsupported trait is a typed rejection naming the field, for the dispatcher's report.
-  KernelConfig dropout = grad_config(DType::fp16, 64, 128);
-  dropout.dropout = true;
-  const auto rejection = templates::build_rejection(dropout);
+  KernelConfig persistent = grad_config(DType::fp16, 64, 128);
+  persistent.persistent = true;
+  const auto rejection = templates::build_rejection(persistent);
   ASSERT_TRUE(rejection.has_value());
-  EXPECT_EQ(rejection->field, "dropout");
-  // Problem features the kernels lack are refused per problem too.
-  Problem biased = backward_problem(1, 2, 2, 64, 64, 64);
-  biased.bias_kind = BiasKind::alibi;
-  const auto refused = templates::kernel_template(configs[1]).can_implement(configs[1], biased);
+  EXPECT_EQ(rejection->field, "persistent");
+  // Problem features the kernels lack are refused per problem too: a broadcast dBias is summed
+  // with fp32 atomics, so a bf16 one is refused (and a deterministic fp32 one).
+  Problem biased = backward_problem(2, 2, 2, 64, 64, 64);
+  biased.bias_kind = BiasKind::elementwise;
+  biased.bwd.dbias = contiguous_view(reinterpret_cast<void*>(uintptr_t{1} << 20), DType::bf16,
+                                     {1, 2, 64, 64}, MemorySpace::device);
+  biased.bwd.dbias.shape[0] = 2;
+  biased.bwd.dbias.stride[0] = 0;
+  KernelConfig with_dbias = configs[1];
+  with_dbias.bias = BiasKind::elementwise;
+  with_dbias.dbias = true;
+  const templates::KernelTemplate& grad = templates::kernel_template(with_dbias);
+  auto refused = grad.can_implement(with_dbias, biased);
   ASSERT_TRUE(refused.has_value());
-  EXPECT_EQ(refused->field, "bias");
+  EXPECT_EQ(refused->field, "bwd.dbias");
+  EXPECT_NE(refused->text.find("fp32"), std::string::npos) << refused->text;
+  biased.bwd.dbias.dtype = DType::fp32;
+  EXPECT_FALSE(grad.can_implement(with_dbias, biased).has_value());
+  biased.bwd.deterministic = true;
+  refused = grad.can_implement(with_dbias, biased);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->field, "bwd.dbias");
+  // Not broadcast: one store per element, in any float dtype, deterministic too.
+  biased.bwd.dbias = contiguous_view(reinterpret_cast<void*>(uintptr_t{1} << 20), DType::bf16,
+                                     {2, 2, 64, 64}, MemorySpace::device);
+  EXPECT_FALSE(grad.can_implement(with_dbias, biased).has_value());
   Problem no_dq = backward_problem(1, 2, 2, 64, 64, 128);
   const auto convert_refused =
       templates::kernel_template(configs[2]).can_implement(configs[2], no_dq);
@@ -176,6 +233,20 @@ TEST(BwdCodegen, SourceSpellsTheConfig) {
   EXPECT_NE(source.find("WindowMask"), std::string::npos);
   EXPECT_NE(source.find("/*softcap=*/true, /*deterministic=*/false"), std::string::npos);
   EXPECT_NE(source.find(c.symbol()), std::string::npos);
+  EXPECT_NE(source.find("fmha::NoBias,\n    tilefmha::fmha::BwdNoDropout,\n"
+                        "    tilefmha::fmha::NoDBias>"),
+            std::string::npos)
+      << source;
+  c.bias = BiasKind::elementwise;
+  c.dbias = c.dropout = true;
+  const std::string featured = codegen::generate_bwd_sm80_source(c);
+  EXPECT_NE(featured.find("fmha::BwdElementwiseBias,\n    tilefmha::fmha::BwdPhiloxDropout,\n"
+                          "    tilefmha::fmha::BwdDBias>"),
+            std::string::npos)
+      << featured;
+  c.bias = BiasKind::alibi;
+  c.dbias = false;
+  EXPECT_NE(codegen::generate_bwd_sm80_source(c).find("fmha::AlibiBias"), std::string::npos);
   const std::string dot =
       codegen::generate_bwd_rows_source(row_config(Family::bwd_dot_do_o, DType::bf16, 64));
   EXPECT_NE(dot.find("bwd_dot_do_o<Traits>"), std::string::npos);
@@ -238,6 +309,33 @@ TEST(BwdCodegen, CompilesForSm80AndSm90a) {
   featured.softcap = featured.deterministic = true;
   featured.pad_hdim_q = featured.pad_hdim_v = true;
   cases.push_back({featured, codegen::generate_bwd_sm80_source(featured)});
+  // The column-split kernels (no register spills allowed, as for every case).
+  KernelConfig wide = wide_config(DType::bf16, 256, 256, 64, 64);
+  wide.mask = MaskKind::causal;
+  cases.push_back({wide, codegen::generate_bwd_sm80_source(wide)});
+  KernelConfig wide_narrow = wide_config(DType::fp16, 256, 256, 32, 32);
+  cases.push_back({wide_narrow, codegen::generate_bwd_sm80_source(wide_narrow)});
+  KernelConfig mixed = wide_config(DType::fp16, 192, 128, 64, 64);
+  mixed.mode = Mode::group;
+  mixed.deterministic = true;
+  cases.push_back({mixed, codegen::generate_bwd_sm80_source(mixed)});
+  KernelConfig odd = wide_config(DType::bf16, 160, 160, 64, 64);
+  odd.mask = MaskKind::window;
+  odd.softcap = true;
+  cases.push_back({odd, codegen::generate_bwd_sm80_source(odd)});
+  // The forward's features with their gradients: ALiBi, and an elementwise bias with dBias, each
+  // with dropout, on the register-heaviest tiles (hdim 128, and 256 split).
+  for (const KernelConfig& base : {grad_config(DType::bf16, 128, 64), narrow, wide}) {
+    KernelConfig alibi = base;
+    alibi.bias = BiasKind::alibi;
+    alibi.dropout = true;
+    cases.push_back({alibi, codegen::generate_bwd_sm80_source(alibi)});
+    KernelConfig biased = base;
+    biased.bias = BiasKind::elementwise;
+    biased.dbias = biased.dropout = biased.softcap = true;
+    biased.mode = Mode::group;
+    cases.push_back({biased, codegen::generate_bwd_sm80_source(biased)});
+  }
   KernelConfig convert = row_config(Family::bwd_convert_dq, DType::fp16, 64);
   convert.deterministic = convert.pad_hdim_q = true;
   cases.push_back({convert, codegen::generate_bwd_rows_source(convert)});

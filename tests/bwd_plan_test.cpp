@@ -68,7 +68,8 @@ TEST(BwdPlan, WorkspaceHoldsDAndTheDqAccumulator) {
   // Deterministic: the slices, each on a 16-byte boundary.
   Problem deterministic = p;
   deterministic.bwd.deterministic = true;
-  const WorkspaceLayout sliced = workspace_layout(deterministic, 1, /*attention_bytes=*/0, /*dq_slices=*/3);
+  const WorkspaceLayout sliced =
+      workspace_layout(deterministic, 1, /*attention_bytes=*/0, /*dq_slices=*/3);
   EXPECT_EQ(sliced.dq_slices, 3);
   EXPECT_EQ(sliced.dq_slice_stride % 4, 0);
   EXPECT_GE(sliced.dq_slice_stride, 2 * 77 * 8 * 128);
@@ -146,26 +147,66 @@ TEST(BwdPlan, UnsupportedFeaturesAreRefusedByName) {
     }
     return std::string();
   };
-  const auto slopes = contiguous_view(kFake, DType::fp32, {8}, MemorySpace::device);
-  EXPECT_NE(refusal(with_scratch(backward(1, 8, 2, 64, 64, 64).dropout(0.1, 1))).find("dropout"),
-            std::string::npos);
-  EXPECT_NE(refusal(with_scratch(backward(1, 8, 2, 64, 64, 64).alibi(slopes))).find("bias"),
-            std::string::npos);
-  // Head dims past 128: every kernel of the problem's traits is refused naming hdim_q.
-  const Problem wide = with_scratch(backward(1, 8, 2, 64, 64, 256));
-  EXPECT_NE(refusal(wide).find("no kernel for stage bwd_dq_dk_dv"), std::string::npos);
-  int traits_matched = 0;
-  for (const CandidateVerdict& verdict : planner.dispatcher.explain(wide)) {
-    const KernelConfig& c = verdict.kernel;
-    if (c.family != Family::bwd_dq_dk_dv || c.pipeline != Pipeline::sm80_mma ||
-        c.dtype != DType::bf16 || c.mode != Mode::batch || c.hdim_q != 256 ||
-        verdict.kernel.deterministic || verdict.kernel.softcap || verdict.kernel.dropout ||
-        verdict.kernel.mask != MaskKind::none || verdict.kernel.bias != BiasKind::none)
-      continue;
-    ++traits_matched;
-    EXPECT_EQ(verdict.rejection_field, "hdim_q") << verdict.rejection;
+  // A broadcast dBias is summed with fp32 atomics: a bf16 one has no kernel, named.
+  TensorView bias = contiguous_view(kFake, DType::bf16, {1, 8, 64, 64}, MemorySpace::device);
+  bias.shape[0] = 2;
+  bias.stride[0] = 0;
+  Problem p = with_scratch(backward(2, 8, 2, 64, 64, 64).bias(bias));
+  p.bwd.dbias = bias;
+  EXPECT_NE(refusal(p).find("no kernel for stage bwd_dq_dk_dv"), std::string::npos);
+  // The kernels matching every trait are refused naming the view (explain lists them).
+  int dbias_kernels = 0;
+  for (const CandidateVerdict& verdict : planner.dispatcher.explain(p)) {
+    if (verdict.kernel.family != Family::bwd_dq_dk_dv) continue;
+    EXPECT_FALSE(verdict.rejection.empty()) << verdict.kernel.name();
+    if (verdict.rejection_field != "bwd.dbias") continue;
+    ++dbias_kernels;
+    EXPECT_TRUE(verdict.kernel.dbias);
+    EXPECT_NE(verdict.rejection.find("fp32"), std::string::npos) << verdict.rejection;
   }
-  EXPECT_GT(traits_matched, 0);
+  EXPECT_GT(dbias_kernels, 0);
+}
+
+// ALiBi, dropout and an elementwise bias with its dBias plan on kernels carrying the traits.
+TEST(BwdPlan, ForwardFeaturesPlanWithTheirGradients) {
+  if (!testing::nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
+  Sm80Planner planner;
+  auto grad_kernel = [&](const Problem& p) {
+    const auto plan = planner.dispatcher.plan(p);
+    EXPECT_EQ(plan->stages.size(), 3u);
+    return plan->stages[1].kernel;
+  };
+  const auto slopes = contiguous_view(kFake, DType::fp32, {8}, MemorySpace::device);
+  const KernelConfig alibi = grad_kernel(with_scratch(backward(1, 8, 2, 64, 64, 64).alibi(slopes)));
+  EXPECT_EQ(alibi.bias, BiasKind::alibi);
+  EXPECT_FALSE(alibi.dropout);
+  const KernelConfig dropout =
+      grad_kernel(with_scratch(backward(1, 8, 2, 64, 64, 128).causal().dropout(0.1, 1)));
+  EXPECT_TRUE(dropout.dropout);
+  const TensorView bias = contiguous_view(kFake, DType::fp32, {2, 8, 64, 64}, MemorySpace::device);
+  Problem biased = with_scratch(backward(2, 8, 2, 64, 64, 256).bias(bias));
+  biased.bwd.dbias = bias;
+  const KernelConfig dbias = grad_kernel(biased);
+  EXPECT_EQ(dbias.bias, BiasKind::elementwise);
+  EXPECT_TRUE(dbias.dbias);
+  EXPECT_EQ(dbias.warps, 2 * dbias.block_n / 16);
+}
+
+// Head dims past 128 plan on the column-split kernel: two warps per 16 keys.
+TEST(BwdPlan, WideHeadDimsTakeTheColumnSplit) {
+  if (!testing::nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
+  Sm80Planner planner;
+  for (int64_t hdim : {160, 192, 256}) {
+    const auto plan = planner.dispatcher.plan(
+        with_scratch(backward(1, 8, 2, 64, 130, hdim).causal(MaskAlign::bottom_right)));
+    ASSERT_EQ(plan->stages.size(), 3u);
+    const KernelConfig& grad = plan->stages[1].kernel;
+    EXPECT_EQ(grad.hdim_q, hdim);
+    EXPECT_EQ(grad.pipeline, Pipeline::sm80_mma);
+    EXPECT_EQ(grad.warps, 2 * grad.block_n / 16) << grad.name();
+    EXPECT_EQ(plan->stages[1].shape.grid[0],
+              static_cast<unsigned>((130 + grad.block_n - 1) / grad.block_n));
+  }
 }
 
 }  // namespace

@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
+#include <optional>
 #include <vector>
 
 // The emulation's shims replace kernels/tile/ (this target puts tests/support/emulation first).
@@ -58,7 +60,22 @@ struct Case {
   Problem kernels;   // the same inputs, fresh NaN gradients
 };
 
-Case make_case(TensorPool& pool, Problem forward, bool deterministic) {
+// dBias storage like `bias`: dense over the dims the bias keeps, zero strides where it
+// broadcasts (as the Python front end allocates it).
+TensorView dbias_like(TensorPool& pool, const TensorView& bias, DType dtype) {
+  auto kept = [&](int d) { return bias.stride[d] == 0 ? int64_t{1} : bias.shape[d]; };
+  TensorView view = pool.filled(dtype, {kept(0), kept(1), kept(2), kept(3)}, kUnwritten);
+  for (int d = 0; d < 4; ++d) {
+    if (bias.stride[d] != 0) continue;
+    view.shape[d] = bias.shape[d];
+    view.stride[d] = 0;
+  }
+  return view;
+}
+
+// No dBias unless `dbias` names its dtype.
+Case make_case(TensorPool& pool, Problem forward, bool deterministic,
+               std::optional<DType> dbias = std::nullopt) {
   reference::forward(forward);
   Problem p = forward;
   p.family = Family::bwd_dq_dk_dv;
@@ -70,6 +87,7 @@ Case make_case(TensorPool& pool, Problem forward, bool deterministic) {
     target->bwd.dq = like(pool, forward.q);
     target->bwd.dk = like(pool, forward.k);
     target->bwd.dv = like(pool, forward.v);
+    if (dbias) target->bwd.dbias = dbias_like(pool, forward.bias, *dbias);
   }
   c.expected.bwd.d = pool.filled(
       DType::fp32, {forward.lse.shape[0], forward.lse.shape[1], forward.lse.shape[2]}, kUnwritten);
@@ -85,9 +103,13 @@ Case make_case(TensorPool& pool, Problem forward, bool deterministic) {
 template <class DotTraits, class GradTraits, class ConvertTraits>
 void run_emulated(const Problem& host, const KernelConfig& grad_config) {
   Problem p = host;
-  for (TensorView* view : {&p.q, &p.k, &p.v, &p.o, &p.lse, &p.sink_logits, &p.bwd.d_o, &p.bwd.dq,
-                           &p.bwd.dk, &p.bwd.dv})
+  for (TensorView* view : {&p.q, &p.k, &p.v, &p.o, &p.lse, &p.sink_logits, &p.bias, &p.alibi_slopes,
+                           &p.bwd.d_o, &p.bwd.dq, &p.bwd.dk, &p.bwd.dv, &p.bwd.dbias})
     *view = as_device(*view);
+  // What the launch does before a broadcast dBias is added to (templates/bwd_templates.cpp).
+  ASSERT_EQ(runtime::dbias_refusal(p), "");
+  if (const runtime::DbiasWrites writes = runtime::dbias_writes(p); writes.accumulate)
+    std::memset(p.bwd.dbias.data, 0, static_cast<size_t>(writes.zero_bytes));
   runtime::FwdDeviceIndices indices;
   indices.seqstart_q = p.seqstart_q.empty() ? nullptr : p.seqstart_q.data();
   indices.seqstart_k = p.seqstart_k.empty() ? nullptr : p.seqstart_k.data();
@@ -114,6 +136,8 @@ void run_emulated(const Problem& host, const KernelConfig& grad_config) {
   rows_config.block_n = 0;
   rows_config.mask = MaskKind::none;
   rows_config.softcap = rows_config.deterministic = false;
+  rows_config.bias = BiasKind::none;
+  rows_config.dropout = rows_config.dbias = false;
   rows_config.family = Family::bwd_dot_do_o;
   rows_config.pipeline = Pipeline::bwd_dot_do_o;
   auto grid = [](const jit::LaunchShape& shape) {
@@ -128,12 +152,14 @@ void run_emulated(const Problem& host, const KernelConfig& grad_config) {
   emulation::launch(grid(dot), dot.block[0], [&] { fmha::bwd_convert_dq<ConvertTraits>(params); });
 }
 
-int64_t mismatches(const char* name, const TensorView& expected, const TensorView& actual) {
+// Tolerances of `computed` (the inputs' dtype), whatever dtype the gradient is stored in.
+int64_t mismatches(const char* name, const TensorView& expected, const TensorView& actual,
+                   DType computed) {
   double largest = 0;
   for_each_element(expected, [&](int64_t, int64_t offset) {
     largest = std::max(largest, std::fabs(numeric::load(expected.data, expected.dtype, offset)));
   });
-  const runtime::Tolerance tolerance = runtime::gradient_tolerance(expected.dtype, largest);
+  const runtime::Tolerance tolerance = runtime::gradient_tolerance(computed, largest);
   const runtime::Agreement agreement =
       testing::compare(expected, actual, tolerance.atol, tolerance.rtol);
   std::printf("    %s: max abs err %.3e (largest %.3e), %lld of %lld outside\n", name,
@@ -143,20 +169,25 @@ int64_t mismatches(const char* name, const TensorView& expected, const TensorVie
 }
 
 void expect_gradients_match(const Case& c) {
-  EXPECT_EQ(mismatches("dq", c.expected.bwd.dq, c.kernels.bwd.dq), 0);
-  EXPECT_EQ(mismatches("dk", c.expected.bwd.dk, c.kernels.bwd.dk), 0);
-  EXPECT_EQ(mismatches("dv", c.expected.bwd.dv, c.kernels.bwd.dv), 0);
+  const DType dtype = c.expected.dtype;
+  EXPECT_EQ(mismatches("dq", c.expected.bwd.dq, c.kernels.bwd.dq, dtype), 0);
+  EXPECT_EQ(mismatches("dk", c.expected.bwd.dk, c.kernels.bwd.dk, dtype), 0);
+  EXPECT_EQ(mismatches("dv", c.expected.bwd.dv, c.kernels.bwd.dv, dtype), 0);
+  if (!c.expected.bwd.dbias.empty()) {
+    EXPECT_EQ(mismatches("dbias", c.expected.bwd.dbias, c.kernels.bwd.dbias, dtype), 0);
+  }
 }
 
 KernelConfig grad_config(DType dtype, int hdim, int block_m, int block_n, int warps, MaskKind mask,
-                         Mode mode = Mode::batch) {
+                         Mode mode = Mode::batch, int hdim_v = 0) {
   KernelConfig c;
   c.family = Family::bwd_dq_dk_dv;
   c.pipeline = Pipeline::sm80_mma;
   c.arch = Arch::sm80;
   c.dtype = c.out_dtype = dtype;
   c.mode = mode;
-  c.hdim_q = c.hdim_v = hdim;
+  c.hdim_q = hdim;
+  c.hdim_v = hdim_v > 0 ? hdim_v : hdim;
   c.block_m = block_m;
   c.block_n = block_n;
   c.block_k = 64;
@@ -293,6 +324,280 @@ TEST(BwdSm80Emulated, DeterministicSlices) {
   KernelConfig config = grad_config(DType::bf16, 64, 64, 64, 4, MaskKind::causal);
   config.deterministic = true;
   run_emulated<Dot<bfloat16_t>, Grad, fmha::ConvertDqTraits<bfloat16_t, 64, 4>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// Head dim 256: two column parts, so 8 warps for 64 keys (sm80/sm90 tile); GQA 2:1, bottom-right
+// causal over ragged lengths. A part that wrote the wrong columns, or only one part, fails.
+TEST(BwdSm80Emulated, Bf16Hdim256ColumnSplitCausalGqa) {
+  TensorPool pool(11);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 4, 2, 70, 90, 256, 256})
+                    .causal(MaskAlign::bottom_right)
+                    .build(),
+                false);
+  using Grad = fmha::BwdTraits<bfloat16_t, 256, 256, 64, 64, 8, false, false, false,
+                               fmha::WindowMask, false, false>;
+  static_assert(Grad::kParts == 2 && Grad::kPartQ == 128 && Grad::kPartV == 128);
+  run_emulated<Dot<bfloat16_t>, Grad, Convert<bfloat16_t>>(
+      c.kernels, grad_config(DType::bf16, 256, 64, 64, 8, MaskKind::causal));
+  expect_gradients_match(c);
+}
+
+// (hdim_q, hdim_v) = (192, 128): parts of 96 dK and 64 dV columns; varlen with an empty
+// sequence, deterministic dQ slices.
+TEST(BwdSm80Emulated, Fp16Hdim192x128VarlenDeterministic) {
+  TensorPool pool(12);
+  Case c = make_case(pool,
+                     testing::group_problem(pool, Family::fwd, DType::fp16, {0, 50, 50, 110},
+                                            {0, 70, 90, 180}, 2, 1, 192, 128)
+                         .causal()
+                         .build(),
+                     true);
+  using Grad = fmha::BwdTraits<half_t, 192, 128, 64, 64, 8, true, false, false, fmha::WindowMask,
+                               false, true>;
+  static_assert(Grad::kPartQ == 96 && Grad::kPartV == 64);
+  KernelConfig config =
+      grad_config(DType::fp16, 192, 64, 64, 8, MaskKind::causal, Mode::group, 128);
+  config.deterministic = true;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// Head dim 160 (parts of 80 columns: the second starts mid-panel) on the sm86 tile, a window
+// with a soft cap; and 256 on the sm86/sm89 tile of 32 keys and 4 warps.
+TEST(BwdSm80Emulated, Fp16Hdim160WindowSoftcap) {
+  TensorPool pool(13);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::fp16, {2, 2, 2, 60, 75, 160, 160})
+                    .window(20, 10)
+                    .softcap(3.0)
+                    .build(),
+                false);
+  using Grad = fmha::BwdTraits<half_t, 160, 160, 64, 64, 8, false, false, false, fmha::WindowMask,
+                               true, false>;
+  KernelConfig config = grad_config(DType::fp16, 160, 64, 64, 8, MaskKind::window);
+  config.softcap = true;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+TEST(BwdSm80Emulated, Bf16Hdim256NarrowTileNoMask) {
+  TensorPool pool(14);
+  Case c = make_case(
+      pool,
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 2, 1, 45, 70, 256, 256}).build(),
+      false);
+  using Grad = fmha::BwdTraits<bfloat16_t, 256, 256, 32, 32, 4, false, false, false, fmha::NoMask,
+                               false, false>;
+  run_emulated<Dot<bfloat16_t>, Grad, Convert<bfloat16_t>>(
+      c.kernels, grad_config(DType::bf16, 256, 32, 32, 4, MaskKind::none));
+  expect_gradients_match(c);
+}
+
+using fmha::AlibiBias;
+using fmha::BwdDBias;
+using fmha::BwdElementwiseBias;
+using fmha::BwdNoDropout;
+using fmha::BwdPhiloxDropout;
+using fmha::NoBias;
+using fmha::NoMask;
+using fmha::WindowMask;
+
+// A bias that every (sequence, head) pair shares along the zero-stride dims: storage over the
+// other dims only.
+TensorView broadcast_bias(TensorPool& pool, DType dtype, std::initializer_list<int64_t> kept,
+                          std::initializer_list<int64_t> shape) {
+  TensorView bias = pool.uniform(dtype, kept, -2, 2);
+  int d = 0;
+  for (int64_t extent : shape) {
+    if (bias.shape[d] != extent) {
+      bias.shape[d] = extent;
+      bias.stride[d] = 0;
+    }
+    ++d;
+  }
+  return bias;
+}
+
+// ALiBi with one slope per head: GQA 4:1, bottom-right causal, ragged lengths. Slopes up to 0.5
+// over distances up to 100 dominate the logits: a kernel without ALiBi misses by far.
+TEST(BwdSm80Emulated, Fp16AlibiPerHeadGqaCausal) {
+  TensorPool pool(21);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::fp16, {2, 4, 1, 70, 100, 64, 64})
+                    .causal(MaskAlign::bottom_right)
+                    .alibi(pool.uniform(DType::fp32, {4}, 0.05, 0.5))
+                    .build(),
+                false);
+  using Grad = fmha::BwdTraits<half_t, 64, 64, 64, 64, 4, false, false, false, WindowMask, false,
+                               false, AlibiBias>;
+  KernelConfig config = grad_config(DType::fp16, 64, 64, 64, 4, MaskKind::causal);
+  config.bias = BiasKind::alibi;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// ALiBi with a slope per (sequence, head) in group mode (the shift len_k - len_q is per
+// sequence), an empty sequence, head dim 256 (column split) and deterministic dQ.
+TEST(BwdSm80Emulated, Bf16AlibiPerSequenceVarlenHdim256Deterministic) {
+  TensorPool pool(22);
+  Case c = make_case(pool,
+                     testing::group_problem(pool, Family::fwd, DType::bf16, {0, 40, 40, 100},
+                                            {0, 60, 90, 150}, 2, 2, 256, 256)
+                         .alibi(pool.uniform(DType::fp32, {3, 2}, 0.05, 0.3))
+                         .build(),
+                     true);
+  using Grad = fmha::BwdTraits<bfloat16_t, 256, 256, 64, 64, 8, true, false, false, NoMask, false,
+                               true, AlibiBias>;
+  KernelConfig config = grad_config(DType::bf16, 256, 64, 64, 8, MaskKind::none, Mode::group);
+  config.bias = BiasKind::alibi;
+  config.deterministic = true;
+  run_emulated<Dot<bfloat16_t>, Grad, Convert<bfloat16_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// An fp32 bias of its own per (sequence, head): dBias (fp32) is stored once per element, zeros
+// where the causal mask hides the pair. GQA 2:1.
+TEST(BwdSm80Emulated, Fp16BiasWithDbiasCausalGqa) {
+  TensorPool pool(23);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::fp16, {2, 4, 2, 50, 90, 64, 64})
+                    .causal()
+                    .bias(pool.uniform(DType::fp32, {2, 4, 50, 90}, -2, 2))
+                    .build(),
+                false, DType::fp32);
+  using Grad = fmha::BwdTraits<half_t, 64, 64, 64, 64, 4, false, false, false, WindowMask, false,
+                               false, BwdElementwiseBias, BwdNoDropout, BwdDBias>;
+  KernelConfig config = grad_config(DType::fp16, 64, 64, 64, 4, MaskKind::causal);
+  config.bias = BiasKind::elementwise;
+  config.dbias = true;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// A bf16 bias shared by every sequence and head: its fp32 dBias sums over both with atomics.
+TEST(BwdSm80Emulated, Bf16BroadcastBiasDbiasSumsOverBatchAndHeads) {
+  TensorPool pool(24);
+  const TensorView bias = broadcast_bias(pool, DType::bf16, {1, 1, 45, 70}, {2, 2, 45, 70});
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::bf16, {2, 2, 1, 45, 70, 128, 128})
+                    .bias(bias)
+                    .build(),
+                false, DType::fp32);
+  using Grad = fmha::BwdTraits<bfloat16_t, 128, 128, 64, 64, 4, false, false, false, NoMask, false,
+                               false, BwdElementwiseBias, BwdNoDropout, BwdDBias>;
+  KernelConfig config = grad_config(DType::bf16, 128, 64, 64, 4, MaskKind::none);
+  config.bias = BiasKind::elementwise;
+  config.dbias = true;
+  run_emulated<Dot<bfloat16_t>, Grad, Convert<bfloat16_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// Group mode: bias and dBias (bf16, stored) are [batch, head, longest q, longest k], so rows and
+// keys past a sequence, the empty sequence's included, must come out 0; a window skips whole
+// query blocks, whose zeros are written too. Deterministic.
+TEST(BwdSm80Emulated, Fp16VarlenBiasDbiasWindowDeterministic) {
+  TensorPool pool(25);
+  Case c = make_case(pool,
+                     testing::group_problem(pool, Family::fwd, DType::fp16, {0, 30, 30, 100},
+                                            {0, 45, 60, 160}, 2, 1, 96, 96)
+                         .window(20, 5)
+                         .bias(pool.uniform(DType::bf16, {3, 2, 70, 100}, -2, 2))
+                         .build(),
+                     true, DType::bf16);
+  using Grad = fmha::BwdTraits<half_t, 96, 96, 64, 64, 4, true, false, false, WindowMask, false,
+                               true, BwdElementwiseBias, BwdNoDropout, BwdDBias>;
+  KernelConfig config = grad_config(DType::fp16, 96, 64, 64, 4, MaskKind::window, Mode::group);
+  config.bias = BiasKind::elementwise;
+  config.dbias = config.deterministic = true;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// A key-padding style bias [batch, head, 1, keys] broadcast over queries, with the column split
+// of (192, 128).
+TEST(BwdSm80Emulated, Bf16QueryBroadcastBiasHdim192x128) {
+  TensorPool pool(26);
+  const TensorView bias = broadcast_bias(pool, DType::fp32, {2, 2, 1, 80}, {2, 2, 60, 80});
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::bf16, {2, 2, 2, 60, 80, 192, 128})
+                    .bias(bias)
+                    .causal(MaskAlign::bottom_right)
+                    .build(),
+                false, DType::fp32);
+  using Grad = fmha::BwdTraits<bfloat16_t, 192, 128, 64, 64, 8, false, false, false, WindowMask,
+                               false, false, BwdElementwiseBias, BwdNoDropout, BwdDBias>;
+  KernelConfig config =
+      grad_config(DType::bf16, 192, 64, 64, 8, MaskKind::causal, Mode::batch, 128);
+  config.bias = BiasKind::elementwise;
+  config.dbias = true;
+  run_emulated<Dot<bfloat16_t>, Grad, Convert<bfloat16_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// Dropout replays the forward's Philox stream: GQA 2:1, bottom-right causal, a seed with both
+// halves set and an offset.
+TEST(BwdSm80Emulated, Fp16DropoutCausalGqa) {
+  TensorPool pool(27);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::fp16, {2, 4, 2, 70, 100, 64, 64})
+                    .causal(MaskAlign::bottom_right)
+                    .dropout(0.2, 0x1234567890ABCDEFull, 77)
+                    .build(),
+                false);
+  using Grad = fmha::BwdTraits<half_t, 64, 64, 64, 64, 4, false, false, false, WindowMask, false,
+                               false, NoBias, BwdPhiloxDropout>;
+  KernelConfig config = grad_config(DType::fp16, 64, 64, 64, 4, MaskKind::causal);
+  config.dropout = true;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// Dropout in group mode (sequence-local counters, an offset past 32 bits), head dim 256 and
+// deterministic dQ.
+TEST(BwdSm80Emulated, Bf16DropoutVarlenHdim256Deterministic) {
+  TensorPool pool(28);
+  Case c = make_case(pool,
+                     testing::group_problem(pool, Family::fwd, DType::bf16, {0, 40, 40, 110},
+                                            {0, 50, 80, 170}, 4, 2, 256, 256)
+                         .causal(MaskAlign::bottom_right)
+                         .dropout(0.3, 99, 1ull << 40)
+                         .build(),
+                     true);
+  using Grad = fmha::BwdTraits<bfloat16_t, 256, 256, 64, 64, 8, true, false, false, WindowMask,
+                               false, true, NoBias, BwdPhiloxDropout>;
+  KernelConfig config = grad_config(DType::bf16, 256, 64, 64, 8, MaskKind::causal, Mode::group);
+  config.dropout = config.deterministic = true;
+  run_emulated<Dot<bfloat16_t>, Grad, Convert<bfloat16_t>>(c.kernels, config);
+  expect_gradients_match(c);
+}
+
+// Everything at once: soft cap, an fp16 bias with fp16 dBias, and dropout (dBias is the
+// gradient of the dropped-out softmax's logits).
+TEST(BwdSm80Emulated, Fp16DropoutBiasDbiasSoftcap) {
+  TensorPool pool(29);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::fp16, {1, 2, 2, 64, 96, 128, 128})
+                    .softcap(5.0)
+                    .bias(pool.uniform(DType::fp16, {1, 2, 64, 96}, -2, 2))
+                    .dropout(0.15, 5, 6)
+                    .build(),
+                false, DType::fp16);
+  using Grad = fmha::BwdTraits<half_t, 128, 128, 64, 128, 8, false, false, false, NoMask, true,
+                               false, BwdElementwiseBias, BwdPhiloxDropout, BwdDBias>;
+  KernelConfig config = grad_config(DType::fp16, 128, 64, 128, 8, MaskKind::none);
+  config.softcap = config.dropout = config.dbias = true;
+  config.bias = BiasKind::elementwise;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(c.kernels, config);
   expect_gradients_match(c);
 }
 

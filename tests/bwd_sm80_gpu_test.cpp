@@ -1,10 +1,11 @@
 // The GPU backward (bwd_dot_do_o, bwd_dq_dk_dv on sm80_mma, bwd_convert_dq) through the public
 // Engine, one plan of three stages with D and the dQ accumulator in plan workspace: dQ, dK and
 // dV against the CPU reference (reference::backward) on fresh random inputs, outputs poisoned
-// (NaN bytes) before each run. Cases: head dims 64 and 128, bf16 and fp16, causal top-left and
-// bottom-right, a window with sink tokens, GQA 4:1, soft cap, varlen with an empty sequence,
-// ragged lengths (77 x 130), and deterministic mode giving bitwise-identical repeats. Skipped
-// without a GPU, driver or NVRTC.
+// (NaN bytes) before each run. Cases: head dims 64, 128, 160, 256 and (192, 128), bf16 and fp16,
+// causal top-left and bottom-right, a window with sink tokens, GQA 4:1, soft cap, varlen with an
+// empty sequence, ragged lengths (77 x 130), deterministic mode giving bitwise-identical
+// repeats, ALiBi, an elementwise bias with dBias (stored, and broadcast summed with atomics) and
+// dropout. Skipped without a GPU, driver or NVRTC.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -62,13 +64,44 @@ void download(const DeviceView& device, const TensorView& host) {
 struct BackwardCase {
   Problem host;  // family bwd_dq_dk_dv, host views; dq/dk/dv hold the reference's gradients
   TensorView gpu_dq, gpu_dk, gpu_dv;  // host buffers the GPU results are downloaded into
+  TensorView gpu_dbias;               // and dBias's, when the case has one
 };
 
 TensorView like(TensorPool& pool, const TensorView& v) {
   return pool.filled(v.dtype, {v.shape[0], v.shape[1], v.shape[2], v.shape[3]}, kUnwritten);
 }
 
-BackwardCase make_case(TensorPool& pool, Problem forward, bool deterministic) {
+// dBias storage like `bias`: dense over the dims the bias keeps, zero strides where it
+// broadcasts (as the Python front end allocates it).
+TensorView dbias_like(TensorPool& pool, const TensorView& bias, DType dtype) {
+  auto kept = [&](int d) { return bias.stride[d] == 0 ? int64_t{1} : bias.shape[d]; };
+  TensorView view = pool.filled(dtype, {kept(0), kept(1), kept(2), kept(3)}, kUnwritten);
+  for (int d = 0; d < 4; ++d) {
+    if (bias.stride[d] != 0) continue;
+    view.shape[d] = bias.shape[d];
+    view.stride[d] = 0;
+  }
+  return view;
+}
+
+// A bias shared along the dims where `shape` exceeds the storage `kept` (zero strides).
+TensorView broadcast_bias(TensorPool& pool, DType dtype, std::initializer_list<int64_t> kept,
+                          std::initializer_list<int64_t> shape) {
+  TensorView bias = pool.uniform(dtype, kept, -2, 2);
+  int d = 0;
+  for (int64_t extent : shape) {
+    if (bias.shape[d] != extent) {
+      bias.shape[d] = extent;
+      bias.stride[d] = 0;
+    }
+    ++d;
+  }
+  return bias;
+}
+
+// No dBias unless `dbias` names its dtype.
+BackwardCase make_case(TensorPool& pool, Problem forward, bool deterministic,
+                       std::optional<DType> dbias = std::nullopt) {
   reference::forward(forward);
   BackwardCase c;
   Problem& p = c.host;
@@ -80,6 +113,7 @@ BackwardCase make_case(TensorPool& pool, Problem forward, bool deterministic) {
   p.bwd.dq = like(pool, forward.q);
   p.bwd.dk = like(pool, forward.k);
   p.bwd.dv = like(pool, forward.v);
+  if (dbias) p.bwd.dbias = dbias_like(pool, forward.bias, *dbias);
   Problem with_scratch = p;
   with_scratch.bwd.d = pool.filled(
       DType::fp32, {forward.lse.shape[0], forward.lse.shape[1], forward.lse.shape[2]}, kUnwritten);
@@ -90,6 +124,7 @@ BackwardCase make_case(TensorPool& pool, Problem forward, bool deterministic) {
   c.gpu_dq = like(pool, p.bwd.dq);
   c.gpu_dk = like(pool, p.bwd.dk);
   c.gpu_dv = like(pool, p.bwd.dv);
+  if (dbias) c.gpu_dbias = dbias_like(pool, forward.bias, *dbias);
   return c;
 }
 
@@ -116,7 +151,9 @@ class BwdSm80Gpu : public ::testing::Test {
   static void SetUpTestSuite() {
     if (!gpu_skip_reason().empty()) return;
     // The portable kernels only: sm80_mma runs on every arch the engine supports.
+    // Without the restriction an sm_90 device would plan sm90_ws kernels instead.
     EngineOptions options;
+    options.pipeline = Pipeline::sm80_mma;
     engine_ = std::make_unique<Engine>(options);
   }
   static void TearDownTestSuite() { engine_.reset(); }
@@ -131,7 +168,8 @@ class BwdSm80Gpu : public ::testing::Test {
     const Problem& h = c.host;
     std::vector<DeviceView> inputs;
     Problem d = h;
-    for (TensorView* view : {&d.q, &d.k, &d.v, &d.o, &d.lse, &d.sink_logits, &d.bwd.d_o}) {
+    for (TensorView* view :
+         {&d.q, &d.k, &d.v, &d.o, &d.lse, &d.sink_logits, &d.bias, &d.alibi_slopes, &d.bwd.d_o}) {
       if (view->empty()) continue;
       inputs.push_back(to_device(*view, false));
       *view = inputs.back().view;
@@ -141,6 +179,11 @@ class BwdSm80Gpu : public ::testing::Test {
     d.bwd.dq = dq.view;
     d.bwd.dk = dk.view;
     d.bwd.dv = dv.view;
+    std::optional<DeviceView> dbias;
+    if (!h.bwd.dbias.empty()) {
+      dbias = to_device(h.bwd.dbias, true);
+      d.bwd.dbias = dbias->view;
+    }
     const EnginePlan plan = engine_->plan(d);
     std::printf("  %s\n%s", d.describe().c_str(), plan.explanation().c_str());
     engine_->run(plan, d);
@@ -148,16 +191,22 @@ class BwdSm80Gpu : public ::testing::Test {
     download(dq, c.gpu_dq);
     download(dk, c.gpu_dk);
     download(dv, c.gpu_dv);
+    if (dbias) download(*dbias, c.gpu_dbias);
     return plan.num_stages();
   }
 
-  void expect_matches_reference(TensorPool& pool, Problem forward, bool deterministic = false) {
-    BackwardCase c = make_case(pool, std::move(forward), deterministic);
+  void expect_matches_reference(TensorPool& pool, Problem forward, bool deterministic = false,
+                                std::optional<DType> dbias = std::nullopt) {
+    BackwardCase c = make_case(pool, std::move(forward), deterministic, dbias);
     EXPECT_EQ(run_on_gpu(c), 3);
     const DType dtype = c.host.dtype;
     EXPECT_EQ(mismatches("dq", c.host.bwd.dq, c.gpu_dq, dtype), 0);
     EXPECT_EQ(mismatches("dk", c.host.bwd.dk, c.gpu_dk, dtype), 0);
     EXPECT_EQ(mismatches("dv", c.host.bwd.dv, c.gpu_dv, dtype), 0);
+    // dBias is computed in the inputs' precision whatever its storage dtype.
+    if (dbias) {
+      EXPECT_EQ(mismatches("dbias", c.host.bwd.dbias, c.gpu_dbias, dtype), 0);
+    }
   }
 
   static std::unique_ptr<Engine> engine_;
@@ -254,24 +303,152 @@ TEST_F(BwdSm80Gpu, DeterministicRepeatsAreBitIdentical) {
   }
 }
 
-// What the GPU backward does not implement is refused when planning, naming the field.
+// Head dims past 128: dK and dV split in two column parts (two warps per 16 keys).
+TEST_F(BwdSm80Gpu, Bf16Hdim256CausalBottomRightGqa) {
+  TensorPool pool(11);
+  expect_matches_reference(pool, batch(pool, DType::bf16, {2, 8, 2, 77, 130, 256, 256})
+                                     .causal(MaskAlign::bottom_right)
+                                     .build());
+}
+
+TEST_F(BwdSm80Gpu, Fp16Hdim192x128VarlenDeterministic) {
+  TensorPool pool(12);
+  expect_matches_reference(pool,
+                           testing::group_problem(pool, Family::fwd, DType::fp16, {0, 40, 40, 170},
+                                                  {0, 35, 55, 255}, 4, 2, 192, 128)
+                               .causal()
+                               .build(),
+                           true);
+}
+
+TEST_F(BwdSm80Gpu, Bf16Hdim160WindowSoftCap) {
+  TensorPool pool(13);
+  expect_matches_reference(
+      pool,
+      batch(pool, DType::bf16, {2, 4, 4, 100, 150, 160, 160}).window(30, 5).softcap(4.0).build());
+}
+
+// ALiBi (no gradient for the slopes): per-head slopes with GQA and bottom-right causal; per
+// (sequence, head) slopes in group mode with head dim 256.
+TEST_F(BwdSm80Gpu, Fp16AlibiPerHeadGqaCausal) {
+  TensorPool pool(21);
+  expect_matches_reference(pool, batch(pool, DType::fp16, {2, 8, 2, 77, 130, 64, 64})
+                                     .causal(MaskAlign::bottom_right)
+                                     .alibi(pool.uniform(DType::fp32, {8}, 0.05, 0.5))
+                                     .build());
+}
+
+TEST_F(BwdSm80Gpu, Bf16AlibiPerSequenceVarlenHdim256) {
+  TensorPool pool(22);
+  expect_matches_reference(pool,
+                           testing::group_problem(pool, Family::fwd, DType::bf16, {0, 40, 40, 170},
+                                                  {0, 35, 55, 255}, 4, 2, 256, 256)
+                               .alibi(pool.uniform(DType::fp32, {3, 4}, 0.05, 0.3))
+                               .build(),
+                           true);
+}
+
+// An elementwise bias with dBias: per (sequence, head) in fp32 (one store per element); shared
+// by sequences and heads in bf16 with an fp32 dBias (atomics); broadcast over queries with the
+// (192, 128) column split; group mode with a bf16 dBias and deterministic dQ.
+TEST_F(BwdSm80Gpu, Fp16BiasWithDbiasCausalGqa) {
+  TensorPool pool(23);
+  expect_matches_reference(pool,
+                           batch(pool, DType::fp16, {2, 8, 2, 77, 130, 128, 128})
+                               .causal()
+                               .bias(pool.uniform(DType::fp32, {2, 8, 77, 130}, -2, 2))
+                               .build(),
+                           false, DType::fp32);
+}
+
+TEST_F(BwdSm80Gpu, Bf16BroadcastBiasDbiasSumsOverBatchAndHeads) {
+  TensorPool pool(24);
+  expect_matches_reference(
+      pool,
+      batch(pool, DType::bf16, {2, 4, 2, 100, 150, 64, 64})
+          .bias(broadcast_bias(pool, DType::bf16, {1, 1, 100, 150}, {2, 4, 100, 150}))
+          .build(),
+      false, DType::fp32);
+}
+
+TEST_F(BwdSm80Gpu, Bf16QueryBroadcastBiasHdim192x128) {
+  TensorPool pool(25);
+  expect_matches_reference(
+      pool,
+      batch(pool, DType::bf16, {2, 2, 2, 90, 140, 192, 128})
+          .causal(MaskAlign::bottom_right)
+          .bias(broadcast_bias(pool, DType::fp32, {2, 2, 1, 140}, {2, 2, 90, 140}))
+          .build(),
+      false, DType::fp32);
+}
+
+TEST_F(BwdSm80Gpu, Fp16VarlenBiasDbiasWindowDeterministic) {
+  TensorPool pool(26);
+  expect_matches_reference(pool,
+                           testing::group_problem(pool, Family::fwd, DType::fp16, {0, 40, 40, 170},
+                                                  {0, 35, 55, 255}, 4, 2, 96, 96)
+                               .window(30, 8)
+                               .bias(pool.uniform(DType::bf16, {3, 4, 130, 200}, -2, 2))
+                               .build(),
+                           true, DType::bf16);
+}
+
+// Dropout replays the forward's Philox stream (same seed and offset).
+TEST_F(BwdSm80Gpu, Fp16DropoutCausalGqa) {
+  TensorPool pool(27);
+  expect_matches_reference(pool, batch(pool, DType::fp16, {2, 8, 2, 77, 130, 128, 128})
+                                     .causal(MaskAlign::bottom_right)
+                                     .dropout(0.2, 0x1234567890ABCDEFull, 77)
+                                     .build());
+}
+
+TEST_F(BwdSm80Gpu, Bf16DropoutVarlenHdim256Deterministic) {
+  TensorPool pool(28);
+  expect_matches_reference(pool,
+                           testing::group_problem(pool, Family::fwd, DType::bf16, {0, 40, 40, 170},
+                                                  {0, 35, 55, 255}, 4, 2, 256, 256)
+                               .causal(MaskAlign::bottom_right)
+                               .dropout(0.3, 99, 1ull << 40)
+                               .build(),
+                           true);
+}
+
+// (The enumeration profiles have no soft-capped kernel with bias and dropout: the emulation
+// test covers that combination.)
+TEST_F(BwdSm80Gpu, Bf16DropoutBiasDbiasCausal) {
+  TensorPool pool(29);
+  expect_matches_reference(pool,
+                           batch(pool, DType::bf16, {2, 4, 4, 96, 128, 64, 64})
+                               .causal(MaskAlign::bottom_right)
+                               .bias(pool.uniform(DType::bf16, {2, 4, 96, 128}, -2, 2))
+                               .dropout(0.15, 5, 6)
+                               .build(),
+                           false, DType::bf16);
+}
+
+// What the GPU backward does not implement is refused when planning: a broadcast dBias is
+// summed with fp32 atomics, so a bf16 one has no kernel.
 TEST_F(BwdSm80Gpu, UnsupportedFeaturesAreRefusedByName) {
   TensorPool pool(9);
-  BackwardCase c = make_case(
-      pool, batch(pool, DType::bf16, {1, 2, 2, 64, 64, 64, 64}).dropout(0.1, 3).build(), false);
+  BackwardCase c =
+      make_case(pool,
+                batch(pool, DType::bf16, {2, 2, 2, 64, 64, 64, 64})
+                    .bias(broadcast_bias(pool, DType::bf16, {1, 2, 64, 64}, {2, 2, 64, 64}))
+                    .build(),
+                false, DType::bf16);
   Problem d = c.host;
   std::vector<DeviceView> keep;
-  for (TensorView* view :
-       {&d.q, &d.k, &d.v, &d.o, &d.lse, &d.bwd.d_o, &d.bwd.dq, &d.bwd.dk, &d.bwd.dv}) {
+  for (TensorView* view : {&d.q, &d.k, &d.v, &d.o, &d.lse, &d.bias, &d.bwd.d_o, &d.bwd.dq,
+                           &d.bwd.dk, &d.bwd.dv, &d.bwd.dbias}) {
     keep.push_back(to_device(*view, false));
     *view = keep.back().view;
   }
   try {
     engine_->plan(d);
-    FAIL() << "dropout backward planned";
+    FAIL() << "a bf16 broadcast dBias planned";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::no_kernel);
-    EXPECT_NE(std::string(e.what()).find("dropout"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("dbias"), std::string::npos) << e.what();
   }
 }
 

@@ -48,9 +48,19 @@ struct BwdParams {
   int dq_acc_swizzled;
   // Deterministic sm90_ws (slices = 1): one counter per (sequence, query head, query block of
   // the kernel), zeroed by bwd_dot_do_o; a key block adds its dQ to a query block only once the
-  // counter says every key block before it has, then raises it. Null otherwise.
+  // counter says every key block before it in the fixed order has, then raises it. Null
+  // otherwise.
   int* dq_semaphores;
   long long dq_semaphore_count;
+
+  // dBias (bwd_dq_dk_dv kernels with the dbias trait): [batch, head, seqlen_q, seqlen_k] of
+  // dbias_kind with zero strides where it broadcasts. Not broadcast: every element is stored
+  // once. Broadcast (dbias_accumulate, fp32 only): the launch zeroes the view and the kernel
+  // adds each visible pair's dS atomically. Null without dBias.
+  void* dbias;
+  ScalarKind dbias_kind;
+  long long dbias_batch_stride, dbias_head_stride, dbias_row_stride, dbias_col_stride;
+  int dbias_accumulate;
 };
 
 }  // namespace tilefmha::fmha

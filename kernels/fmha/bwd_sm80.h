@@ -1,7 +1,8 @@
 // The portable backward kernel (bwd_dq_dk_dv, sm_80+), one CTA per (key block of block_n keys,
 // KV head, sequence). Each warp owns 16 keys of the block, so dK and dV of those keys stay in
 // its registers for the whole CTA, summed over every query head of the KV head's GQA group and
-// every query block the mask lets see the keys; they are written once, without atomics.
+// every query block the mask lets see the keys; they are written once, without atomics. Head
+// dims past 128 split dK and dV by columns over several warps per 16 keys (fmha/bwd_sm80_shape.h).
 //
 // Per (query head, query block): Q, dO, LSE and D are staged in shared memory, then on
 // mma.sync m16n8k16
@@ -9,11 +10,15 @@
 //   dV += P^T dO,  dK += dS^T Q   (P^T and dS^T re-packed from the accumulators as A operands),
 // and dS^T goes through shared memory so that all warps together compute dQ = dS K for the
 // query block, which is added to the fp32 accumulator (atomics; in deterministic mode a plain
-// store into the key block's own slice). Visibility is the forward's mask hook (fmha/mask.h).
+// store into the key block's own slice). Visibility is the forward's mask hook (fmha/mask.h),
+// the bias or ALiBi the forward's logits hook (fmha/logits.h); dropout is replayed from the
+// forward's Philox stream and dBias = dS written out (fmha/bwd_sm80_logits.h).
 #pragma once
 
 #include "fmha/bwd_params.h"
 #include "fmha/bwd_shape.h"
+#include "fmha/bwd_sm80_logits.h"
+#include "fmha/bwd_sm80_shape.h"
 #include "fmha/logits.h"
 #include "fmha/mask.h"
 #include "fmha/seq_info.h"
@@ -27,10 +32,14 @@
 namespace tilefmha::fmha {
 
 template <class Element_, int HdimQ, int HdimV, int BlockM, int BlockN, int Warps, bool GroupMode,
-          bool PadHdimQ, bool PadHdimV, class Mask_, bool SoftCap_, bool Deterministic>
+          bool PadHdimQ, bool PadHdimV, class Mask_, bool SoftCap_, bool Deterministic,
+          class Bias_ = NoBias, class Dropout_ = BwdNoDropout, class DBias_ = NoDBias>
 struct BwdTraits {
   using Element = Element_;
   using Mask = Mask_;
+  using Bias = Bias_;        // NoBias, AlibiBias or ElementwiseBias (fmha/logits.h)
+  using Dropout = Dropout_;  // BwdNoDropout or BwdPhiloxDropout
+  using DBias = DBias_;      // NoDBias or BwdDBias
   static constexpr int kDq = padded_head_dim(HdimQ);
   static constexpr int kDv = padded_head_dim(HdimV);
   static constexpr int kBlockM = BlockM;
@@ -44,42 +53,30 @@ struct BwdTraits {
   static constexpr bool kDeterministic = Deterministic;
   static constexpr int kSharedBytes =
       bwd_sm80_shared_bytes(HdimQ, HdimV, BlockM, BlockN, int(sizeof(Element)));
+  // Column parts of dK and dV (1 up to 128 columns), each held by its own warps.
+  static constexpr int kParts = bwd_sm80_column_parts(HdimQ, HdimV);
+  static constexpr int kPartQ = kDq / kParts;  // dK columns of one warp
+  static constexpr int kPartV = kDv / kParts;  // dV columns of one warp
+  static constexpr int kKeyWarps = BlockN / 16;
 
   static_assert(tile::same_type<Element, tile::half_t>::value ||
                     tile::same_type<Element, tile::bfloat16_t>::value,
                 "sm80_mma computes on fp16 or bf16");
-  static_assert(BlockN == 16 * Warps, "each warp owns 16 keys of the block");
+  static_assert(Warps == kParts * kKeyWarps && BlockN % 16 == 0,
+                "each warp owns 16 keys of the block and one column part");
+  static_assert(kPartQ % 16 == 0 && kPartV % 16 == 0 && kPartQ <= kBwdSm80PartColumns &&
+                    kPartV <= kBwdSm80PartColumns,
+                "column parts are whole 16-column mma operands of at most 128 columns");
   static_assert(BlockM % 32 == 0, "dS^T tiles are built from 32-query panels");
-};
-
-// Natural-log softmax gradient scale of one logit: ds/d(dot) = scale, or with a soft cap
-// scale * (1 - tanh^2); the base-2 logit comes with it.
-template <bool SoftCap>
-struct BwdLogit {
-  float scale, scale_log2, scale_over_cap, cap_log2;
-
-  TILEFMHA_DEVICE explicit BwdLogit(const FwdParams& p)
-      : scale(p.scale),
-        scale_log2(p.scale_log2),
-        scale_over_cap(p.scale * p.softcap_inverse),
-        cap_log2(p.softcap * kLog2e) {}
-
-  TILEFMHA_DEVICE float logit2(float dot, float& d_dot) const {
-    if constexpr (SoftCap) {
-      const float t = tanh_accurate(dot * scale_over_cap);
-      d_dot = scale * (1.0f - t * t);
-      return cap_log2 * t;
-    } else {
-      d_dot = scale;
-      return dot * scale_log2;
-    }
-  }
 };
 
 template <class Traits>
 TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
   using T = typename Traits::Element;
   using Mask = typename Traits::Mask;
+  using Bias = typename Traits::Bias;
+  using Dropout = typename Traits::Dropout;
+  using DBias = typename Traits::DBias;
   const FwdParams& p = bp.fwd;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
@@ -87,11 +84,11 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
   // Queries per register pass of S^T and dP^T (kChunk / 8 accumulator tiles each).
   constexpr int kChunk = 32;
   constexpr int kChunkTiles = kChunk / 8;
-  constexpr int kDqTiles = Traits::kDq / 8;  // 8-column accumulator tiles of dK
-  constexpr int kDvTiles = Traits::kDv / 8;  // 8-column accumulator tiles of dV
-  constexpr int kQSteps = Traits::kDq / 16;  // k16 steps of K Q^T
-  constexpr int kVSteps = Traits::kDv / 16;  // k16 steps of V dO^T
-  constexpr int kKeySteps = kBlockN / 16;    // k16 steps of dS K
+  constexpr int kDqTiles = Traits::kPartQ / 8;  // 8-column accumulator tiles of the warp's dK
+  constexpr int kDvTiles = Traits::kPartV / 8;  // 8-column accumulator tiles of the warp's dV
+  constexpr int kQSteps = Traits::kDq / 16;     // k16 steps of K Q^T
+  constexpr int kVSteps = Traits::kDv / 16;     // k16 steps of V dO^T
+  constexpr int kKeySteps = kBlockN / 16;       // k16 steps of dS K
   constexpr int kDqPieces = (kBlockM / 16) * (Traits::kDq / 32);  // 16 x 32 pieces of dQ
   using KTile = SwizzledTile<kBlockN, Traits::kDq>;
   using VTile = SwizzledTile<kBlockN, Traits::kDv>;
@@ -118,7 +115,18 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
   // as the reference does; group mode writes the sequence's keys only.
   const int rows_written =
       Traits::kGroupMode ? seq.len_k : (int(p.seqlen_k) > seq.len_k ? int(p.seqlen_k) : seq.len_k);
-  if (key_begin >= rows_written) return;
+  // The group's dBias columns of this key block, all rows (the view's extents): a block past
+  // the sequence's keys still owns its zeros.
+  const int dbias_key_end =
+      key_begin + kBlockN < int(p.seqlen_k) ? key_begin + kBlockN : int(p.seqlen_k);
+  if (key_begin >= rows_written) {
+    if constexpr (DBias::kEnabled) {
+      for (int h = hk * int(p.head_group); h < (hk + 1) * int(p.head_group); ++h)
+        DBias(bp, seq, b, h)
+            .zero(0, int(p.seqlen_q), key_begin, dbias_key_end, threadIdx.x, Traits::kThreads);
+    }
+    return;
+  }
 
   const int thread = threadIdx.x;
   const int warp = thread >> 5;
@@ -132,7 +140,13 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
   // both +8 (B operands of two n tiles from [n][k] tiles, and A read transposed from [k][m]).
   const auto rows_first = KTile::lane_offsets(((lane >> 3) & 1) * 8 + lane_row, (lane >> 4) * 8);
   const auto cols_first = KTile::lane_offsets((lane >> 4) * 8 + lane_row, ((lane >> 3) & 1) * 8);
-  const int warp_key = warp * 16;  // the warp's first key row in the block
+  // The warp's 16 keys and its column part of dK and dV (part 0 of 1 up to 128 columns: the
+  // split compiles away).
+  const int key_warp = Traits::kParts == 1 ? warp : warp % Traits::kKeyWarps;
+  const int part = Traits::kParts == 1 ? 0 : warp / Traits::kKeyWarps;
+  const int warp_key = key_warp * 16;  // the warp's first key row in the block
+  const int q_col0 = part * Traits::kPartQ;
+  const int v_col0 = part * Traits::kPartV;
 
   const SeqInfo::Operands<T> kv = seq.operands<T>(p, hk * int(p.head_group), 0);
   load_tile_async<KTile, kThreads, true, Traits::kPadHdimQ>(
@@ -162,6 +176,9 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
   const int head_end = (hk + 1) * int(p.head_group);
   for (int h = hk * int(p.head_group); h < head_end; ++h) {
     const SeqInfo::Operands<T> ops = seq.operands<T>(p, h, 0);
+    const Bias bias(p, seq, b, h);
+    const Dropout dropout(p, b, h);
+    const DBias dbias(bp, seq, b, h);
     const T* d_o_head = static_cast<const T*>(bp.d_o) + seq.view_batch * bp.d_o_strides.batch +
                         seq.q_start * bp.d_o_strides.seq + h * bp.d_o_strides.head;
     const long long lse_head = seq.view_batch * p.lse_batch_stride + h * p.lse_head_stride;
@@ -175,8 +192,11 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
       const Mask mask(p, seq, m_begin, kBlockM);
       const KeyBlocks visits = mask.key_blocks(kBlockN);
       if (!(n_block < visits.sink_blocks ||
-            (n_block >= visits.window_begin && n_block < visits.window_end)))
+            (n_block >= visits.window_begin && n_block < visits.window_end))) {
+        const int m_end = m_begin + kBlockM < seq.len_q ? m_begin + kBlockM : seq.len_q;
+        dbias.zero(m_begin, m_end, key_begin, dbias_key_end, thread, kThreads);
         continue;
+      }
       const bool boundary = mask.block_needs_mask(key_begin, kBlockN);
 
       __syncthreads();  // the previous query block is done with Q, dO, dS^T, LSE and D
@@ -249,25 +269,37 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
           }
         }
 
-        // P^T into st, dL/d(dot) into dpt; dS^T to shared memory for dQ.
+        // P^T (times the dropout factor Z) into st, dL/d(dot) into dpt; dS^T to shared memory
+        // for dQ. dS = P (Z dP - D), the gradient of the logit, is dBias.
 #pragma unroll
         for (int t = 0; t < kChunkTiles; ++t) {
+          const int q0 = m_begin + chunk_begin + t * 8 + pair * 2;
+          const int k0 = key_begin + warp_key + group;
+          float z[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+          dropout.factors(z, q0, k0);
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int key = warp_key + group + (e >> 1) * 8;
-            const int query = chunk_begin + t * 8 + pair * 2 + (e & 1);
+            const int i = q0 + (e & 1);
+            const int j = k0 + (e >> 1) * 8;
+            const int query = i - m_begin;
             float d_dot;
-            const float s2 = logit.logit2(st[t][e], d_dot);
-            const bool visible = !boundary || mask.visible(m_begin + query, key_begin + key);
+            const float s2 = bias(logit.logit2(st[t][e], d_dot), i, j);
+            const bool visible = !boundary || mask.visible(i, j);
             const float prob = visible ? tile::exp2_approx(s2 - lse2_rows[query]) : 0.0f;
-            st[t][e] = prob;
-            dpt[t][e] = prob * (dpt[t][e] - d_rows[query]) * d_dot;
+            const float ds = prob * (z[e] * dpt[t][e] - d_rows[query]);
+            // Every column part computed the same dS: one writes dBias.
+            if (DBias::kEnabled && (Traits::kParts == 1 || part == 0)) dbias.put(ds, i, j);
+            st[t][e] = prob * z[e];
+            dpt[t][e] = ds * d_dot;
           }
+          // Every column part computed the same dS^T: one writes it.
+          if (Traits::kParts == 1 || part == 0) {
 #pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            *reinterpret_cast<u32*>(ds_bytes + DsTile::offset(warp_key + group + r * 8,
-                                                              chunk_begin + t * 8 + pair * 2)) =
-                tile::pack2<T>(dpt[t][2 * r], dpt[t][2 * r + 1]);
+            for (int r = 0; r < 2; ++r) {
+              *reinterpret_cast<u32*>(ds_bytes + DsTile::offset(warp_key + group + r * 8,
+                                                                chunk_begin + t * 8 + pair * 2)) =
+                  tile::pack2<T>(dpt[t][2 * r], dpt[t][2 * r + 1]);
+            }
           }
         }
 
@@ -288,7 +320,8 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
 #pragma unroll
           for (int np = 0; np < kDvTiles / 2; ++np) {
             u32 ob[4];
-            tile::ldmatrix_x4_trans(DoTile::operand(smem_do, rows_first, row, np * 16), ob);
+            tile::ldmatrix_x4_trans(DoTile::operand(smem_do, rows_first, row, v_col0 + np * 16),
+                                    ob);
             const u32 b0[2] = {ob[0], ob[1]};
             const u32 b1[2] = {ob[2], ob[3]};
             tile::mma_m16n8k16<T>(dv[2 * np], pa, b0);
@@ -297,7 +330,7 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
 #pragma unroll
           for (int np = 0; np < kDqTiles / 2; ++np) {
             u32 qb[4];
-            tile::ldmatrix_x4_trans(QTile::operand(smem_q, rows_first, row, np * 16), qb);
+            tile::ldmatrix_x4_trans(QTile::operand(smem_q, rows_first, row, q_col0 + np * 16), qb);
             const u32 b0[2] = {qb[0], qb[1]};
             const u32 b1[2] = {qb[2], qb[3]};
             tile::mma_m16n8k16<T>(dk[2 * np], sa, b0);
@@ -352,6 +385,8 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
         }
       }
     }
+    // dBias rows past the sequence's queries (group mode: up to the longest).
+    dbias.zero(seq.len_q, int(p.seqlen_q), key_begin, dbias_key_end, thread, kThreads);
   }
 
   // Epilogue: the warp's dK and dV rows in the output dtype (a quad writes 16 contiguous bytes).
@@ -367,14 +402,14 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
     if (key_begin + key >= rows_written) continue;
 #pragma unroll
     for (int t = 0; t < kDqTiles; ++t) {
-      const int col = t * 8 + pair * 2;
+      const int col = q_col0 + t * 8 + pair * 2;
       if (!Traits::kPadHdimQ || col < p.hdim_q)
         *reinterpret_cast<u32*>(dk_out + key * bp.dk_strides.seq + col) =
             tile::pack2<T>(dk[t][2 * r], dk[t][2 * r + 1]);
     }
 #pragma unroll
     for (int t = 0; t < kDvTiles; ++t) {
-      const int col = t * 8 + pair * 2;
+      const int col = v_col0 + t * 8 + pair * 2;
       if (!Traits::kPadHdimV || col < p.hdim_v)
         *reinterpret_cast<u32*>(dv_out + key * bp.dv_strides.seq + col) =
             tile::pack2<T>(dv[t][2 * r], dv[t][2 * r + 1]);

@@ -1,8 +1,9 @@
 """Attention backward: dQ, dK, dV (and dBias) from the forward's inputs, O, LSE and dO.
 
 Host tensors run on the CPU reference; CUDA tensors on the GPU backward (one plan of three
-stages: D = rowsum(dO * O), dQ/dK/dV, dQ to the output dtype), which refuses dropout, a bias,
-ALiBi, dBias and head dims above 128 with an error naming the feature.
+stages: D = rowsum(dO * O), dQ/dK/dV, dQ to the output dtype; head dims up to 256), which
+runs every forward feature with its gradient; it refuses a broadcast dBias that is not fp32 (or
+is deterministic) with an error naming bwd.dbias.
 """
 
 import numpy as np

@@ -5,6 +5,7 @@
 #include "codegen/hook_names.hpp"
 #include "codegen/unsupported.hpp"
 #include "fmha/bwd_shape.h"
+#include "fmha/bwd_sm80_shape.h"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::codegen {
@@ -75,20 +76,22 @@ void check_supported_bwd_sm80(const KernelConfig& c) {
   if (c.pipeline != Pipeline::sm80_mma)
     unsupported("pipeline", c.pipeline, "codegen implements bwd_dq_dk_dv on sm80_mma only");
   check_sixteen_bit(c, "sm80_mma computes on fp16 or bf16");
-  // dK and dV of a warp's 16 keys live in registers beside the S^T and dP^T tiles: past 128
-  // columns each, the kernel would spill.
-  check_head_dims(c, 128, "must be a multiple of 8 in 8..128 (dK/dV stay in registers)");
+  // dK and dV of a warp's 16 keys live in registers beside the S^T and dP^T tiles; past 128
+  // columns they are split over two warps per 16 keys (fmha/bwd_sm80_shape.h).
+  check_head_dims(c, 256, "must be a multiple of 8 in 8..256 (dK/dV split in 128-column parts)");
   if (c.warps < 1 || c.warps > 8) unsupported("warps", c.warps, "must be 1..8");
-  if (c.block_n != 16 * c.warps)
-    unsupported("block_n", c.block_n, "must be 16 * warps (each warp owns 16 keys)");
+  const int parts = fmha::bwd_sm80_column_parts(c.hdim_q, c.hdim_v);
+  if (c.block_n % 16 != 0 || c.block_n / 16 * parts != c.warps)
+    unsupported("block_n", c.block_n,
+                "must be 16 * warps / " + std::to_string(parts) +
+                    " (each warp owns 16 keys and one of " + std::to_string(parts) +
+                    " dK/dV column parts)");
   if (c.block_m < 32 || c.block_m > 128 || c.block_m % 32 != 0)
     unsupported("block_m", c.block_m, "must be 32, 64, 96 or 128 (32-query dS^T panels)");
   // The kernel stages one query block at a time; deeper pipelines are not implemented.
   if (c.stages < 1 || c.stages > 2) unsupported("stages", c.stages, "must be 1 or 2");
-  if (c.bias != BiasKind::none)
-    unsupported("bias", c.bias, "the sm80_mma backward has no bias or ALiBi (nor dBias) yet");
-  if (c.dbias) unsupported("dbias", c.dbias, "the sm80_mma backward computes no dBias yet");
-  if (c.dropout) unsupported("dropout", c.dropout, "the sm80_mma backward has no dropout yet");
+  if (c.dbias && c.bias != BiasKind::elementwise)
+    unsupported("dbias", c.dbias, "dBias is the gradient of an elementwise bias");
   check_backward_fields(c);
 }
 
@@ -139,7 +142,13 @@ std::string generate_bwd_sm80_source(const KernelConfig& c) {
      << boolean(c.pad_hdim_v) << ",\n"
      << "    " << mask_hook(c.mask) << ",\n"
      << "    /*softcap=*/" << boolean(c.softcap) << ", /*deterministic=*/"
-     << boolean(c.deterministic) << ">;\n"
+     << boolean(c.deterministic) << ",\n"
+     << "    "
+     << (c.bias == BiasKind::elementwise ? "tilefmha::fmha::BwdElementwiseBias" : bias_hook(c.bias))
+     << ",\n"
+     << "    " << (c.dropout ? "tilefmha::fmha::BwdPhiloxDropout" : "tilefmha::fmha::BwdNoDropout")
+     << ",\n"
+     << "    " << (c.dbias ? "tilefmha::fmha::BwdDBias" : "tilefmha::fmha::NoDBias") << ">;\n"
      << "}  // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << threads_per_block_bwd(c) << ") "
      << c.symbol() << "(const tilefmha::fmha::BwdParams params) {\n"

@@ -33,7 +33,49 @@ fmha::TokenStrides chunked_strides(const TensorView& view, const std::string& fi
   return {view.stride[0], view.stride[1], view.stride[2]};
 }
 
+// A dim of dBias that broadcasts: several (b, h, i, j) share its elements.
+bool broadcast_dim(const TensorView& view, int d) {
+  return view.stride[d] == 0 && view.shape[d] > 1;
+}
+
 }  // namespace
+
+DbiasWrites dbias_writes(const Problem& p) {
+  DbiasWrites writes;
+  const TensorView& view = p.bwd.dbias;
+  if (view.empty()) return writes;
+  for (int d = 0; d < view.rank; ++d)
+    writes.accumulate = writes.accumulate || broadcast_dim(view, d);
+  if (!writes.accumulate) return writes;
+  int64_t last = 0;  // offset of the last element
+  for (int d = 0; d < view.rank; ++d) last += (view.shape[d] - 1) * view.stride[d];
+  writes.zero_bytes = (last + 1) * dtype_size(view.dtype);
+  return writes;
+}
+
+std::string dbias_refusal(const Problem& p) {
+  const TensorView& view = p.bwd.dbias;
+  if (view.empty() || !dbias_writes(p).accumulate) return "";
+  if (view.dtype != DType::fp32)
+    return "bwd.dbias.dtype = " + std::string(to_string(view.dtype)) +
+           ": a broadcast dBias (zero strides) is summed with fp32 atomics, so it must be fp32";
+  if (p.bwd.deterministic)
+    return "bwd.dbias: a broadcast dBias is summed with fp32 atomics, whose order is not "
+           "reproducible (deterministic = true)";
+  // The launch zeroes the span from the first to the last element: it must hold nothing else.
+  int64_t elements = 1, last = 0;
+  for (int d = 0; d < view.rank; ++d) {
+    if (view.stride[d] < 0)
+      return "bwd.dbias.stride[" + std::to_string(d) + "] = " + std::to_string(view.stride[d]) +
+             ": the GPU backward needs non-negative strides";
+    if (view.stride[d] != 0) elements *= view.shape[d];
+    last += (view.shape[d] - 1) * view.stride[d];
+  }
+  if (elements != last + 1)
+    return "bwd.dbias: a broadcast dBias must be dense over its other dims (the GPU backward "
+           "zeroes its span before adding to it)";
+  return "";
+}
 
 fmha::BwdParams make_bwd_params(const Problem& p, const FwdDeviceIndices& indices,
                                 const BackwardScratch& scratch) {
@@ -82,6 +124,29 @@ fmha::BwdParams make_bwd_params(const Problem& p, const FwdDeviceIndices& indice
   if (!p.bwd.dv.empty()) {
     params.dv = p.bwd.dv.data;
     params.dv_strides = chunked_strides(p.bwd.dv, "bwd.dv", out);
+  }
+
+  if (!p.bwd.dbias.empty()) {
+    const TensorView& dbias = p.bwd.dbias;
+    // Any strides (a zero one broadcasts, the key dim's included): dBias is written element by
+    // element.
+    if (dbias.space != MemorySpace::device)
+      fail(ErrorKind::invalid_problem,
+           "bwd.dbias is in host memory; the GPU kernel needs a device view");
+    if (const std::string why = dbias_refusal(p); !why.empty()) fail(ErrorKind::not_supported, why);
+    if (reinterpret_cast<uintptr_t>(dbias.data) % dtype_size(dbias.dtype) != 0)
+      fail(ErrorKind::not_supported, "bwd.dbias.data is not aligned to its " +
+                                         std::to_string(dtype_size(dbias.dtype)) +
+                                         "-byte elements");
+    params.dbias = dbias.data;
+    params.dbias_kind = dbias.dtype == DType::fp16   ? fmha::ScalarKind::fp16
+                        : dbias.dtype == DType::bf16 ? fmha::ScalarKind::bf16
+                                                     : fmha::ScalarKind::fp32;
+    params.dbias_batch_stride = dbias.stride[0];
+    params.dbias_head_stride = dbias.stride[1];
+    params.dbias_row_stride = dbias.stride[2];
+    params.dbias_col_stride = dbias.stride[3];
+    params.dbias_accumulate = dbias_writes(p).accumulate ? 1 : 0;
   }
 
   const bool group = p.mode == Mode::group;

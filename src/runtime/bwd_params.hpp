@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "fmha/bwd_params.h"
 #include "runtime/fwd_params.hpp"
@@ -34,5 +35,17 @@ struct BackwardScratch {
 // data. dQ, dK, dV are bound only when set (each stage checks what it writes).
 fmha::BwdParams make_bwd_params(const Problem& problem, const FwdDeviceIndices& indices,
                                 const BackwardScratch& scratch);
+
+// How the sm80_mma backward writes bwd.dbias. A dBias without broadcast gets one store per
+// element; one that broadcasts (a zero stride on a dim of extent > 1) sums the pairs sharing
+// an element with fp32 atomics, so it must be fp32, dense over its other dims (the launch
+// zeroes its `zero_bytes` from data) and cannot be deterministic.
+struct DbiasWrites {
+  bool accumulate = false;
+  int64_t zero_bytes = 0;
+};
+DbiasWrites dbias_writes(const Problem& problem);
+// Why the GPU backward cannot write this problem's dBias (field and message), or "" when it can.
+std::string dbias_refusal(const Problem& problem);
 
 }  // namespace tilefmha::runtime

@@ -2,6 +2,7 @@
 // bwd_dq_dk_dv on sm80_mma (kernels/fmha/bwd_sm80.h) and bwd_convert_dq (fp32 dQ -> dtype).
 // The row kernels are memory-bound and have their own pipelines, like the split-KV combine.
 #include "codegen/bwd.hpp"
+#include "jit/cuda_driver.hpp"
 #include "runtime/bwd_params.hpp"
 #include "templates/attention_templates.hpp"
 #include "templates/function_template.hpp"
@@ -34,12 +35,20 @@ void launch(const KernelConfig& config, const StageLaunch& launch) {
   if (config.family == Family::bwd_dq_dk_dv && (params.dk == nullptr || params.dv == nullptr))
     throw Error(ErrorKind::invalid_problem,
                 "bwd.dk and bwd.dv must be set (bwd_dq_dk_dv writes them)", "bwd.dk");
+  // A broadcast dBias is summed atomically: it starts from zero on the launch's stream.
+  if (config.family == Family::bwd_dq_dk_dv && params.dbias_accumulate != 0) {
+    const runtime::DbiasWrites writes = runtime::dbias_writes(launch.problem);
+    jit::check_cuda(
+        jit::cuda_driver().memset_d8_async(reinterpret_cast<jit::CUdeviceptr>(params.dbias), 0,
+                                           static_cast<size_t>(writes.zero_bytes), launch.stream),
+        "cuMemsetD8Async (bwd.dbias)");
+  }
   void* arguments[] = {&params};
   jit::launch_kernel(launch.function, launch.shape, arguments, launch.stream);
 }
 
 // What no GPU backward kernel handles yet, named by field; the traits the kernels carry
-// (bias, dropout, dbias) are refused by their support checks instead.
+// (bias, dropout, dbias) are matched by the configs instead.
 std::optional<Rejection> common_limits(const Problem& problem) {
   if (auto rejection = check_sequence_lengths(problem)) return rejection;
   if (problem.is_paged())
@@ -61,10 +70,8 @@ std::optional<Rejection> rows_limits(const KernelConfig& config, const Problem& 
 
 std::optional<Rejection> sm80_limits(const KernelConfig&, const Problem& problem) {
   if (auto rejection = common_limits(problem)) return rejection;
-  if (problem.bias_kind != BiasKind::none)
-    return Rejection{"bias", "bias: the sm80_mma backward has no bias or ALiBi yet"};
-  if (problem.has_dropout())
-    return Rejection{"dropout", "dropout: the sm80_mma backward has no dropout yet"};
+  if (const std::string why = runtime::dbias_refusal(problem); !why.empty())
+    return Rejection{"bwd.dbias", why};
   return std::nullopt;
 }
 
