@@ -213,7 +213,7 @@ TILEFMHA_DEVICE void sm90_bwd_stage_rows(const BwdParams& bp, const SeqInfo& seq
 // fp32 accumulator with one bulk add reduction, so the consumers never wait on global
 // memory. The accumulator is head-major, so a block's rows are contiguous; the copy stops at
 // the sequence's last row. Deterministic mode adds in a fixed order: the key blocks that see a
-// query block take turns by a counter (BwdParams::dq_semaphores), in decreasing key order.
+// query block take turns by a counter (BwdParams::dq_semaphores), in a fixed key order.
 template <class Traits>
 TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, const SeqInfo& seq, int batch,
                                        int n_block, int kv_head, tile::u32 smem,
@@ -234,18 +234,22 @@ TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, const SeqInfo& seq, 
         const tile::u32 source = smem + Traits::kSmem.dq_offset + buffer * Traits::kSmem.dq_bytes;
         int* turn = nullptr;
         if constexpr (Traits::kDeterministic) {
-          // This key block's turn among those that see the query block, highest key block
-          // first: under a causal or window mask the later key blocks start at later query
-          // blocks, so they reach each query block first and nobody waits long.
-          const KeyBlocks visits = mask.key_blocks(Traits::kBlockN);
-          const int sinks_after = visits.sink_blocks - n_block - 1;
-          const int window_after =
-              visits.window_end -
-              (n_block + 1 > visits.window_begin ? n_block + 1 : visits.window_begin);
+          // This key block's turn among those that see the query block. Unmasked, in key order,
+          // the order the CTAs start in. Under a causal or window mask, highest key block
+          // first: later key blocks start at later query blocks, so they reach each query
+          // block first (increasing order measured 0.59x the default causal, this 0.95x).
+          int before = n_block;
+          if constexpr (!tile::same_type<typename Traits::Mask, NoMask>::value) {
+            const KeyBlocks visits = mask.key_blocks(Traits::kBlockN);
+            const int sinks_after = visits.sink_blocks - n_block - 1;
+            const int window_after =
+                visits.window_end -
+                (n_block + 1 > visits.window_begin ? n_block + 1 : visits.window_begin);
+            before = (sinks_after > 0 ? sinks_after : 0) + (window_after > 0 ? window_after : 0);
+          }
           turn = bp.dq_semaphores + ((long long)batch * p.nhead_q + h) * query_blocks +
                  m_begin / Traits::kBlockM;
-          tile::wait_until_equal(
-              turn, (sinks_after > 0 ? sinks_after : 0) + (window_after > 0 ? window_after : 0));
+          tile::wait_until_equal(turn, before);
           tile::fence_proxy_async();
         }
         tile::bulk_reduce_add_f32(destination, source, bytes);

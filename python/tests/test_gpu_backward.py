@@ -1,6 +1,7 @@
-"""The GPU backward (one plan of bwd_dot_do_o, bwd_dq_dk_dv on sm80_mma, bwd_convert_dq) from
-Python: tilefmha.attention_backward on CUDA tensors and tilefmha.torch autograd against the CPU
-reference on the same inputs, deterministic repeats, and the features the GPU backward refuses.
+"""The GPU backward (one plan of bwd_dot_do_o, bwd_dq_dk_dv on sm90_ws or sm80_mma,
+bwd_convert_dq) from Python: tilefmha.attention_backward on CUDA tensors and tilefmha.torch
+autograd against the CPU reference on the same inputs (masks, GQA, varlen, ALiBi, bias with
+dBias, dropout, head dims to 256), deterministic repeats, and what the GPU backward refuses.
 Skipped (and reported as skipped) without PyTorch, a CUDA GPU or a usable driver."""
 
 import numpy as np
@@ -24,6 +25,14 @@ CASES = [
     ("window_sinks_gqa_d64", 8, 2, 200, 260, 64,
      {"window": (40, 8), "window_align": "bottom_right", "sink_tokens": 4}),
     ("softcap_scale_d64", 2, 1, 96, 64, 64, {"softcap": 5.0, "scale": 0.3}),
+    # Several key and query blocks per head (the sm90_ws kernel's ring and dQ hand-off).
+    ("causal_long_d128", 4, 2, 700, 900, 128, {"causal": True}),
+    ("plain_long_d64", 4, 4, 520, 600, 64, {}),
+    # The portable kernel's features (the dispatcher falls back to sm80_mma for them).
+    ("alibi_gqa_d64", 4, 2, 96, 130, 64, {"alibi_slopes": [0.5, 0.25, 0.125, 0.0625],
+                                          "causal": True}),
+    ("dropout_d64", 2, 2, 96, 130, 64, {"dropout_p": 0.1, "seed": 7, "offset": 3}),
+    ("causal_d256", 2, 2, 77, 130, 256, {"causal": True}),
 ]
 
 
@@ -116,21 +125,27 @@ def test_autograd_backward_runs_on_the_gpu():
         assert_close_to(gpu.grad, cpu.grad, "bfloat16", name)
 
 
-@pytest.mark.parametrize("features,field", [
-    ({"dropout_p": 0.1, "seed": 1}, "dropout"),
-    ({"alibi_slopes": [0.5, 0.25]}, "bias"),
-])
-def test_unsupported_features_are_refused_by_name(features, field):
+def test_bias_gradient_matches_cpu_reference():
     generator = torch.Generator(device="cuda").manual_seed(4)
-    q, k, v = (draw(generator, "float16", 1, 64, 2, 64) for _ in range(3))
-    o, lse = tilefmha.attention(q, k, v, return_lse=True, **features)
-    with pytest.raises(RuntimeError, match=field):
-        tilefmha.attention_backward(q, k, v, o, lse, o, **features)
+    q, k, v = (draw(generator, "float16", 2, 80, 2, 64) for _ in range(3))
+    do = draw(generator, "float16", 2, 80, 2, 64)
+    bias = draw(generator, "float16", 2, 2, 80, 80)
+    o, lse = tilefmha.attention(q, k, v, return_lse=True, bias=bias, causal=True)
+    on_gpu = tilefmha.attention_backward(q, k, v, o, lse, do, bias=bias, causal=True,
+                                         return_dbias=True)
+    on_cpu = tilefmha.attention_backward(q.cpu(), k.cpu(), v.cpu(), o.cpu(), lse.cpu(), do.cpu(),
+                                         bias=bias.cpu(), causal=True, return_dbias=True)
+    for name, actual, expected in zip(("dq", "dk", "dv", "dbias"), on_gpu, on_cpu):
+        assert actual.is_cuda
+        assert_close_to(actual, expected, "float16", name)
 
 
-def test_head_dims_above_128_are_refused():
+def test_a_broadcast_16_bit_dbias_is_refused_by_name():
+    # A dBias summed over broadcast dimensions accumulates in fp32 on the GPU; Python allocates
+    # it in the bias dtype, which the kernels refuse rather than round every partial sum.
     generator = torch.Generator(device="cuda").manual_seed(5)
-    q, k, v = (draw(generator, "bfloat16", 1, 32, 2, 256) for _ in range(3))
-    o, lse = tilefmha.attention(q, k, v, return_lse=True)
-    with pytest.raises(RuntimeError, match="bwd_dq_dk_dv"):
-        tilefmha.attention_backward(q, k, v, o, lse, o)
+    q, k, v = (draw(generator, "bfloat16", 2, 32, 2, 64) for _ in range(3))
+    bias = draw(generator, "bfloat16", 1, 1, 32, 32).expand(2, 2, 32, 32)
+    o, lse = tilefmha.attention(q, k, v, return_lse=True, bias=bias)
+    with pytest.raises(RuntimeError, match="dbias"):
+        tilefmha.attention_backward(q, k, v, o, lse, o, bias=bias, return_dbias=True)
