@@ -6,6 +6,7 @@ attach tensors to an engine problem without copying, run it, and hand results ba
 caller's kind of tensor.
 """
 
+import math
 import threading
 
 import numpy as np
@@ -81,6 +82,18 @@ def _inverse(permutation):
     return [permutation.index(axis) for axis in range(len(permutation))]
 
 
+def _kept_shape(shape, strides):
+    """The extents a broadcast view stores: 1 wherever its stride is 0."""
+    return [1 if stride == 0 else int(size) for size, stride in zip(shape, strides)]
+
+
+def _as_bias_shape(sums, bias_shape):
+    """The caller's bias shape when it holds the same elements (it broadcast plainly)."""
+    elements = math.prod(int(n) for n in bias_shape)
+    stored = sums.numel() if hasattr(sums, "numel") else sums.size
+    return sums.reshape(tuple(bias_shape)) if elements == stored else sums
+
+
 class HostBackend:
     """NumPy arrays (and PyTorch CPU tensors, viewed as NumPy) through the CPU reference."""
 
@@ -132,6 +145,17 @@ class HostBackend:
 
     def empty_float32(self, shape):
         return np.empty(shape, dtype=np.float32)
+
+    def dbias_like(self, bias_view, bias_shape):
+        """dBias storage summed over the dimensions the bias broadcasts, and its [batch,
+        nhead_q, seqlen_q, seqlen_k] view with zero strides exactly where the bias view has
+        them."""
+        kept = _kept_shape(bias_view.shape, bias_view.strides)
+        sums = np.empty(kept, dtype=bias_view.dtype)
+        strides = [0 if stride == 0 else own for stride, own in zip(bias_view.strides,
+                                                                     sums.strides)]
+        view = np.lib.stride_tricks.as_strided(sums, bias_view.shape, strides, writeable=True)
+        return _as_bias_shape(sums, bias_shape), view
 
     def attach(self, problem, field, x, writable=False, as_dtype=""):
         """as_dtype: the fp8 dtype uint8 codes are read as (ProblemHandle::attach_host)."""
@@ -260,6 +284,17 @@ class CudaBackend:
     def empty_float32(self, shape):
         torch = self._require_torch()
         return torch.empty(shape, dtype=torch.float32, device=f"cuda:{self.device}")
+
+    def dbias_like(self, bias_view, bias_shape):
+        """As HostBackend's, as a CUDA tensor (the kernel zeroes a broadcast one before it sums
+        into it)."""
+        torch = self._require_torch()
+        kept = _kept_shape(bias_view.shape, bias_view.stride())
+        sums = torch.empty(kept, dtype=bias_view.dtype, device=f"cuda:{self.device}")
+        strides = [0 if stride == 0 else own for stride, own in zip(bias_view.stride(),
+                                                                     sums.stride())]
+        view = sums.as_strided(tuple(bias_view.shape), strides)
+        return _as_bias_shape(sums, bias_shape), view
 
     def attach(self, problem, field, x, writable=False, as_dtype=""):
         """as_dtype: the fp8 dtype uint8 codes are read as (ProblemHandle::attach_torch)."""

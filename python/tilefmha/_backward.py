@@ -6,8 +6,6 @@ runs every forward feature with its gradient; it refuses a broadcast dBias that 
 is deterministic) with an error naming bwd.dbias.
 """
 
-import numpy as np
-
 from . import _core
 from ._backends import select_backend
 from ._dtypes import attention_dtype
@@ -20,18 +18,6 @@ _BSHD_GRADIENTS = dict(BSHD, o=(4, "[batch, seqlen_q, nhead_q, hdim_v]"),
                        lse=(3, "[batch, nhead_q, seqlen_q]"))
 _THD_GRADIENTS = dict(THD, o=(3, "[total_q, nhead_q, hdim_v]"),
                       do=(3, "[total_q, nhead_q, hdim_v]"), lse=(2, "[nhead_q, total_q]"))
-
-
-def _dbias_like(bias_view, bias_shape):
-    """dBias storage summed over the dimensions the bias broadcasts, and its [batch, nhead_q,
-    seqlen_q, seqlen_k] view with zero strides exactly where the bias view has them."""
-    kept = [1 if stride == 0 else size for size, stride in zip(bias_view.shape, bias_view.strides)]
-    sums = np.empty(kept, dtype=bias_view.dtype)
-    strides = [0 if stride == 0 else own for stride, own in zip(bias_view.strides, sums.strides)]
-    view = np.lib.stride_tricks.as_strided(sums, bias_view.shape, strides, writeable=True)
-    # Hand back the caller's bias shape when it holds the same elements (it broadcast plainly).
-    result = sums.reshape(bias_shape) if sums.size == int(np.prod(bias_shape)) else sums
-    return result, view
 
 
 def attention_backward(q, k, v, o, lse, do, *, cu_seqlens_q=None, cu_seqlens_k=None,
@@ -84,7 +70,7 @@ def attention_backward(q, k, v, o, lse, do, *, cu_seqlens_q=None, cu_seqlens_k=N
         be.attach(problem, field, x, writable=True)
     dbias = None
     if return_dbias:
-        dbias, dbias_view = _dbias_like(bias_view, be.tensor(feature_set.bias, "bias").shape)
+        dbias, dbias_view = be.dbias_like(bias_view, be.tensor(feature_set.bias, "bias").shape)
         be.attach(problem, "bwd.dbias", dbias_view, writable=True)
     be.run(problem)
 
