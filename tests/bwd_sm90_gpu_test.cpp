@@ -97,6 +97,18 @@ TEST_F(BwdSm90Gpu, DeterministicWindowSinksRepeatsAreBitIdentical) {
   expect_bit_identical_repeats(c);
 }
 
+// Unmasked deterministic key blocks start at staggered query blocks: more key blocks than query
+// blocks (8 of 128 keys over 4 of 64 queries), and fewer (2 over 12), under GQA.
+TEST_F(BwdSm90Gpu, DeterministicUnmaskedStaggeredRepeatsAreBitIdentical) {
+  TensorPool pool(32);
+  BackwardCase wide =
+      make_case(pool, batch(pool, DType::bf16, {2, 4, 2, 200, 1000, 128, 128}).build(), true);
+  expect_bit_identical_repeats(wide);
+  BackwardCase tall =
+      make_case(pool, batch(pool, DType::fp16, {1, 4, 1, 760, 250, 64, 64}).build(), true);
+  expect_bit_identical_repeats(tall);
+}
+
 TEST_F(BwdSm90Gpu, DeterministicVarlenRepeatsAreBitIdentical) {
   TensorPool pool(30);
   BackwardCase c =

@@ -48,6 +48,7 @@ struct Sm90BwdTraits {
   static constexpr bool kGroupMode = GroupMode;
   static constexpr bool kSoftCap = SoftCap_;
   static constexpr bool kDeterministic = Deterministic;
+  static constexpr bool kStaggered = Deterministic && tile::same_type<Mask_, NoMask>::value;
   static constexpr Sm90BwdSmemLayout kSmem = sm90_bwd_smem_layout(HdimQ, HdimV, BlockM, Stages);
   static constexpr int kQPanelBytes = BlockM * kSm90BwdRowBytes;   // a 64-column panel of Q, dO
   static constexpr int kKPanelBytes = kBlockN * kSm90BwdRowBytes;  // of K, V and dS^T
@@ -102,7 +103,9 @@ struct Sm90BwdBarriers {
 constexpr tile::u32 kSm90BwdDsBarrier = 1;  // named barrier: both consumers wrote dS^T
 
 // Calls f(head, m_begin, mask, step) for every (query head of the KV head's group, query block)
-// that sees the key block, in the order all three roles walk them; `step` counts the visits.
+// that sees the key block, in the order all the roles walk them; `step` counts the visits.
+// Staggered (deterministic, unmasked), key block n starts at query block n (mod the count), so
+// the key blocks' turns at a query block come one block-time apart instead of all at once.
 template <class Traits, class F>
 TILEFMHA_DEVICE void sm90_bwd_for_each_block(const FwdParams& p, const SeqInfo& seq, int n_block,
                                              int kv_head, F&& f) {
@@ -110,7 +113,8 @@ TILEFMHA_DEVICE void sm90_bwd_for_each_block(const FwdParams& p, const SeqInfo& 
   const int head_end = (kv_head + 1) * int(p.head_group);
   int step = 0;
   for (int h = kv_head * int(p.head_group); h < head_end; ++h) {
-    for (int m_block = 0; m_block < query_blocks; ++m_block) {
+    for (int k = 0; k < query_blocks; ++k) {
+      const int m_block = Traits::kStaggered ? (k + n_block) % query_blocks : k;
       const int m_begin = m_block * Traits::kBlockM;
       const typename Traits::Mask mask(p, seq, m_begin, Traits::kBlockM);
       const KeyBlocks visits = mask.key_blocks(Traits::kBlockN);
@@ -209,6 +213,27 @@ TILEFMHA_DEVICE void sm90_bwd_stage_rows(const BwdParams& bp, const SeqInfo& seq
       });
 }
 
+// The turn of key block n at query block j when every one of `keys` key blocks sees all
+// `queries` query blocks and key block n starts at query block n mod queries: the adds come in
+// the order ((j - n) mod queries, n), the order the key blocks reach j. Counts the key blocks
+// before n in that order: the residue classes before n's (a cyclic interval of them), then
+// n's own class below n.
+TILEFMHA_DEVICE int sm90_bwd_staggered_turn(int j, int n, int queries, int keys) {
+  const int r = ((j - n) % queries + queries) % queries;
+  const int per_class = keys / queries, longer_classes = keys % queries;
+  int turn = r * per_class + n / queries;
+  const int first = j - r + 1;  // the earlier classes are [first, j], modulo queries
+  if (first >= 0) {
+    const int last = j < longer_classes - 1 ? j : longer_classes - 1;
+    turn += last - first + 1 > 0 ? last - first + 1 : 0;
+  } else {
+    turn += (j + 1 < longer_classes ? j + 1 : longer_classes);
+    const int wrapped = longer_classes - (queries + first);
+    turn += wrapped > 0 ? wrapped : 0;
+  }
+  return turn;
+}
+
 // The producer's warp 2, one thread: each visited block's dQ tile from shared memory into the
 // fp32 accumulator with one bulk add reduction, so the consumers never wait on global
 // memory. The accumulator is head-major, so a block's rows are contiguous; the copy stops at
@@ -234,12 +259,17 @@ TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, const SeqInfo& seq, 
         const tile::u32 source = smem + Traits::kSmem.dq_offset + buffer * Traits::kSmem.dq_bytes;
         int* turn = nullptr;
         if constexpr (Traits::kDeterministic) {
-          // This key block's turn among those that see the query block. Unmasked, in key order,
-          // the order the CTAs start in. Under a causal or window mask, highest key block
-          // first: later key blocks start at later query blocks, so they reach each query
-          // block first (increasing order measured 0.59x the default causal, this 0.95x).
-          int before = n_block;
-          if constexpr (!tile::same_type<typename Traits::Mask, NoMask>::value) {
+          // This key block's turn among those that see the query block, in the order they
+          // reach it. Unmasked: staggered (sm90_bwd_staggered_turn). Under a causal or window
+          // mask, highest key block first: later key blocks start at later query blocks, so
+          // they reach each query block first (increasing order measured 0.59x the default
+          // causal, this 0.97x).
+          int before = 0;
+          if constexpr (Traits::kStaggered) {
+            before = sm90_bwd_staggered_turn(m_begin / Traits::kBlockM, n_block,
+                                             ceil_div(seq.len_q, Traits::kBlockM),
+                                             ceil_div(seq.len_k, Traits::kBlockN));
+          } else {
             const KeyBlocks visits = mask.key_blocks(Traits::kBlockN);
             const int sinks_after = visits.sink_blocks - n_block - 1;
             const int window_after =
@@ -255,7 +285,8 @@ TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, const SeqInfo& seq, 
         tile::bulk_reduce_add_f32(destination, source, bytes);
         tile::tma_store_commit_group();
         if constexpr (Traits::kDeterministic) {
-          // The next key block may add once this add is complete in global memory.
+          // The next key block may add once this add is complete in global memory. (Handing
+          // the turn on only at the next block, to overlap the completion, measured slower.)
           tile::tma_store_wait_group<0>();
           tile::fence_proxy_async();
           tile::add_release_gpu(turn, 1);
