@@ -16,6 +16,7 @@
 #pragma once
 
 #include "fmha/bwd_params.h"
+#include "fmha/bwd_row_stats.h"
 #include "fmha/bwd_shape.h"
 #include "fmha/bwd_sm80_logits.h"
 #include "fmha/bwd_sm80_shape.h"
@@ -171,7 +172,6 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
   }
 
   const BwdLogit<Traits::kSoftCap> logit(p);
-  const float inf = tile::bits_as_float(0x7F800000u);
   const int query_blocks = ceil_div(seq.len_q, kBlockM);
   const int head_end = (hk + 1) * int(p.head_group);
   for (int h = hk * int(p.head_group); h < head_end; ++h) {
@@ -208,17 +208,9 @@ TILEFMHA_DEVICE void bwd_sm80(const BwdParams& bp) {
           int(p.hdim_v), thread);
       tile::cp_async_commit_group();
       for (int r = thread; r < kBlockM; r += kThreads) {
-        const int i = m_begin + r;
-        float lse2 = inf, d = 0.0f;
-        if (i < seq.len_q) {
-          const long long row = seq.q_start + i;
-          const float lse = p.lse[lse_head + row * p.lse_seq_stride];
-          // A row that saw no key (LSE = -inf) has no gradient: +inf makes its P exactly 0.
-          lse2 = lse == -inf ? inf : lse * kLog2e;
-          d = bp.d[d_head + row * bp.d_seq_stride];
-        }
-        lse2_rows[r] = lse2;
-        d_rows[r] = d;
+        const BwdRowStats stats = BwdRowStats::of(bp, seq, lse_head, d_head, m_begin + r);
+        lse2_rows[r] = stats.lse2;
+        d_rows[r] = stats.d;
       }
       tile::cp_async_wait_group<0>();
       __syncthreads();

@@ -18,6 +18,7 @@
 #pragma once
 
 #include "fmha/bwd_params.h"
+#include "fmha/bwd_row_stats.h"
 #include "fmha/bwd_sm80.h"
 #include "fmha/bwd_sm90_params.h"
 #include "fmha/bwd_sm90_shape.h"
@@ -188,7 +189,6 @@ TILEFMHA_DEVICE void sm90_bwd_stage_rows(const BwdParams& bp, const SeqInfo& seq
                                          const Sm90BwdBarriers<Traits::kStages>& barriers,
                                          int lane) {
   const FwdParams& p = bp.fwd;
-  const float inf = tile::bits_as_float(0x7F800000u);
   float* const lse_rows = reinterpret_cast<float*>(shared_base + Traits::kSmem.lse_offset);
   float* const d_rows = reinterpret_cast<float*>(shared_base + Traits::kSmem.d_offset);
   sm90_bwd_for_each_block<Traits>(
@@ -198,16 +198,9 @@ TILEFMHA_DEVICE void sm90_bwd_stage_rows(const BwdParams& bp, const SeqInfo& seq
         const long long lse_head = seq.view_batch * p.lse_batch_stride + h * p.lse_head_stride;
         const long long d_head = seq.view_batch * bp.d_batch_stride + h * bp.d_head_stride;
         for (int r = lane; r < Traits::kBlockM; r += 32) {
-          const int i = m_begin + r;
-          float lse2 = inf, d = 0.0f;
-          if (i < seq.len_q) {
-            const long long row = seq.q_start + i;
-            const float lse = p.lse[lse_head + row * p.lse_seq_stride];
-            lse2 = lse == -inf ? inf : lse * kLog2e;
-            d = bp.d[d_head + row * bp.d_seq_stride];
-          }
-          lse_rows[stage * Traits::kBlockM + r] = lse2;
-          d_rows[stage * Traits::kBlockM + r] = d;
+          const BwdRowStats stats = BwdRowStats::of(bp, seq, lse_head, d_head, m_begin + r);
+          lse_rows[stage * Traits::kBlockM + r] = stats.lse2;
+          d_rows[stage * Traits::kBlockM + r] = stats.d;
         }
         tile::mbarrier_arrive(barriers.q_full(stage));
       });

@@ -21,6 +21,9 @@ namespace tilefmha::codegen {
 // Throw Error(not_supported) naming the first field (and its value) the kernel lacks.
 void check_supported_bwd_rows(const KernelConfig& config);  // dot_do_o and convert_dq
 void check_supported_bwd_sm80(const KernelConfig& config);
+// The fields no GPU backward kernel has (pages, RoPE, fp8 scales, LSE output, sink trait,
+// persistent or packed-GQA launch forms), refused by name.
+void check_backward_fields(const KernelConfig& config);
 
 std::string generate_bwd_rows_source(const KernelConfig& config);
 std::string generate_bwd_sm80_source(const KernelConfig& config);

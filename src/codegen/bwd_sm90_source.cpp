@@ -2,6 +2,7 @@
 #include <sstream>
 #include <string>
 
+#include "codegen/bwd.hpp"
 #include "codegen/bwd_sm90.hpp"
 #include "codegen/hook_names.hpp"
 #include "codegen/unsupported.hpp"
@@ -62,19 +63,7 @@ void check_supported_bwd_sm90(const KernelConfig& c) {
     unsupported("bias", c.bias, "the sm90_ws backward has no bias or ALiBi yet");
   if (c.dbias) unsupported("dbias", c.dbias, "the sm90_ws backward computes no dBias yet");
   if (c.dropout) unsupported("dropout", c.dropout, "the sm90_ws backward has no dropout yet");
-  if (c.page_table != PageTableKind::none)
-    unsupported("page_table", c.page_table, "backward reads contiguous K/V");
-  if (c.page_size != 0) unsupported("page_size", c.page_size, "backward reads no pages");
-  if (c.kv_layout != KvLayout::nhd) unsupported("kv_layout", c.kv_layout, "backward has no pages");
-  if (c.rope != RopeKind::none) unsupported("rope", c.rope, "RoPE belongs to fwd_appendkv");
-  if (c.fp8_scale != Fp8ScaleKind::none)
-    unsupported("fp8_scale", c.fp8_scale, "backward of fp8 inputs is not supported");
-  if (c.lse) unsupported("lse", c.lse, "backward reads the forward's LSE, it writes none");
-  if (c.sink_logit)
-    unsupported("sink_logit", c.sink_logit,
-                "backward kernels carry no sink trait (the LSE already holds the sink)");
-  if (c.persistent) unsupported("persistent", c.persistent, "backward runs one CTA per key block");
-  if (c.pack_gqa) unsupported("pack_gqa", c.pack_gqa, "the backward loops over the group's heads");
+  check_backward_fields(c);
 }
 
 int threads_per_block_bwd_sm90(const KernelConfig&) {
@@ -114,13 +103,13 @@ std::string generate_bwd_sm90_source(const KernelConfig& c) {
 jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& c, const Problem& problem) {
   check_supported_bwd_sm90(c);
   const int64_t blocks = std::max<int64_t>(1, (problem.seqlen_k + c.block_n - 1) / c.block_n);
-  const int64_t ctas = blocks * std::max<int64_t>(1, problem.nhead_k) *
-                       std::max<int64_t>(1, problem.batch);
+  const int64_t ctas =
+      blocks * std::max<int64_t>(1, problem.nhead_k) * std::max<int64_t>(1, problem.batch);
   if (ctas > kMaxGridX)
     throw Error(ErrorKind::not_supported,
-                "seqlen_k = " + std::to_string(problem.seqlen_k) + ", nhead_k = " +
-                    std::to_string(problem.nhead_k) + ", batch = " +
-                    std::to_string(problem.batch) + ": " + std::to_string(ctas) +
+                "seqlen_k = " + std::to_string(problem.seqlen_k) +
+                    ", nhead_k = " + std::to_string(problem.nhead_k) +
+                    ", batch = " + std::to_string(problem.batch) + ": " + std::to_string(ctas) +
                     " CTAs (key blocks x KV heads x sequences) exceed the grid's 2^31 - 1",
                 "seqlen_k");
   jit::LaunchShape shape;

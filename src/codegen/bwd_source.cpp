@@ -14,23 +14,6 @@ namespace {
 constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
 constexpr int64_t kMaxGridYZ = 65535;
 
-// The fields no backward kernel of this first GPU backward implements, refused by name.
-void check_backward_fields(const KernelConfig& c) {
-  if (c.page_table != PageTableKind::none)
-    unsupported("page_table", c.page_table, "backward reads contiguous K/V");
-  if (c.page_size != 0) unsupported("page_size", c.page_size, "backward reads no pages");
-  if (c.kv_layout != KvLayout::nhd) unsupported("kv_layout", c.kv_layout, "backward has no pages");
-  if (c.rope != RopeKind::none) unsupported("rope", c.rope, "RoPE belongs to fwd_appendkv");
-  if (c.fp8_scale != Fp8ScaleKind::none)
-    unsupported("fp8_scale", c.fp8_scale, "backward of fp8 inputs is not supported");
-  if (c.lse) unsupported("lse", c.lse, "backward reads the forward's LSE, it writes none");
-  if (c.sink_logit)
-    unsupported("sink_logit", c.sink_logit,
-                "backward kernels carry no sink trait (the LSE already holds the sink)");
-  if (c.persistent) unsupported("persistent", c.persistent, "backward runs one CTA per tile");
-  if (c.pack_gqa) unsupported("pack_gqa", c.pack_gqa, "only sm90_ws packs GQA");
-}
-
 void check_sixteen_bit(const KernelConfig& c, std::string_view why) {
   if (c.dtype != DType::fp16 && c.dtype != DType::bf16) unsupported("dtype", c.dtype, why);
   if (c.out_dtype != c.dtype)
@@ -45,6 +28,23 @@ void check_head_dims(const KernelConfig& c, int max_hdim, std::string_view why) 
 }
 
 }  // namespace
+
+void check_backward_fields(const KernelConfig& c) {
+  if (c.page_table != PageTableKind::none)
+    unsupported("page_table", c.page_table, "backward reads contiguous K/V");
+  if (c.page_size != 0) unsupported("page_size", c.page_size, "backward reads no pages");
+  if (c.kv_layout != KvLayout::nhd) unsupported("kv_layout", c.kv_layout, "backward has no pages");
+  if (c.rope != RopeKind::none) unsupported("rope", c.rope, "RoPE belongs to fwd_appendkv");
+  if (c.fp8_scale != Fp8ScaleKind::none)
+    unsupported("fp8_scale", c.fp8_scale, "backward of fp8 inputs is not supported");
+  if (c.lse) unsupported("lse", c.lse, "backward reads the forward's LSE, it writes none");
+  if (c.sink_logit)
+    unsupported("sink_logit", c.sink_logit,
+                "backward kernels carry no sink trait (the LSE already holds the sink)");
+  if (c.persistent) unsupported("persistent", c.persistent, "backward runs one CTA per key block");
+  if (c.pack_gqa)
+    unsupported("pack_gqa", c.pack_gqa, "the backward loops over the GQA group's heads in its CTA");
+}
 
 void check_supported_bwd_rows(const KernelConfig& c) {
   const bool dot = c.family == Family::bwd_dot_do_o;

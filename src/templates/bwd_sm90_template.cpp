@@ -18,14 +18,7 @@ jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem
 }
 
 std::optional<Rejection> can_implement(const KernelConfig& config, const Problem& problem) {
-  if (auto rejection = check_sequence_lengths(problem)) return rejection;
-  if (problem.is_paged())
-    return Rejection{"page_table",
-                     "page_table: backward through a paged KV cache is not supported"};
-  if (problem.device_indices.any())
-    return Rejection{"seqstart_q",
-                     "seqstart_q: the GPU backward takes host index arrays only (device-side "
-                     "metadata is not supported by the backward kernels yet)"};
+  if (auto rejection = check_backward_problem(problem)) return rejection;
   // The kernel adds whole query blocks with one bulk copy into its own (head-major,
   // chunk-swizzled) accumulator in plan workspace.
   if (!problem.bwd.dq_acc.empty() && !problem.bwd.deterministic)

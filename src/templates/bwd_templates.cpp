@@ -47,29 +47,15 @@ void launch(const KernelConfig& config, const StageLaunch& launch) {
   jit::launch_kernel(launch.function, launch.shape, arguments, launch.stream);
 }
 
-// What no GPU backward kernel handles yet, named by field; the traits the kernels carry
-// (bias, dropout, dbias) are matched by the configs instead.
-std::optional<Rejection> common_limits(const Problem& problem) {
-  if (auto rejection = check_sequence_lengths(problem)) return rejection;
-  if (problem.is_paged())
-    return Rejection{"page_table",
-                     "page_table: backward through a paged KV cache is not supported"};
-  if (problem.device_indices.any())
-    return Rejection{"seqstart_q",
-                     "seqstart_q: the GPU backward takes host index arrays only (device-side "
-                     "metadata is not supported by the backward kernels yet)"};
-  return std::nullopt;
-}
-
 std::optional<Rejection> rows_limits(const KernelConfig& config, const Problem& problem) {
-  if (auto rejection = common_limits(problem)) return rejection;
+  if (auto rejection = check_backward_problem(problem)) return rejection;
   if (config.family == Family::bwd_convert_dq && problem.bwd.dq.empty())
     return Rejection{"bwd.dq", "bwd.dq: not set, but the plan's last stage writes dQ into it"};
   return std::nullopt;
 }
 
 std::optional<Rejection> sm80_limits(const KernelConfig&, const Problem& problem) {
-  if (auto rejection = common_limits(problem)) return rejection;
+  if (auto rejection = check_backward_problem(problem)) return rejection;
   if (const std::string why = runtime::dbias_refusal(problem); !why.empty())
     return Rejection{"bwd.dbias", why};
   return std::nullopt;

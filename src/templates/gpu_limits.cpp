@@ -44,4 +44,16 @@ std::optional<Rejection> check_sm90_limits(const KernelConfig& config, const Pro
   return std::nullopt;
 }
 
+std::optional<Rejection> check_backward_problem(const Problem& problem) {
+  if (auto rejection = check_sequence_lengths(problem)) return rejection;
+  if (problem.is_paged())
+    return Rejection{"page_table",
+                     "page_table: backward through a paged KV cache is not supported"};
+  if (problem.device_indices.any())
+    return Rejection{"seqstart_q",
+                     "seqstart_q: the GPU backward takes host index arrays only (device-side "
+                     "metadata is not supported by the backward kernels yet)"};
+  return std::nullopt;
+}
+
 }  // namespace tilefmha::templates

@@ -29,4 +29,8 @@ std::optional<Rejection> check_sequence_lengths(const Problem& problem);
 // launched config at most codegen::kSm90MaxTiles.
 std::optional<Rejection> check_sm90_limits(const KernelConfig& config, const Problem& problem);
 
+// What no GPU backward kernel handles yet, named by field (sequence lengths, paged caches,
+// device-side index arrays); the traits the kernels carry are matched by their configs.
+std::optional<Rejection> check_backward_problem(const Problem& problem);
+
 }  // namespace tilefmha::templates
