@@ -49,9 +49,10 @@ struct WorkspaceLayout {
   int64_t key_lengths_after = -1;
   int64_t attention = -1;
   // Backward: D (fp32 [batch_rows, nhead_q, seq_rows]) and the fp32 dQ accumulator
-  // ([dq_slices][batch_rows, seq_rows, nhead_q, hdim_q], slices dq_slice_stride floats apart)
-  // where the problem brings none; in deterministic mode the accumulator always lives here, one
-  // slice per key block of the dq_dk_dv kernel.
+  // ([dq_slices][batch_rows, nhead_q, seq_rows, hdim_q], head-major so a query block of one head
+  // is contiguous; slices dq_slice_stride floats apart) where the problem brings none; in
+  // deterministic mode the accumulator always lives here, one slice per key block of an
+  // sm80_mma dq_dk_dv kernel (sm90_ws keeps one slice and orders its adds by counters).
   int64_t bwd_d = -1;
   int64_t dq_acc = -1;
   int64_t dq_slices = 1;
