@@ -75,6 +75,16 @@ TEST(BwdPlan, WorkspaceHoldsDAndTheDqAccumulator) {
   EXPECT_GE(sliced.dq_slice_stride, 2 * 77 * 8 * 128);
   EXPECT_GE(sliced.bytes, sliced.dq_acc + 3 * sliced.dq_slice_stride * 4);
 
+  // Deterministic on sm90_ws: one slice and a turn counter per (sequence, query head, query
+  // block), after the accumulator; none outside deterministic mode.
+  const WorkspaceLayout counted = workspace_layout(deterministic, 1, /*attention_bytes=*/0,
+                                                   /*dq_slices=*/1, /*dq_semaphores=*/2 * 8 * 2);
+  EXPECT_EQ(counted.dq_slices, 1);
+  ASSERT_GE(counted.dq_semaphores, counted.dq_acc + counted.dq_slice_stride * 4);
+  EXPECT_EQ(counted.dq_semaphore_count, 2 * 8 * 2);
+  EXPECT_GE(counted.bytes, counted.dq_semaphores + 2 * 8 * 2 * 4);
+  EXPECT_EQ(workspace_layout(p, 1, 0, 1, 2 * 8 * 2).dq_semaphores, -1);
+
   // The caller's own D and accumulator take no workspace.
   Problem given = p;
   given.bwd.d = p.lse;
