@@ -24,13 +24,13 @@ namespace tilefmha {
 namespace {
 
 using testing::BackwardCase;
-using testing::DeviceView;
-using testing::to_device;
 using testing::broadcast_bias;
+using testing::DeviceView;
 using testing::kUnwritten;
 using testing::make_case;
 using testing::mismatches;
 using testing::TensorPool;
+using testing::to_device;
 
 // The portable kernels: sm80_mma runs on every arch the engine supports.
 using BwdSm80Gpu = testing::BackwardGpuTest<Pipeline::sm80_mma>;
