@@ -29,6 +29,7 @@
 #include "core/tensor_iteration.hpp"
 #include "runtime/bwd_params.hpp"
 #include "runtime/tolerance.hpp"
+#include "support/backward_views.hpp"
 #include "support/forward_problems.hpp"
 #include "support/gpu_problem.hpp"
 #include "tilefmha/reference.hpp"
@@ -40,7 +41,10 @@ alignas(128) unsigned char shared[emulation::kSharedBytes];
 namespace tilefmha {
 namespace {
 
+using testing::broadcast_bias;
+using testing::dbias_like;
 using testing::kUnwritten;
+using testing::like;
 using testing::TensorPool;
 
 // A host view marked as device memory: the emulated kernels read host memory directly.
@@ -49,29 +53,12 @@ TensorView as_device(TensorView view) {
   return view;
 }
 
-TensorView like(TensorPool& pool, const TensorView& v) {
-  return pool.filled(v.dtype, {v.shape[0], v.shape[1], v.shape[2], v.shape[3]}, kUnwritten);
-}
-
 // The reference's gradients of a forward problem's outputs for a random dO, and the problem
 // ready for the kernels (family bwd_dq_dk_dv, gradients poisoned).
 struct Case {
   Problem expected;  // host views, gradients by reference::backward
   Problem kernels;   // the same inputs, fresh NaN gradients
 };
-
-// dBias storage like `bias`: dense over the dims the bias keeps, zero strides where it
-// broadcasts (as the Python front end allocates it).
-TensorView dbias_like(TensorPool& pool, const TensorView& bias, DType dtype) {
-  auto kept = [&](int d) { return bias.stride[d] == 0 ? int64_t{1} : bias.shape[d]; };
-  TensorView view = pool.filled(dtype, {kept(0), kept(1), kept(2), kept(3)}, kUnwritten);
-  for (int d = 0; d < 4; ++d) {
-    if (bias.stride[d] != 0) continue;
-    view.shape[d] = bias.shape[d];
-    view.stride[d] = 0;
-  }
-  return view;
-}
 
 // No dBias unless `dbias` names its dtype.
 Case make_case(TensorPool& pool, Problem forward, bool deterministic,
@@ -405,22 +392,6 @@ using fmha::BwdPhiloxDropout;
 using fmha::NoBias;
 using fmha::NoMask;
 using fmha::WindowMask;
-
-// A bias that every (sequence, head) pair shares along the zero-stride dims: storage over the
-// other dims only.
-TensorView broadcast_bias(TensorPool& pool, DType dtype, std::initializer_list<int64_t> kept,
-                          std::initializer_list<int64_t> shape) {
-  TensorView bias = pool.uniform(dtype, kept, -2, 2);
-  int d = 0;
-  for (int64_t extent : shape) {
-    if (bias.shape[d] != extent) {
-      bias.shape[d] = extent;
-      bias.stride[d] = 0;
-    }
-    ++d;
-  }
-  return bias;
-}
 
 // ALiBi with one slope per head: GQA 4:1, bottom-right causal, ragged lengths. Slopes up to 0.5
 // over distances up to 100 dominate the logits: a kernel without ALiBi misses by far.
