@@ -12,8 +12,8 @@
 //     then both write dS^T to shared memory, and dQ = dS K (dS^T through an M-major descriptor)
 //     is split between them by 64x64 tiles and left in shared memory;
 //   * the producer's warp 2 adds each block's dQ to the fp32 accumulator with one bulk add
-//     reduction; in deterministic mode the key blocks seeing a query block take turns in key
-//     order (a counter per query block), so every run sums in the same order.
+//     reduction; in deterministic mode the key blocks seeing a query block take turns in a
+//     fixed order (a counter per query block), so every run sums in the same order.
 // Visibility is the forward's mask hook (fmha/mask.h), the logit the sm80 kernel's (BwdLogit).
 #pragma once
 
@@ -22,6 +22,7 @@
 #include "fmha/bwd_sm80.h"
 #include "fmha/bwd_sm90_params.h"
 #include "fmha/bwd_sm90_shape.h"
+#include "fmha/fwd_sm90_pipeline.h"
 #include "fmha/mask.h"
 #include "fmha/seq_info.h"
 #include "tile/async_proxy.h"
@@ -51,8 +52,8 @@ struct Sm90BwdTraits {
   static constexpr bool kDeterministic = Deterministic;
   static constexpr bool kStaggered = Deterministic && tile::same_type<Mask_, NoMask>::value;
   static constexpr Sm90BwdSmemLayout kSmem = sm90_bwd_smem_layout(HdimQ, HdimV, BlockM, Stages);
-  static constexpr int kQPanelBytes = BlockM * kSm90BwdRowBytes;   // a 64-column panel of Q, dO
-  static constexpr int kKPanelBytes = kBlockN * kSm90BwdRowBytes;  // of K, V and dS^T
+  static constexpr int kQPanelBytes = BlockM * kSm90RowBytes;   // a 64-column panel of Q, dO
+  static constexpr int kKPanelBytes = kBlockN * kSm90RowBytes;  // of K, V and dS^T
   // dQ = dS K in 64 x 64 tiles (query rows x hdim_q columns), dealt to the two consumers.
   static constexpr int kDqRowTiles = BlockM / 64;
   static constexpr int kDqTiles = kDqRowTiles * (HdimQ / 64);
@@ -132,10 +133,6 @@ TILEFMHA_DEVICE const tile::TensorMap* sm90_bwd_map(const Sm90TensorMap& map) {
   return reinterpret_cast<const tile::TensorMap*>(&map);
 }
 
-TILEFMHA_DEVICE tile::u32 sm90_bwd_phase(int step, int stages) {
-  return tile::u32(step / stages) & 1u;
-}
-
 // The producer thread: K and V once, then Q and dO of each visited query block.
 template <class Traits>
 TILEFMHA_DEVICE void sm90_bwd_produce(const Sm90BwdParams& params, const SeqInfo& seq, int n_block,
@@ -151,32 +148,32 @@ TILEFMHA_DEVICE void sm90_bwd_produce(const Sm90BwdParams& params, const SeqInfo
   tile::mbarrier_arrive_expect_tx(barriers.kv_full(),
                                   Traits::kBlockN * (Traits::kHdimQ + Traits::kHdimV) * 2);
 #pragma unroll
-  for (int panel = 0; panel < Traits::kHdimQ / kSm90BwdPanelElements; ++panel)
+  for (int panel = 0; panel < Traits::kHdimQ / kSm90PanelElements; ++panel)
     tile::tma_load_4d(smem + Traits::kSmem.k_offset + panel * Traits::kKPanelBytes, k_map,
-                      barriers.kv_full(), panel * kSm90BwdPanelElements, key_row, kv_head, batch);
+                      barriers.kv_full(), panel * kSm90PanelElements, key_row, kv_head, batch);
 #pragma unroll
-  for (int panel = 0; panel < Traits::kHdimV / kSm90BwdPanelElements; ++panel)
+  for (int panel = 0; panel < Traits::kHdimV / kSm90PanelElements; ++panel)
     tile::tma_load_4d(smem + Traits::kSmem.v_offset + panel * Traits::kKPanelBytes, v_map,
-                      barriers.kv_full(), panel * kSm90BwdPanelElements, key_row, kv_head, batch);
+                      barriers.kv_full(), panel * kSm90PanelElements, key_row, kv_head, batch);
 
   sm90_bwd_for_each_block<Traits>(
       p, seq, n_block, kv_head, [&](int h, int m_begin, const auto&, int step) {
-        const int stage = step % Traits::kStages;
-        tile::mbarrier_wait(barriers.q_empty(stage), sm90_bwd_phase(step, Traits::kStages) ^ 1u);
+        const int stage = ring_stage<Traits::kStages>(step);
+        tile::mbarrier_wait(barriers.q_empty(stage), ring_phase<Traits::kStages>(step) ^ 1u);
         tile::mbarrier_arrive_expect_tx(barriers.q_full(stage),
                                         Traits::kSmem.q_stage_bytes + Traits::kSmem.do_stage_bytes);
         const int row = int(seq.q_start) + m_begin;
 #pragma unroll
-        for (int panel = 0; panel < Traits::kHdimQ / kSm90BwdPanelElements; ++panel)
+        for (int panel = 0; panel < Traits::kHdimQ / kSm90PanelElements; ++panel)
           tile::tma_load_4d(smem + Traits::kSmem.q_offset + stage * Traits::kSmem.q_stage_bytes +
                                 panel * Traits::kQPanelBytes,
-                            q_map, barriers.q_full(stage), panel * kSm90BwdPanelElements, row, h,
+                            q_map, barriers.q_full(stage), panel * kSm90PanelElements, row, h,
                             batch);
 #pragma unroll
-        for (int panel = 0; panel < Traits::kHdimV / kSm90BwdPanelElements; ++panel)
+        for (int panel = 0; panel < Traits::kHdimV / kSm90PanelElements; ++panel)
           tile::tma_load_4d(smem + Traits::kSmem.do_offset + stage * Traits::kSmem.do_stage_bytes +
                                 panel * Traits::kQPanelBytes,
-                            do_map, barriers.q_full(stage), panel * kSm90BwdPanelElements, row, h,
+                            do_map, barriers.q_full(stage), panel * kSm90PanelElements, row, h,
                             batch);
       });
 }
@@ -193,8 +190,8 @@ TILEFMHA_DEVICE void sm90_bwd_stage_rows(const BwdParams& bp, const SeqInfo& seq
   float* const d_rows = reinterpret_cast<float*>(shared_base + Traits::kSmem.d_offset);
   sm90_bwd_for_each_block<Traits>(
       p, seq, n_block, kv_head, [&](int h, int m_begin, const auto&, int step) {
-        const int stage = step % Traits::kStages;
-        tile::mbarrier_wait(barriers.q_empty(stage), sm90_bwd_phase(step, Traits::kStages) ^ 1u);
+        const int stage = ring_stage<Traits::kStages>(step);
+        tile::mbarrier_wait(barriers.q_empty(stage), ring_phase<Traits::kStages>(step) ^ 1u);
         const long long lse_head = seq.view_batch * p.lse_batch_stride + h * p.lse_head_stride;
         const long long d_head = seq.view_batch * bp.d_batch_stride + h * bp.d_head_stride;
         for (int r = lane; r < Traits::kBlockM; r += 32) {
@@ -241,8 +238,8 @@ TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, const SeqInfo& seq, 
   sm90_bwd_for_each_block<Traits>(
       p, seq, n_block, kv_head, [&](int h, int m_begin, const auto& mask, int step) {
         constexpr int kBuffers = Traits::kSmem.dq_buffers;
-        const int buffer = step % kBuffers;
-        tile::mbarrier_wait(barriers.dq_full(buffer), sm90_bwd_phase(step, kBuffers));
+        const int buffer = ring_stage<kBuffers>(step);
+        tile::mbarrier_wait(barriers.dq_full(buffer), ring_phase<kBuffers>(step));
         float* destination = bp.dq_acc + seq.view_batch * bp.dq_acc_strides.batch +
                              (seq.q_start + m_begin) * bp.dq_acc_strides.seq +
                              h * bp.dq_acc_strides.head;
@@ -314,7 +311,7 @@ struct Sm90BwdConsumer {
   // S^T = K Q^T and dP^T = V dO^T, committed as two groups: P^T can start once S^T is done.
   TILEFMHA_DEVICE void issue_scores(float (&st)[kBlockM / 2], float (&dpt)[kBlockM / 2],
                                     int stage) const {
-    const tile::u32 keys = tile::u32(group * kSm90BwdKeysPerGroup * kSm90BwdRowBytes);
+    const tile::u32 keys = tile::u32(group * kSm90BwdKeysPerGroup * kSm90RowBytes);
     const tile::u64 k_desc =
         tile::make_smem_descriptor_k_major_sw128(smem + Traits::kSmem.k_offset + keys);
     const tile::u64 v_desc =
@@ -408,11 +405,11 @@ struct Sm90BwdConsumer {
 #pragma unroll
     for (int step = 0; step < kQuerySteps; ++step)
       tile::wgmma_m64k16_rs<Traits::kHdimV, T, 1>(
-          dv, p[step], tile::advance_smem_descriptor(do_desc, step * 16 * kSm90BwdRowBytes), true);
+          dv, p[step], tile::advance_smem_descriptor(do_desc, step * 16 * kSm90RowBytes), true);
 #pragma unroll
     for (int step = 0; step < kQuerySteps; ++step)
       tile::wgmma_m64k16_rs<Traits::kHdimQ, T, 1>(
-          dk, ds[step], tile::advance_smem_descriptor(q_desc, step * 16 * kSm90BwdRowBytes), true);
+          dk, ds[step], tile::advance_smem_descriptor(q_desc, step * 16 * kSm90RowBytes), true);
     tile::wgmma_commit_group();
   }
 
@@ -425,9 +422,9 @@ struct Sm90BwdConsumer {
       for (int q = 0; q < 4; ++q) {
         const int key = key_row(q % 2);
         const int query = column(2 * step + q / 2, 0);
-        const int panel = query / kSm90BwdPanelElements;
-        const int byte = (query % kSm90BwdPanelElements) * 2;
-        const tile::u32 address = buffer + panel * Traits::kKPanelBytes + key * kSm90BwdRowBytes +
+        const int panel = query / kSm90PanelElements;
+        const int byte = (query % kSm90PanelElements) * 2;
+        const tile::u32 address = buffer + panel * Traits::kKPanelBytes + key * kSm90RowBytes +
                                   ((((byte / 16) ^ (key % 8)) * 16) | (byte % 16));
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(ds[step][q]) : "memory");
       }
@@ -447,7 +444,7 @@ struct Sm90BwdConsumer {
           smem + Traits::kSmem.k_offset + cols * Traits::kKPanelBytes, Traits::kKPanelBytes);
 #pragma unroll
       for (int step = 0; step < kKeySteps; ++step) {
-        const tile::u32 advance = step * 16 * kSm90BwdRowBytes;
+        const tile::u32 advance = step * 16 * kSm90RowBytes;
         tile::wgmma_m64k16_ss<64, T, 1, 1>(dq[i], tile::advance_smem_descriptor(ds_desc, advance),
                                            tile::advance_smem_descriptor(k_desc, advance),
                                            step > 0);
@@ -493,7 +490,7 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
   const FwdParams& p = bp.fwd;
   extern __shared__ __align__(1024) unsigned char shared[];
   const tile::u32 window = tile::shared_address(shared);
-  const tile::u32 smem = (window + (kSm90BwdAtomBytes - 1)) & ~tile::u32(kSm90BwdAtomBytes - 1);
+  const tile::u32 smem = (window + (kSm90AtomBytes - 1)) & ~tile::u32(kSm90AtomBytes - 1);
   unsigned char* const shared_base = shared + (smem - window);
   const Sm90BwdBarriers<Traits::kStages> barriers{smem + Traits::kSmem.barrier_offset};
 
@@ -547,8 +544,8 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
 
   sm90_bwd_for_each_block<Traits>(
       p, seq, n_block, kv_head, [&](int, int m_begin, const auto& mask, int step) {
-        const int stage = step % Traits::kStages;
-        tile::mbarrier_wait(barriers.q_full(stage), sm90_bwd_phase(step, Traits::kStages));
+        const int stage = ring_stage<Traits::kStages>(step);
+        tile::mbarrier_wait(barriers.q_full(stage), ring_phase<Traits::kStages>(step));
         float st[kBlockM / 2];
         float dpt[kBlockM / 2];
         tile::wgmma_fence();
@@ -585,8 +582,8 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
         // The dQ writer has read the previous block's rows out; the bulk copies read through the
         // async proxy.
         constexpr int kDqBuffers = Traits::kSmem.dq_buffers;
-        const int dq_buffer = step % kDqBuffers;
-        tile::mbarrier_wait(barriers.dq_empty(dq_buffer), sm90_bwd_phase(step, kDqBuffers) ^ 1u);
+        const int dq_buffer = ring_stage<kDqBuffers>(step);
+        tile::mbarrier_wait(barriers.dq_empty(dq_buffer), ring_phase<kDqBuffers>(step) ^ 1u);
         consumer.store_dq(dq, seq.q_start + m_begin, dq_buffer);
         tile::fence_proxy_async_shared();
         tile::mbarrier_arrive(barriers.dq_full(dq_buffer));

@@ -1,6 +1,7 @@
 // Shape facts of the sm90_ws backward kernel (bwd_dq_dk_dv) that host and device must agree on:
-// the warpgroup split and the shared-memory layout. Plain C++, no includes, so the launcher
-// uses the very formulas the kernel uses.
+// the warpgroup split and the shared-memory layout. Plain C++ (the panel, atom and shared-memory
+// facts come from the forward's fwd_sm90_shape.h), so the launcher uses the very formulas the
+// kernel uses.
 //
 // A CTA is one producer warpgroup plus two consumer warpgroups and owns one block of 128 keys
 // of one KV head: each consumer owns 64 of the keys (a wgmma m64 tile), so its dK and dV rows
@@ -12,18 +13,17 @@
 // bulk reduction, off the consumers' path.
 #pragma once
 
+#include "fmha/fwd_sm90_shape.h"
+
 namespace tilefmha::fmha {
 
 constexpr int kSm90BwdConsumerGroups = 2;
 constexpr int kSm90BwdKeysPerGroup = 64;
 constexpr int kSm90BwdBlockN = kSm90BwdConsumerGroups * kSm90BwdKeysPerGroup;
-constexpr int kSm90BwdThreads = (kSm90BwdConsumerGroups + 1) * 128;
-constexpr int kSm90BwdRowBytes = 128;
-constexpr int kSm90BwdPanelElements = 64;  // 16-bit elements of one 128-byte row
-constexpr int kSm90BwdAtomBytes = 1024;
-// Register split after setmaxnreg: 24 + 2 x 240 = 3 x 168, the launch allocation of 384 threads.
-constexpr int kSm90BwdProducerRegisters = 24;
-constexpr int kSm90BwdConsumerRegisters = 240;
+constexpr int kSm90BwdThreads = (kSm90BwdConsumerGroups + 1) * kSm90WarpgroupThreads;
+// Register split after setmaxnreg, the forward's for two consumers: 24 + 2 x 240 = 3 x 168.
+constexpr int kSm90BwdProducerRegisters = sm90_producer_registers(kSm90BwdConsumerGroups);
+constexpr int kSm90BwdConsumerRegisters = sm90_consumer_registers(kSm90BwdConsumerGroups);
 // dS^T is double-buffered: a consumer writes the next block's while the other may still read
 // this one's in its dQ GEMM.
 constexpr int kSm90BwdDsBuffers = 2;
@@ -52,9 +52,6 @@ constexpr int sm90_bwd_barrier_count(int stages) {
   return 1 + 2 * stages + 2 * 2;
 }
 
-// Hopper's opt-in shared memory per block.
-constexpr int kSm90BwdMaxSharedBytes = 232448;
-
 // The dQ tile is dense [block_m][hdim_q] fp32 in the accumulator's own row order, so one bulk
 // copy moves it; within each 64-column panel the 8-float chunks of a row are XOR-swizzled by
 // the row's packed index (fmha::BwdParams::dq_acc_swizzled), which keeps a warp's float2 stores
@@ -78,13 +75,12 @@ constexpr Sm90BwdSmemLayout sm90_bwd_smem_layout(int hdim_q, int hdim_v, int blo
   layout.dq_row_bytes = sm90_bwd_dq_row_bytes(hdim_q);
   layout.dq_bytes = block_m * layout.dq_row_bytes;
   const int rows_bytes = 2 * stages * block_m * 4;  // LSE and D
-  const int tail = rows_bytes + 8 * sm90_bwd_barrier_count(stages) + kSm90BwdAtomBytes;
-  layout.dq_buffers =
-      layout.dq_offset + 2 * layout.dq_bytes + tail <= kSm90BwdMaxSharedBytes ? 2 : 1;
+  const int tail = rows_bytes + 8 * sm90_bwd_barrier_count(stages) + kSm90AtomBytes;
+  layout.dq_buffers = layout.dq_offset + 2 * layout.dq_bytes + tail <= kSm90MaxSharedBytes ? 2 : 1;
   layout.lse_offset = layout.dq_offset + layout.dq_buffers * layout.dq_bytes;
   layout.d_offset = layout.lse_offset + stages * block_m * 4;
   layout.barrier_offset = layout.d_offset + stages * block_m * 4;
-  layout.bytes = layout.barrier_offset + 8 * sm90_bwd_barrier_count(stages) + kSm90BwdAtomBytes;
+  layout.bytes = layout.barrier_offset + 8 * sm90_bwd_barrier_count(stages) + kSm90AtomBytes;
   return layout;
 }
 

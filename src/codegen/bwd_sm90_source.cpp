@@ -12,7 +12,6 @@ namespace tilefmha::codegen {
 namespace {
 
 constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
-constexpr int kMaxSharedBytes = 232448;  // Hopper's opt-in shared memory per block
 // Registers a consumer thread spends beside its accumulators (addresses, indices, the row
 // values, dQ's tile); P^T and dS^T pack into the registers S^T and dP^T free.
 constexpr int kConsumerRegisterOverhead = 32;
@@ -48,10 +47,10 @@ void check_supported_bwd_sm90(const KernelConfig& c) {
     unsupported("warps", c.warps, "the sm90_ws backward runs 12 warps (3 warpgroups)");
   if (c.stages < 1 || c.stages > 2) unsupported("stages", c.stages, "must be 1 or 2");
   const int64_t bytes = shared_bytes_bwd_sm90(c);
-  if (bytes > kMaxSharedBytes)
+  if (bytes > fmha::kSm90MaxSharedBytes)
     unsupported("block_m", c.block_m,
                 "the tile needs " + std::to_string(bytes) + " bytes of shared memory, over " +
-                    std::to_string(kMaxSharedBytes));
+                    std::to_string(fmha::kSm90MaxSharedBytes));
   // dK and dV, S^T and dP^T (fp32) per consumer thread.
   const int accumulators = (c.hdim_q + c.hdim_v) / 2 + c.block_m;
   if (accumulators + kConsumerRegisterOverhead > fmha::kSm90BwdConsumerRegisters)

@@ -173,9 +173,11 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem, bool own_wo
   // The sm90_ws kernel instead orders its adds with one counter per (sequence, query head, query
   // block).
   int64_t dq_slices = 1, dq_semaphores = 0;
+  bool hopper_backward = false;
   for (const PlannedStage& stage : plan->stages) {
     if (stage.kernel.family != Family::bwd_dq_dk_dv || stage.kernel.block_n <= 0) continue;
-    if (stage.kernel.pipeline == Pipeline::sm90_ws)
+    hopper_backward = stage.kernel.pipeline == Pipeline::sm90_ws;
+    if (hopper_backward)
       dq_semaphores = problem.batch * problem.nhead_q *
                       ((problem.seqlen_q + stage.kernel.block_m - 1) / stage.kernel.block_m);
     else
@@ -183,6 +185,7 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem, bool own_wo
   }
   plan->workspace =
       workspace_layout(problem, plan->num_splits, attention_bytes, dq_slices, dq_semaphores);
+  plan->workspace.dq_swizzled = hopper_backward;
   if (own_workspace && plan->workspace.bytes > 0)
     plan->owned_workspace = std::make_unique<OwnedWorkspace>(plan->workspace.bytes);
   plan->explanation = why.str();

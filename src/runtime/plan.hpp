@@ -61,6 +61,9 @@ struct WorkspaceLayout {
   // counting the key blocks that added their dQ to it, so they add in a fixed order.
   int64_t dq_semaphores = -1;
   int64_t dq_semaphore_count = 0;
+  // The plan's dq_dk_dv stage is sm90_ws, which writes the accumulator chunk-swizzled
+  // (fmha::BwdParams::dq_acc_swizzled) for bwd_convert_dq to read back.
+  bool dq_swizzled = false;
   int64_t bytes = 0;
   // Shape of the partials: [num_splits, batch_rows, nhead_q, seq_rows, hdim_v]; also the rows of
   // the backward's D and dQ accumulator.

@@ -133,6 +133,7 @@ runtime::BackwardScratch backward_scratch(const WorkspaceLayout& layout, const P
     scratch.dq_slices = layout.dq_slices;
     scratch.dq_slice_stride = layout.dq_slice_stride;
   }
+  scratch.dq_swizzled = layout.dq_swizzled;
   if (layout.dq_semaphores >= 0) {
     scratch.dq_semaphores = static_cast<int32_t*>(view(layout.dq_semaphores).data);
     scratch.dq_semaphore_count = layout.dq_semaphore_count;
@@ -253,12 +254,7 @@ void run_stages(const Plan& plan, const Problem& problem, const Registry& regist
   if (layout.empty_kv >= 0) bind_empty_kv(with_stand_in_kv.emplace(problem), layout, workspace);
   const Problem& launched = with_stand_in_kv ? *with_stand_in_kv : problem;
   std::optional<runtime::BackwardScratch> scratch;
-  if (problem.is_backward()) {
-    scratch = backward_scratch(layout, problem, workspace);
-    for (const PlannedStage& stage : plan.stages)
-      if (stage.kernel.family == Family::bwd_dq_dk_dv && stage.kernel.pipeline == Pipeline::sm90_ws)
-        scratch->dq_swizzled = true;
-  }
+  if (problem.is_backward()) scratch = backward_scratch(layout, problem, workspace);
   for (const PlannedStage& stage : plan.stages) {
     try {
       const jit::CUfunction function =
