@@ -1,8 +1,9 @@
 // The Hopper warp-specialized forward kernel (FlashAttention-3 class, sm_90a). Each CTA runs
 // the tiles (query block, query head, sequence) its scheduler hands it (one per CTA, or
 // persistently several; fwd_sm90_scheduler.h):
-//   * warpgroup 0 is the producer: it gives registers back (setmaxnreg) and one thread issues
-//     the TMA loads of Q and of K/V blocks into mbarrier-guarded rings (fwd_sm90_producer.h);
+//   * warpgroup 0 is the producer: it gives registers back (setmaxnreg) and one thread (one
+//     warp for a paged cache) issues the TMA loads of Q and of K/V blocks into
+//     mbarrier-guarded rings (fwd_sm90_producer.h);
 //     with fp8 inputs, its warps 1..3 transpose each V block for P V (fwd_sm90_transpose.h);
 //   * warpgroups 1.. are consumers, 64 query rows each, with the freed registers: wgmma
 //     GEMMs, online softmax, in the schedule of Traits (fwd_sm90_consumer.h);
@@ -52,8 +53,9 @@ TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
   if (warpgroup == 0) {
     if constexpr (Traits::kReallocateRegisters)
       tile::warpgroup_registers_decrease<Traits::kProducerRegisters>();
-    if (threadIdx.x == 0) {
-      sm90_produce<Traits>(params, scheduler, smem, barriers);
+    // Paged caches load with the whole first warp (fwd_sm90_producer.h), others with one thread.
+    if (threadIdx.x < (Traits::kPaged ? 32u : 1u)) {
+      sm90_produce<Traits>(params, scheduler, smem, barriers, int(threadIdx.x));
     } else if constexpr (Traits::kFp8) {
       if (threadIdx.x >= 32)
         sm90_transpose_v<Traits>(params, scheduler, smem, barriers, int(threadIdx.x) - 32);

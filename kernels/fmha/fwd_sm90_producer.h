@@ -1,4 +1,7 @@
-// The producer: one thread of the first warpgroup issues every TMA load of the CTA's tiles.
+// The producer: one thread of the first warpgroup issues every TMA load of the CTA's tiles;
+// for a paged cache the whole first warp does, one page's box per lane, so that the page-id
+// loads (dependent global reads, one per page of a block) overlap instead of queueing behind
+// each other and behind the TMA issues of one thread.
 // Per tile, Q (once the consumers release the buffer: after the previous tile's last QK^T, or
 // its O where O reuses the Q buffer), then K and V blocks into their
 // rings in the order the consumers use them under the overlap schedule (K0, K1, V0, K2, V1,
@@ -26,15 +29,21 @@ TILEFMHA_DEVICE const tile::TensorMap* sm90_map(const Sm90TensorMap& map) {
 
 template <class Traits, class Scheduler>
 TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& scheduler,
-                                  tile::u32 smem, const Sm90Barriers<Traits::kStages>& barriers) {
+                                  tile::u32 smem, const Sm90Barriers<Traits::kStages>& barriers,
+                                  int lane) {
   constexpr int kStages = Traits::kStages;
+  // Every lane walks the same tiles and waits on the same barriers; only the leader announces
+  // bytes and issues the loads that are not per page.
+  const bool leader = lane == 0;
   const FwdParams& p = params.base;
   const tile::TensorMap* q_map = sm90_map(params.q_map);
   const tile::TensorMap* k_map = sm90_map(params.k_map);
   const tile::TensorMap* v_map = sm90_map(params.v_map);
-  tile::tma_prefetch_descriptor(q_map);
-  tile::tma_prefetch_descriptor(k_map);
-  tile::tma_prefetch_descriptor(v_map);
+  if (leader) {
+    tile::tma_prefetch_descriptor(q_map);
+    tile::tma_prefetch_descriptor(k_map);
+    tile::tma_prefetch_descriptor(v_map);
+  }
 
   int step_base = 0;  // key blocks loaded for earlier tiles
   int q_loads = 0;    // Q tiles loaded so far
@@ -55,23 +64,29 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
                           int stage_bytes, int panels, int panel_bytes,
                           const tile::TensorMap* map) {
       const int key_begin = blocks.block(step) * Traits::kBlockN;
-      tile::mbarrier_wait(empty, ring_phase<kStages>(step_base + step) ^ 1u);
       if constexpr (Traits::kPaged) {
         // Pages of at least a block: one box (the block) per panel at (slot, page). Smaller
-        // pages: a box of one page's rows per page the block spans; boxes wholly past the
-        // sequence's keys are skipped, since their table entries are not the sequence's.
-        // Whatever such rows hold, the mask drops their keys and the consumers zero their V.
+        // pages: a box of one page's rows per page the block spans, lane `box` loading box
+        // `box`; boxes wholly past the sequence's keys are skipped, since their table entries
+        // are not the sequence's. Whatever such rows hold, the mask drops their keys and the
+        // consumers zero their V. Pages hold at least kSm90MinPageSize (8) keys
+        // (fwd_sm90_template.cpp), so a block has at most 32 boxes.
+        static_assert(Traits::kBlockN <= 32 * 8, "one box per lane");
         const PagedKeys keys = PagedKeys::make(p, tile_id.batch);
         const int page_size = int(keys.page_size);
         const int box_rows = page_size < Traits::kBlockN ? page_size : Traits::kBlockN;
         const int wanted = seq.len_k - key_begin;
         const int boxes = wanted >= Traits::kBlockN ? Traits::kBlockN / box_rows
                                                     : (wanted + box_rows - 1) / box_rows;
-        tile::mbarrier_arrive_expect_tx(full, stage_bytes / Traits::kBlockN * box_rows * boxes);
-        for (int box = 0; box < boxes; ++box) {
-          const int key = key_begin + box * box_rows;
-          const int page = keys.pages[key / page_size];
-          const tile::u32 rows = tile::u32(box * box_rows * kSm90RowBytes);
+        const int key = key_begin + lane * box_rows;
+        // The page id is read before the slot wait, so its latency hides behind the wait.
+        const int page = lane < boxes ? keys.pages[key / page_size] : 0;
+        tile::mbarrier_wait(empty, ring_phase<kStages>(step_base + step) ^ 1u);
+        if (leader)
+          tile::mbarrier_arrive_expect_tx(full, stage_bytes / Traits::kBlockN * box_rows * boxes);
+        __syncwarp();  // the bytes are announced before any lane's box can land
+        if (lane < boxes) {
+          const tile::u32 rows = tile::u32(lane * box_rows * kSm90RowBytes);
 #pragma unroll
           for (int panel = 0; panel < panels; ++panel) {
             tile::tma_load_4d(destination + panel * panel_bytes + rows, map, full,
@@ -79,6 +94,8 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
           }
         }
       } else {
+        tile::mbarrier_wait(empty, ring_phase<kStages>(step_base + step) ^ 1u);
+        if (!leader) return;
         tile::mbarrier_arrive_expect_tx(full, stage_bytes);
 #pragma unroll
         for (int panel = 0; panel < panels; ++panel) {
@@ -112,16 +129,18 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
       if (steps == 0) break;
     }
     tile::mbarrier_wait(barriers.q_empty(), (tile::u32(q_loads) & 1u) ^ 1u);
-    tile::mbarrier_arrive_expect_tx(barriers.q_full(), Traits::kQBytes);
+    if (leader) {
+      tile::mbarrier_arrive_expect_tx(barriers.q_full(), Traits::kQBytes);
 #pragma unroll
-    for (int panel = 0; panel < Traits::kHdimQ / Traits::kPanelElements; ++panel) {
-      const tile::u32 destination = smem + Traits::kSmem.q_offset + panel * Traits::kQPanelBytes;
-      if constexpr (Traits::kPackGqa) {
-        tile::tma_load_5d(destination, q_map, barriers.q_full(), panel * Traits::kPanelElements, 0,
-                          kv_head, int(seq.q_start) + m_begin, batch);
-      } else {
-        tile::tma_load_4d(destination, q_map, barriers.q_full(), panel * Traits::kPanelElements,
-                          int(seq.q_start) + m_begin, head, batch);
+      for (int panel = 0; panel < Traits::kHdimQ / Traits::kPanelElements; ++panel) {
+        const tile::u32 destination = smem + Traits::kSmem.q_offset + panel * Traits::kQPanelBytes;
+        if constexpr (Traits::kPackGqa) {
+          tile::tma_load_5d(destination, q_map, barriers.q_full(), panel * Traits::kPanelElements,
+                            0, kv_head, int(seq.q_start) + m_begin, batch);
+        } else {
+          tile::tma_load_4d(destination, q_map, barriers.q_full(), panel * Traits::kPanelElements,
+                            int(seq.q_start) + m_begin, head, batch);
+        }
       }
     }
     ++q_loads;
