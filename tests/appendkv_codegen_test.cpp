@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "enumerate/enumerator.hpp"
 #include "enumerate/profile.hpp"
 #include "enumerate/sweep_config.hpp"
+#include "fmha/appendkv_params.h"
 #include "jit/compiler.hpp"
 #include "runtime/candidates.hpp"
 #include "runtime/dispatcher.hpp"
@@ -269,14 +271,57 @@ Problem paged_append(bool with_output, bool rotate_q, DType dtype = DType::bf16,
 TEST(AppendKvDispatch, LaunchCoversKeyValueAndQueryRows) {
   const KernelConfig c = appendkv_config(DType::bf16, 128, 128, PageTableKind::vllm_block_table,
                                          RopeKind::half_rotated);
-  // bf16 hdim 128: 16 chunks of 16 bytes, 16 lanes a row, 8 rows per 128-thread CTA.
+  // bf16 hdim 128: 16 chunks of 16 bytes, 16 lanes a group, 8 groups per 128-thread CTA; a group
+  // moves a token's 2 KV heads (or its 8 query heads) as one run.
   const Problem keys_only = paged_append(false, false);
   EXPECT_EQ(codegen::appendkv_rows(keys_only), 2 * 3 * 1 * 2);
-  EXPECT_EQ(codegen::launch_shape_appendkv(c, keys_only).grid[0], 2u);
+  EXPECT_EQ(codegen::appendkv_runs(keys_only).groups(), 2 * 3);
+  EXPECT_EQ(codegen::launch_shape_appendkv(c, keys_only).grid[0], 1u);
   const Problem with_q = paged_append(false, true);
   EXPECT_EQ(codegen::appendkv_rows(with_q), 2 * 3 * 1 * 2 + 3 * 1 * 8);
-  EXPECT_EQ(codegen::launch_shape_appendkv(c, with_q).grid[0], 5u);
+  EXPECT_EQ(codegen::appendkv_runs(with_q).groups(), 2 * 3 + 3);
+  EXPECT_EQ(codegen::launch_shape_appendkv(c, with_q).grid[0], 2u);
   EXPECT_EQ(codegen::launch_shape_appendkv(c, with_q).block[0], 128u);
+  // The kernel's registers hold runs of its own RoPE kind only.
+  KernelConfig plain = c;
+  plain.rope = RopeKind::none;
+  testing::expect_names_field(
+      testing::not_supported_message([&] { codegen::launch_shape_appendkv(plain, with_q); }),
+      "rope");
+}
+
+// A token's heads split into runs of at most kAppendKvRunHeads, as even as that allows; a plain
+// copy moves one head per group; Q has no groups unless it rotates.
+TEST(AppendKvDispatch, HeadRunsAreEvenAndCapped) {
+  Problem p = paged_append(false, true);
+  const auto runs_for = [&](int64_t heads_k, int64_t heads_q) {
+    p.nhead_k = heads_k;
+    p.nhead_q = heads_q;
+    return codegen::appendkv_runs(p);
+  };
+  ASSERT_EQ(fmha::kAppendKvRunHeads, 8);
+  for (const auto& [heads, run, runs] :
+       {std::tuple{1, 1, 1}, std::tuple{2, 2, 1}, std::tuple{8, 8, 1}, std::tuple{9, 5, 2},
+        std::tuple{12, 6, 2}, std::tuple{22, 8, 3}, std::tuple{32, 8, 4}, std::tuple{40, 8, 5},
+        std::tuple{64, 8, 8}}) {
+    SCOPED_TRACE(heads);
+    const codegen::AppendKvRuns r = runs_for(heads, heads);
+    EXPECT_EQ(r.k_run, run);
+    EXPECT_EQ(r.q_run, run);
+    EXPECT_EQ(r.k_groups, 3 * runs);  // 3 sequences, 1 new token each
+    EXPECT_EQ(r.q_groups, 3 * runs);
+    EXPECT_GE(run * runs, heads);
+    EXPECT_LT(run * (runs - 1), heads) << "no empty run";
+  }
+  const codegen::AppendKvRuns gqa = runs_for(8, 32);
+  EXPECT_EQ(gqa.groups(), 2 * 3 + 3 * 4);
+  p.append.rotate_q = false;
+  EXPECT_EQ(runs_for(8, 32).q_groups, 0);
+  p.append.rope = RopeKind::none;
+  const codegen::AppendKvRuns copy = runs_for(8, 32);
+  EXPECT_EQ(copy.k_run, 1);
+  EXPECT_EQ(copy.k_groups, 3 * 8);
+  EXPECT_EQ(copy.q_groups, 0);
 }
 
 runtime::Dispatcher dispatcher_for(runtime::Registry& registry) {

@@ -10,6 +10,12 @@ namespace tilefmha::fmha {
 
 enum class RopeMode : int { none = 0, interleaved = 1, half_rotated = 2 };
 
+// The most heads one thread group of a RoPE kernel moves: a run of one token's heads shares the
+// token's cos and sin, formed once. The kernel's registers are sized for it
+// (AppendKvTraits::kRunHeads) and the host's run lengths (codegen::appendkv_runs) never exceed
+// it. A plain copy (RopeMode::none) moves one head per group.
+constexpr int kAppendKvRunHeads = 8;
+
 struct AppendKvParams {
   // New tokens [batch, seqlen_knew, nhead_k, hdim].
   const void* k_new;
@@ -61,9 +67,13 @@ struct AppendKvParams {
   // Null, or per-sequence offsets added to the RoPE positions (not to the cache slots).
   const long long* position_offsets;
 
-  // Rows of each part of the launch: the grid's y index picks K (0), V (1) or Q (2).
-  long long k_rows;  // batch * seqlen_knew * nhead_k
-  long long q_rows;  // batch * seqlen_q * nhead_q, 0 unless Q rotates
+  // Thread groups of each part of the launch: k_groups of K, as many of V, then q_groups of Q.
+  // A group moves a run of k_run (q_run) consecutive heads of one token, the last run of a token
+  // the heads left.
+  long long k_run;
+  long long k_groups;  // batch * seqlen_knew * ceil(nhead_k / k_run)
+  long long q_run;
+  long long q_groups;  // batch * seqlen_q * ceil(nhead_q / q_run), 0 unless Q rotates
 };
 
 }  // namespace tilefmha::fmha

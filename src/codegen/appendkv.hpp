@@ -24,8 +24,23 @@ int64_t shared_bytes_appendkv(const KernelConfig& config);
 // Rows the launch moves: new K and V rows (batch x seqlen_knew x nhead_k each), and Q rows
 // (batch x seqlen_q x nhead_q) when Q rotates.
 int64_t appendkv_rows(const Problem& problem);
-// One CTA per rows-per-CTA of appendkv_rows(problem). Throws Error(not_supported) when the
-// problem's head dims exceed the kernel's or the rows exceed the grid.
+
+// How the kernel's thread groups split the rows: each group moves a run of consecutive heads of
+// one token (K and V runs of k_run heads, Q runs of q_run), sharing the token's RoPE angles. A
+// token's heads split into runs as even as fmha::kAppendKvRunHeads allows (12 heads: two runs of
+// 6), so that the last run is rarely much shorter; without RoPE every run is one head.
+struct AppendKvRuns {
+  int64_t k_run = 1;
+  int64_t k_groups = 0;  // K groups; as many V groups follow them
+  int64_t q_run = 1;
+  int64_t q_groups = 0;  // 0 unless Q rotates
+  int64_t groups() const { return 2 * k_groups + q_groups; }
+};
+AppendKvRuns appendkv_runs(const Problem& problem);
+
+// One CTA per groups-per-CTA of appendkv_runs(problem).groups(). Throws Error(not_supported) when
+// the problem's head dims exceed the kernel's, its RoPE kind is not the kernel's or the groups
+// exceed the grid.
 jit::LaunchShape launch_shape_appendkv(const KernelConfig& config, const Problem& problem);
 
 }  // namespace tilefmha::codegen

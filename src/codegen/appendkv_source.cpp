@@ -5,6 +5,7 @@
 #include "codegen/appendkv.hpp"
 #include "codegen/hook_names.hpp"
 #include "codegen/unsupported.hpp"
+#include "fmha/appendkv_params.h"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::codegen {
@@ -14,9 +15,9 @@ int kernel_hdim(const KernelConfig& c) {
   return std::max(c.hdim_q, c.hdim_v);
 }
 
-// Mirrors AppendKvTraits: lanes per row (a power of two covering the 16-byte chunks, at most a
-// warp) and rows per CTA.
-int rows_per_cta(const KernelConfig& c) {
+// Mirrors AppendKvTraits: lanes per group (a power of two covering a row's 16-byte chunks, at
+// most a warp) and groups per CTA.
+int groups_per_cta(const KernelConfig& c) {
   const int vector = 16 / static_cast<int>(dtype_size(c.dtype));
   const int chunks = (kernel_hdim(c) + vector - 1) / vector;
   int lanes = 1;
@@ -114,6 +115,24 @@ int64_t appendkv_rows(const Problem& p) {
   return kv + (rotates_q ? p.batch * p.seqlen_q * p.nhead_q : 0);
 }
 
+AppendKvRuns appendkv_runs(const Problem& p) {
+  // AppendKvTraits::kRunHeads: the kernel of the problem's RoPE kind holds this many heads.
+  const int64_t most = p.append.rope == RopeKind::none ? 1 : fmha::kAppendKvRunHeads;
+  const auto run_length = [&](int64_t heads) {
+    const int64_t runs = (heads + most - 1) / most;
+    return runs > 0 ? (heads + runs - 1) / runs : int64_t{1};
+  };
+  const auto runs_of = [](int64_t heads, int64_t run) { return (heads + run - 1) / run; };
+  AppendKvRuns r;
+  r.k_run = run_length(p.nhead_k);
+  r.k_groups = p.batch * p.append.seqlen_knew * runs_of(p.nhead_k, r.k_run);
+  if (p.append.rotate_q && p.append.rope != RopeKind::none) {
+    r.q_run = run_length(p.nhead_q);
+    r.q_groups = p.batch * p.seqlen_q * runs_of(p.nhead_q, r.q_run);
+  }
+  return r;
+}
+
 jit::LaunchShape launch_shape_appendkv(const KernelConfig& c, const Problem& problem) {
   check_supported_appendkv(c);
   if (problem.hdim_q > c.hdim_q)
@@ -122,13 +141,17 @@ jit::LaunchShape launch_shape_appendkv(const KernelConfig& c, const Problem& pro
   if (problem.hdim_v > c.hdim_v)
     unsupported("hdim_v", problem.hdim_v,
                 "exceeds the append-KV kernel's head dim " + std::to_string(c.hdim_v));
-  const int64_t rows = appendkv_rows(problem);
-  const int64_t per_cta = rows_per_cta(c);
-  const int64_t blocks = (rows + per_cta - 1) / per_cta;
+  // The kernel's registers hold the runs of its own RoPE kind (appendkv_runs).
+  if (problem.append.rope != c.rope)
+    unsupported("rope", c.rope,
+                "the problem's RoPE kind is " + std::string(to_string(problem.append.rope)));
+  const int64_t groups = appendkv_runs(problem).groups();
+  const int64_t per_cta = groups_per_cta(c);
+  const int64_t blocks = (groups + per_cta - 1) / per_cta;
   constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
   if (blocks > kMaxGridX)
     throw Error(ErrorKind::not_supported,
-                "rows = " + std::to_string(rows) +
+                "rows = " + std::to_string(appendkv_rows(problem)) +
                     " (new K and V tokens x nhead_k, plus rotated Q rows): " +
                     std::to_string(blocks) + " CTAs exceed the grid's 2^31 - 1",
                 "seqlen_q");

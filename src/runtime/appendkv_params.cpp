@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "codegen/appendkv.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::runtime {
@@ -119,8 +120,11 @@ fmha::AppendKvParams make_appendkv_params(const Problem& p, const FwdDeviceIndic
     fail(ErrorKind::invalid_argument, "append.rope_position_offsets has no device copy");
   params.position_offsets = reinterpret_cast<const long long*>(indices.rope_position_offsets);
 
-  params.k_rows = p.batch * a.seqlen_knew * p.nhead_k;
-  params.q_rows = rotates_q ? p.batch * p.seqlen_q * p.nhead_q : 0;
+  const codegen::AppendKvRuns runs = codegen::appendkv_runs(p);
+  params.k_run = runs.k_run;
+  params.k_groups = runs.k_groups;
+  params.q_run = runs.q_run;
+  params.q_groups = runs.q_groups;
   return params;
 }
 
