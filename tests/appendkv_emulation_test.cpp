@@ -67,9 +67,19 @@ struct Case {
   int64_t rotary_dim = 0;
   bool theta = false;
   int64_t seqlen_knew = 5;
+  // GQA by default; counts of more than kAppendKvRunHeads heads split into runs with a tail.
+  int64_t heads_q = 8;
+  int64_t heads_k = 2;
+  int64_t hdim_v = 0;  // 0: hdim
+  bool rotate_q = true;
+  // The run lengths codegen::appendkv_runs must pick (0: not checked).
+  int64_t k_run = 0;
+  int64_t q_run = 0;
+
+  int64_t v_dim() const { return hdim_v > 0 ? hdim_v : hdim; }
 };
 
-constexpr int64_t kBatch = 3, kHeadsQ = 8, kHeadsK = 2, kCapacity = 48;
+constexpr int64_t kBatch = 3, kCapacity = 48;
 const std::vector<int64_t> kLengths = {17, 0, 40};
 
 // fp8 caches share one scale with the new tokens and Q (the append moves codes).
@@ -87,7 +97,7 @@ struct Setup {
 
   Setup(const Case& c, uint64_t seed) : pool(seed) {
     ProblemBuilder b(Family::fwd_appendkv);
-    b.dtype(c.dtype).shape(kBatch, kHeadsQ, kHeadsK, c.seqlen_knew, 0, c.hdim, c.hdim);
+    b.dtype(c.dtype).shape(kBatch, c.heads_q, c.heads_k, c.seqlen_knew, 0, c.hdim, c.v_dim());
     b.key_lengths(lengths);
     int64_t pages = 0;
     if (c.table != PageTableKind::none) {
@@ -119,25 +129,25 @@ struct Setup {
       }
       b.paged(p);
     }
-    const auto cache = [&] {
+    const int64_t hk = c.heads_k;
+    const auto cache = [&](int64_t dim) {
       if (c.table == PageTableKind::none)
-        return pool.uniform(c.dtype, {kBatch, kCapacity, kHeadsK, c.hdim}, -1, 1);
-      const int64_t ps = c.page_size, page = ps * kHeadsK * c.hdim;
-      return c.layout == KvLayout::nhd
-                 ? pool.strided(c.dtype, pages * page, {pages, ps, kHeadsK, c.hdim},
-                                {page, kHeadsK * c.hdim, c.hdim, 1}, -1, 1)
-                 : pool.strided(c.dtype, pages * page, {pages, ps, kHeadsK, c.hdim},
-                                {page, c.hdim, ps * c.hdim, 1}, -1, 1);
+        return pool.uniform(c.dtype, {kBatch, kCapacity, hk, dim}, -1, 1);
+      const int64_t ps = c.page_size, page = ps * hk * dim;
+      return c.layout == KvLayout::nhd ? pool.strided(c.dtype, pages * page, {pages, ps, hk, dim},
+                                                      {page, hk * dim, dim, 1}, -1, 1)
+                                       : pool.strided(c.dtype, pages * page, {pages, ps, hk, dim},
+                                                      {page, dim, ps * dim, 1}, -1, 1);
     };
-    const TensorView k = cache(), v = cache();
+    const TensorView k = cache(c.hdim), v = cache(c.v_dim());
     b.k(k).v(v);
     AppendKv a;
     a.seqlen_knew = c.seqlen_knew;
-    a.k_new = pool.uniform(c.dtype, {kBatch, c.seqlen_knew, kHeadsK, c.hdim}, -1, 1);
-    a.v_new = pool.uniform(c.dtype, {kBatch, c.seqlen_knew, kHeadsK, c.hdim}, -1, 1);
+    a.k_new = pool.uniform(c.dtype, {kBatch, c.seqlen_knew, hk, c.hdim}, -1, 1);
+    a.v_new = pool.uniform(c.dtype, {kBatch, c.seqlen_knew, hk, c.v_dim()}, -1, 1);
     a.rope = c.rope;
     a.rotary_dim = c.rotary_dim;
-    a.rotate_q = c.rope != RopeKind::none;
+    a.rotate_q = c.rope != RopeKind::none && c.rotate_q;
     if (c.rope != RopeKind::none && c.theta) {
       a.rope_theta = 500.0;
       a.rope_position_offsets = {7, 0, 300};
@@ -147,7 +157,7 @@ struct Setup {
       a.rope_sin = pool.uniform(DType::fp32, {positions, half}, -1, 1);
     }
     b.append(a);
-    b.q(pool.uniform(c.dtype, {kBatch, c.seqlen_knew, kHeadsQ, c.hdim}, -1, 1));
+    b.q(pool.uniform(c.dtype, {kBatch, c.seqlen_knew, c.heads_q, c.hdim}, -1, 1));
     if (is_fp8(c.dtype)) b.fp8_scales(per_tensor_scales());
     problem = b.build();
   }
@@ -172,7 +182,8 @@ KernelConfig config_of(const Case& c) {
     k.arch = Arch::sm90;
     k.fp8_scale = Fp8ScaleKind::per_tensor;
   }
-  k.hdim_q = k.hdim_v = static_cast<int32_t>((c.hdim + 31) / 32 * 32);
+  k.hdim_q = static_cast<int32_t>((c.hdim + 31) / 32 * 32);
+  k.hdim_v = static_cast<int32_t>((c.v_dim() + 31) / 32 * 32);
   k.warps = 4;
   k.page_table = c.table;
   k.rope = c.rope;
@@ -213,6 +224,14 @@ void check(const Case& c) {
                                       : emulated.problem.append.rope_position_offsets.data();
   std::vector<int64_t> after(kBatch, -1);
   const fmha::AppendKvParams params = runtime::make_appendkv_params(device, indices, after.data());
+  if (c.k_run > 0) {
+    EXPECT_EQ(params.k_run, c.k_run);
+  }
+  if (c.q_run > 0) {
+    EXPECT_EQ(params.q_run, c.q_run);
+  }
+  ASSERT_LE(params.k_run, c.rope == RopeKind::none ? 1 : fmha::kAppendKvRunHeads);
+  ASSERT_LE(params.q_run, c.rope == RopeKind::none ? 1 : fmha::kAppendKvRunHeads);
   emulate<fmha::AppendKvTraits<Element, Hdim, 4, Paged, Rope>>(
       params, codegen::launch_shape_appendkv(config, device));
 
@@ -296,6 +315,150 @@ TEST(AppendKvEmulation, PagesOf1024WithoutRope) {
   check<float, 256, true, fmha::RopeMode::half_rotated>(
       {"sglang nhd page 1024 fp32 hdim 256", DType::fp32, 256, PageTableKind::sglang_page_list,
        KvLayout::nhd, 1024, RopeKind::half_rotated, 256, true, 2});
+}
+
+// Runs of heads: a thread group moves several heads of one token with one set of angles. 11 KV
+// heads split 6 + 5 and 22 query heads 8 + 8 + 6 (tails), GQA, angles from a base with offsets.
+TEST(AppendKvEmulation, HeadRunsWithTailsHalfRotatedFromABase) {
+  Case c{"runs 6+5 / 8+8+6 theta",
+         DType::bf16,
+         128,
+         PageTableKind::none,
+         KvLayout::nhd,
+         0,
+         RopeKind::half_rotated,
+         128,
+         true,
+         4};
+  c.heads_k = 11;
+  c.heads_q = 22;
+  c.k_run = 6;
+  c.q_run = 8;
+  check<tile::bfloat16_t, 128, false, fmha::RopeMode::half_rotated>(c);
+}
+
+// Paged runs (one page lookup per run), interleaved tables, rotary_dim < hdim_q, V narrower than
+// K, and query runs 5 + 4 over 3 KV heads.
+TEST(AppendKvEmulation, PagedHeadRunsInterleavedTablesNarrowV) {
+  Case c{"vllm nhd page 16 runs, hdim_v 64",
+         DType::fp16,
+         128,
+         PageTableKind::vllm_block_table,
+         KvLayout::nhd,
+         16,
+         RopeKind::interleaved,
+         96,
+         false,
+         19};
+  c.hdim_v = 64;
+  c.heads_k = 3;
+  c.heads_q = 9;
+  c.k_run = 3;
+  c.q_run = 5;
+  check<tile::half_t, 128, true, fmha::RopeMode::interleaved>(c);
+  // MQA: one KV head per token, the query heads in two runs of 6.
+  c.name = "sglang hnd page 1 runs, MQA";
+  c.table = PageTableKind::sglang_page_list;
+  c.layout = KvLayout::hnd;
+  c.page_size = 1;
+  c.seqlen_knew = 3;
+  c.heads_k = 1;
+  c.heads_q = 12;
+  c.k_run = 1;
+  c.q_run = 6;
+  check<tile::half_t, 128, true, fmha::RopeMode::interleaved>(c);
+}
+
+// fp32 rows of 256 dims hold two chunks per lane, so a run of 5 heads moves in two batches
+// (4 + 1), each with its own warp barrier before the in-place stores.
+TEST(AppendKvEmulation, WideRowsMoveARunInTwoBatches) {
+  Case c{"fp32 hdim 256 runs of 5",
+         DType::fp32,
+         256,
+         PageTableKind::sglang_page_list,
+         KvLayout::nhd,
+         16,
+         RopeKind::half_rotated,
+         192,
+         true,
+         3};
+  c.heads_k = 5;
+  c.heads_q = 10;
+  c.k_run = 5;
+  c.q_run = 5;
+  check<float, 256, true, fmha::RopeMode::half_rotated>(c);
+}
+
+// Element-wise rows (hdim 36) in runs with tails: 13 heads as 7 + 6, both RoPE kinds; Q left
+// alone when it does not rotate.
+TEST(AppendKvEmulation, ElementWiseHeadRunsAndUnrotatedQ) {
+  Case c{"hdim 36 runs 7+6 theta",
+         DType::bf16,
+         36,
+         PageTableKind::none,
+         KvLayout::nhd,
+         0,
+         RopeKind::interleaved,
+         20,
+         true,
+         3};
+  c.heads_k = 13;
+  c.heads_q = 13;
+  c.k_run = 7;
+  c.q_run = 7;
+  check<tile::bfloat16_t, 64, false, fmha::RopeMode::interleaved>(c);
+  c = Case{"hdim 36 half, q not rotated",
+           DType::fp16,
+           36,
+           PageTableKind::none,
+           KvLayout::nhd,
+           0,
+           RopeKind::half_rotated,
+           36,
+           false,
+           2};
+  c.heads_k = 9;
+  c.heads_q = 18;
+  c.rotate_q = false;
+  c.k_run = 5;
+  check<tile::half_t, 64, false, fmha::RopeMode::half_rotated>(c);
+}
+
+// fp8 codes in runs (16 codes a chunk, so a half-rotated lane keeps 16 angles per chunk).
+TEST(AppendKvEmulation, Fp8HeadRunsHalfRotated) {
+  Case c{"e4m3 vllm hnd page 16 runs",
+         DType::fp8_e4m3,
+         128,
+         PageTableKind::vllm_block_table,
+         KvLayout::hnd,
+         16,
+         RopeKind::half_rotated,
+         128,
+         true,
+         5};
+  c.heads_k = 4;
+  c.heads_q = 20;
+  c.k_run = 4;
+  c.q_run = 7;
+  check<tile::float_e4m3_t, 128, true, fmha::RopeMode::half_rotated>(c);
+}
+
+// Without RoPE nothing is shared: one head per group, however many heads.
+TEST(AppendKvEmulation, PlainCopiesMoveOneHeadPerGroup) {
+  Case c{"copy 11 heads",
+         DType::bf16,
+         128,
+         PageTableKind::none,
+         KvLayout::nhd,
+         0,
+         RopeKind::none,
+         0,
+         false,
+         3};
+  c.heads_k = 11;
+  c.heads_q = 11;
+  c.k_run = 1;
+  check<tile::bfloat16_t, 128, false, fmha::RopeMode::none>(c);
 }
 
 }  // namespace
