@@ -5,9 +5,11 @@
 // pools (vLLM and SGLang, NHD and HND, pages of 1, 16 and 1024), every RoPE kind from tables or
 // a base with position offsets, Q rotated in place, 16-byte and element-wise paths, fp32, fp16,
 // bf16 and fp8 (codes compared byte for byte: copies exactly, rotated dims within one rounding
-// step of the reference's double rotation), and the key counts after the append. It checks
-// indexing, the vector and scalar paths, the warp ordering of the in-place rotation and that the
-// grid covers every row; the GPU itself (PTX, memory model) is appendkv_gpu_test's.
+// step of the reference's double rotation), and the key counts after the append; runs of heads
+// per thread group (codegen::appendkv_runs) with shorter last runs, GQA and MQA, V narrower than
+// K, unrotated Q, and fp32 rows whose runs move in two batches. It checks indexing, the vector
+// and scalar paths, the warp ordering of the in-place rotation and that the grid covers every
+// row; the GPU itself (PTX, memory model) is appendkv_gpu_test's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
