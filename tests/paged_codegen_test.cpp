@@ -2,6 +2,8 @@
 // support checks (and others are refused naming the field), their sources select the paged
 // K/V path, they compile with NVRTC for sm_90a without spills, and the dispatcher picks them
 // for paged problems, with the host page table's workspace region sized by its capacity class.
+// On sm90 the Hopper kernel serves every page size: TMA boxes per page from 8 keys, row gathers
+// below.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include "support/gpu_availability.hpp"
 #include "support/kernel_configs.hpp"
 #include "support/refusal.hpp"
+#include "templates/template_table.hpp"
 
 namespace tilefmha {
 namespace {
@@ -98,7 +101,7 @@ TEST(PagedCodegen, HopperReadsWholeBlocksFromPages) {
   split.lse = false;
   EXPECT_NE(codegen::generate_sm90_source(split).find("/*split_kv=*/true, /*paged=*/true"),
             std::string::npos);
-  // The contiguous forward's source is unchanged: no paged flag.
+  // The contiguous forward's source is unchanged: no paged flag, no gather entry.
   EXPECT_EQ(codegen::generate_sm90_source(testing::sm90_fwd_config(DType::bf16, 128, 128, 128, 128))
                 .find("paged"),
             std::string::npos);
@@ -124,6 +127,7 @@ TEST(PagedCodegen, CompilesForSm90a) {
   KernelConfig hopper_prefill =
       sm90_paged_config(Family::batch_prefill, PageTableKind::sglang_page_list);
   hopper_prefill.lse = true;
+  // Each paged module holds two entries (TMA per page, row gathers); both compile spill-free.
   for (const KernelConfig& c : {hopper_decode, hopper_prefill})
     cases.push_back({c, codegen::generate_sm90_source(c)});
   testing::expect_compiles(cases, "sm_90a");
@@ -151,8 +155,9 @@ Problem paged_decode(int64_t pages_per_seq = 4) {
   return builder.build();
 }
 
-// Pages of 4 keys are below the Hopper kernel's 8: the portable kernel serves them.
-TEST(PagedDispatch, ThePortablePagedKernelServesSmallPages) {
+// Pages of 4 keys are below the 8 rows a TMA box needs: the Hopper kernel gathers them row by
+// row with its producer warpgroup (fmha/fwd_sm90_gather.h) and still wins the dispatch.
+TEST(PagedDispatch, HopperGathersPagesBelowASwizzleAtom) {
   runtime::Registry registry;
   runtime::DispatcherOptions options;
   options.candidates = runtime::default_candidates(Arch::sm90, {Family::fwd_pagedkv});
@@ -167,16 +172,35 @@ TEST(PagedDispatch, ThePortablePagedKernelServesSmallPages) {
   ASSERT_TRUE(verdicts[0].rejection.empty()) << verdicts[0].rejection;
   const KernelConfig& chosen = verdicts[0].kernel;
   EXPECT_EQ(chosen.family, Family::fwd_pagedkv);
-  EXPECT_EQ(chosen.pipeline, Pipeline::sm80_mma);
+  EXPECT_EQ(chosen.pipeline, Pipeline::sm90_ws);
   EXPECT_EQ(chosen.page_table, PageTableKind::vllm_block_table);
   EXPECT_EQ(chosen.page_size, 0);
-  int hopper_refused_for_page_size = 0;
-  for (const auto& verdict : verdicts) {
-    if (verdict.kernel.pipeline != Pipeline::sm90_ws) continue;
-    EXPECT_FALSE(verdict.rejection.empty()) << verdict.kernel.name();
-    hopper_refused_for_page_size += verdict.rejection.find("page_size") != std::string::npos;
-  }
-  EXPECT_GT(hopper_refused_for_page_size, 0);
+  // The module's gather entry runs it; pages of 16 run the TMA entry, the kernel's symbol.
+  const templates::KernelTemplate& hopper = templates::kernel_template(chosen);
+  EXPECT_EQ(hopper.entry(chosen, problem), chosen.symbol() + "_gather");
+  EXPECT_EQ(hopper.entry(chosen, paged_decode(16)), chosen.symbol());
+  const std::string source = codegen::generate_sm90_source(chosen);
+  EXPECT_NE(source.find(chosen.symbol() + "_gather("), std::string::npos);
+  EXPECT_NE(source.find("fwd_sm90_gather<Traits>"), std::string::npos);
+}
+
+// Gathers move 16-byte chunks of 16-bit elements: a head dim that is not a multiple of 8 would
+// read past the row, so such problems stay on the portable kernel, with the reason named.
+TEST(PagedDispatch, GathersNeedHeadDimsInWholeChunks) {
+  Problem problem = paged_decode(16);
+  problem.paged.page_size = 4;
+  problem.k.shape[1] = problem.v.shape[1] = 4;
+  problem.seqlen_k = 64;
+  problem.seqlen_k_per_batch = {64, 20, 1};
+  problem.hdim_q = problem.hdim_v = 100;
+  KernelConfig padded = sm90_paged_config(Family::fwd_pagedkv, PageTableKind::vllm_block_table);
+  padded.pad_hdim_q = padded.pad_hdim_v = true;
+  const auto rejection = templates::kernel_template(padded).can_implement(padded, problem);
+  ASSERT_TRUE(rejection.has_value());
+  EXPECT_EQ(rejection->field, "page_size");
+  EXPECT_NE(rejection->text.find("multiples of 8"), std::string::npos) << rejection->text;
+  problem.hdim_q = problem.hdim_v = 96;
+  EXPECT_FALSE(templates::kernel_template(padded).can_implement(padded, problem).has_value());
 }
 
 // 24 query-head rows over 8k keys leave most of 132 SMs idle in one pass: the decode splits its

@@ -22,7 +22,8 @@ using testing::TensorPool;
 // A one-stage plan of `kernel`; `function` stands in for a loaded kernel (never called here).
 runtime::Plan one_stage_plan(const KernelConfig& kernel, jit::CUfunction function) {
   runtime::Plan plan;
-  plan.stages.push_back({kernel, &templates::kernel_template(kernel), function, {}});
+  plan.stages.push_back(
+      {kernel, &templates::kernel_template(kernel), kernel.symbol(), function, {}});
   return plan;
 }
 

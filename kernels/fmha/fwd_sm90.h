@@ -3,7 +3,8 @@
 // persistently several; fwd_sm90_scheduler.h):
 //   * warpgroup 0 is the producer: it gives registers back (setmaxnreg) and one thread (one
 //     warp for a paged cache) issues the TMA loads of Q and of K/V blocks into
-//     mbarrier-guarded rings (fwd_sm90_producer.h);
+//     mbarrier-guarded rings (fwd_sm90_producer.h); pages under 8 keys are gathered by the
+//     whole warpgroup with cp.async instead (fwd_sm90_gather.h);
 //     with fp8 inputs, its warps 1..3 transpose each V block for P V (fwd_sm90_transpose.h);
 //   * warpgroups 1.. are consumers, 64 query rows each, with the freed registers: wgmma
 //     GEMMs, online softmax, in the schedule of Traits (fwd_sm90_consumer.h);
@@ -35,9 +36,16 @@ TILEFMHA_DEVICE int sm90_opaque(int value) {
   return copy;
 }
 
-template <class Traits>
-TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
-#if defined(TILEFMHA_HAS_SM90A)
+// Gather: the producer warpgroup gathers pages under 8 keys (fwd_sm90_gather.h) with more
+// registers than the TMA producer's 24, taken from the consumers.
+template <class Traits, bool Gather>
+TILEFMHA_DEVICE void fwd_sm90_body(const Sm90FwdParams& params) {
+  constexpr int kProducerRegisters =
+      Gather ? sm90_producer_registers(Traits::kConsumerGroups, false, Traits::kHdimV, true)
+             : Traits::kProducerRegisters;
+  constexpr int kConsumerRegisters =
+      Gather ? sm90_consumer_registers(Traits::kConsumerGroups, false, Traits::kHdimV, true)
+             : Traits::kConsumerRegisters;
   const FwdParams& p = params.base;
   extern __shared__ __align__(1024) unsigned char shared[];
   const tile::u32 smem =
@@ -46,23 +54,27 @@ TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
   constexpr bool kLongestFirst = !tile::same_type<typename Traits::Mask, NoMask>::value;
   const Sm90TileScheduler<kLongestFirst, Traits::kSplitKv> scheduler{params};
 
-  if (threadIdx.x == 0) barriers.init(Traits::kConsumerWarps, Traits::kTransposerThreads);
+  if (threadIdx.x == 0)
+    barriers.init(Traits::kConsumerWarps, Traits::kTransposerThreads,
+                  Gather ? kSm90GatherThreads : 1);
   __syncthreads();
   const int warpgroup = threadIdx.x / kSm90WarpgroupThreads;
 
   if (warpgroup == 0) {
     if constexpr (Traits::kReallocateRegisters)
-      tile::warpgroup_registers_decrease<Traits::kProducerRegisters>();
-    // Paged caches load with the whole first warp (fwd_sm90_producer.h), others with one thread.
-    if (threadIdx.x < (Traits::kPaged ? 32u : 1u)) {
-      sm90_produce<Traits>(params, scheduler, smem, barriers, int(threadIdx.x));
+      tile::warpgroup_registers_decrease<kProducerRegisters>();
+    // Paged caches load with the whole first warp (a TMA box per page), or the whole warpgroup
+    // where pages are gathered row by row (fwd_sm90_gather.h); others with one thread.
+    const unsigned producers = Gather ? kSm90GatherThreads : Traits::kPaged ? 32u : 1u;
+    if (threadIdx.x < producers) {
+      sm90_produce<Traits, Gather>(params, scheduler, smem, barriers, int(threadIdx.x));
     } else if constexpr (Traits::kFp8) {
       if (threadIdx.x >= 32)
         sm90_transpose_v<Traits>(params, scheduler, smem, barriers, int(threadIdx.x) - 32);
     }
   } else {
     if constexpr (Traits::kReallocateRegisters)
-      tile::warpgroup_registers_increase<Traits::kConsumerRegisters>();
+      tile::warpgroup_registers_increase<kConsumerRegisters>();
     const Sm90Consumer<Traits> consumer{warpgroup - 1, int(threadIdx.x % kSm90WarpgroupThreads),
                                         smem, barriers};
     consumer.open_turns();
@@ -107,6 +119,23 @@ TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
     sm90_epilogue_drain(consumer);
     consumer.close_turns();
   }
+}
+
+template <class Traits>
+TILEFMHA_DEVICE void fwd_sm90(const Sm90FwdParams& params) {
+#if defined(TILEFMHA_HAS_SM90A)
+  fwd_sm90_body<Traits, false>(params);
+#endif
+}
+
+// The second entry of a paged 16-bit kernel, launched for pages under 8 keys (the plan picks
+// it: templates/fwd_sm90_template.cpp). A separate entry rather than a branch inside one, so
+// that each keeps its own registers and the TMA entry's code stays as small as before.
+template <class Traits>
+TILEFMHA_DEVICE void fwd_sm90_gather(const Sm90FwdParams& params) {
+#if defined(TILEFMHA_HAS_SM90A)
+  static_assert(Traits::kPaged && !Traits::kFp8, "only paged 16-bit kernels gather");
+  fwd_sm90_body<Traits, true>(params);
 #endif
 }
 

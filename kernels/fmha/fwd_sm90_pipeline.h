@@ -37,13 +37,15 @@ struct Sm90Barriers {
   }
 
   // One thread initializes; the caller synchronizes the block afterwards. `transposer_threads`
-  // is 0 unless the kernel transposes V (fp8).
-  TILEFMHA_DEVICE void init(int consumer_warps, int transposer_threads = 0) const {
+  // is 0 unless the kernel transposes V (fp8). `kv_loaders`: arrivals that fill a K or V stage,
+  // 1 for TMA (which also counts bytes), one per thread for cp.async gathers.
+  TILEFMHA_DEVICE void init(int consumer_warps, int transposer_threads = 0,
+                            int kv_loaders = 1) const {
     tile::mbarrier_init(q_full(), 1);
     tile::mbarrier_init(q_empty(), consumer_warps);
     for (int stage = 0; stage < Stages; ++stage) {
-      tile::mbarrier_init(k_full(stage), 1);
-      tile::mbarrier_init(v_full(stage), 1);
+      tile::mbarrier_init(k_full(stage), kv_loaders);
+      tile::mbarrier_init(v_full(stage), kv_loaders);
       tile::mbarrier_init(k_empty(stage), consumer_warps);
       tile::mbarrier_init(v_empty(stage),
                           transposer_threads > 0 ? transposer_threads / 32 : consumer_warps);

@@ -1,7 +1,8 @@
 // The producer: one thread of the first warpgroup issues every TMA load of the CTA's tiles;
 // for a paged cache the whole first warp does, one page's box per lane, so that the page-id
 // loads (dependent global reads, one per page of a block) overlap instead of queueing behind
-// each other and behind the TMA issues of one thread.
+// each other and behind the TMA issues of one thread; pages under 8 keys are gathered by the
+// whole first warpgroup (fwd_sm90_gather.h).
 // Per tile, Q (once the consumers release the buffer: after the previous tile's last QK^T, or
 // its O where O reuses the Q buffer), then K and V blocks into their
 // rings in the order the consumers use them under the overlap schedule (K0, K1, V0, K2, V1,
@@ -11,6 +12,7 @@
 // split-KV tile loads only the blocks of its split.
 #pragma once
 
+#include "fmha/fwd_sm90_gather.h"
 #include "fmha/fwd_sm90_params.h"
 #include "fmha/fwd_sm90_pipeline.h"
 #include "fmha/fwd_sm90_scheduler.h"
@@ -27,14 +29,16 @@ TILEFMHA_DEVICE const tile::TensorMap* sm90_map(const Sm90TensorMap& map) {
   return reinterpret_cast<const tile::TensorMap*>(&map);
 }
 
-template <class Traits, class Scheduler>
+template <class Traits, bool Gather, class Scheduler>
 TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& scheduler,
                                   tile::u32 smem, const Sm90Barriers<Traits::kStages>& barriers,
-                                  int lane) {
+                                  int thread) {
   constexpr int kStages = Traits::kStages;
-  // Every lane walks the same tiles and waits on the same barriers; only the leader announces
-  // bytes and issues the loads that are not per page.
-  const bool leader = lane == 0;
+  // `thread`: this thread's index among the producers. Every producer walks the same tiles and
+  // waits on the same barriers; only the leader announces bytes and issues the loads that are
+  // not per page or per row.
+  const bool leader = thread == 0;
+  const int lane = thread;  // TMA per page: the producers are one warp
   const FwdParams& p = params.base;
   const tile::TensorMap* q_map = sm90_map(params.q_map);
   const tile::TensorMap* k_map = sm90_map(params.k_map);
@@ -64,6 +68,24 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
                           int stage_bytes, int panels, int panel_bytes,
                           const tile::TensorMap* map) {
       const int key_begin = blocks.block(step) * Traits::kBlockN;
+      if constexpr (Gather) {
+        const bool is_k = map == k_map;
+        const TokenStrides& strides = is_k ? p.k_strides : p.v_strides;
+        const auto* pool = static_cast<const typename Traits::Element*>(is_k ? p.k : p.v);
+        tile::mbarrier_wait(empty, ring_phase<kStages>(step_base + step) ^ 1u);
+        const PagedKeys keys = PagedKeys::make(p, tile_id.batch);
+        const int hdim = int(is_k ? p.hdim_q : p.hdim_v);
+        const auto* head_pool = pool + kv_head * strides.head;
+        if (is_k)
+          sm90_gather_block<Traits, Traits::kHdimQ / Traits::kPanelElements>(
+              destination, panel_bytes, head_pool, strides, keys, key_begin, seq.len_k, hdim,
+              thread, full);
+        else
+          sm90_gather_block<Traits, Traits::kHdimV / Traits::kPanelElements>(
+              destination, panel_bytes, head_pool, strides, keys, key_begin, seq.len_k, hdim,
+              thread, full);
+        return;
+      }
       if constexpr (Traits::kPaged) {
         // Pages of at least a block: one box (the block) per panel at (slot, page). Smaller
         // pages: a box of one page's rows per page the block spans, lane `box` loading box

@@ -44,7 +44,7 @@ def tables(cache, form):
 
 @pytest.mark.parametrize("form", ["block_table", "page_list"])
 @pytest.mark.parametrize("layout", ["nhd", "hnd"])
-@pytest.mark.parametrize("page_size", [1, 8, 16, 128, 1024])
+@pytest.mark.parametrize("page_size", [1, 2, 8, 16, 128, 1024])
 def test_paged_decode_matches_the_cpu_reference(page_size, layout, form):
     rng = np.random.default_rng(page_size)
     lengths = [300, 17, 0, 129]
@@ -65,7 +65,7 @@ def test_paged_decode_matches_the_cpu_reference(page_size, layout, form):
 
 
 @pytest.mark.parametrize("form", ["block_table", "page_list"])
-@pytest.mark.parametrize("page_size", [1, 16, 128, 1024])
+@pytest.mark.parametrize("page_size", [1, 4, 16, 128, 1024])
 def test_batch_prefill_matches_the_cpu_reference(page_size, form):
     rng = np.random.default_rng(40 + page_size)
     lengths_q, lengths_k = [70, 0, 1, 33], [200, 5, 64, 33]

@@ -32,6 +32,11 @@ namespace tilefmha::codegen {
 void check_supported_sm90(const KernelConfig& config);
 // The kernel's shared-memory layout (fmha::sm90_smem_layout for its tile and element size).
 fmha::Sm90SmemLayout sm90_layout(const KernelConfig& config);
+// Paged 16-bit kernels carry a second entry, sm90_gather_entry(config), for pages under
+// kSm90MinPageSize keys: their producer warpgroup gathers rows with cp.async
+// (fmha/fwd_sm90_gather.h) instead of loading a TMA box per page.
+bool sm90_has_gather_entry(const KernelConfig& config);
+std::string sm90_gather_entry(const KernelConfig& config);
 // The smallest page sm90_ws reads (fmha::kSm90MinPageRows).
 inline constexpr int64_t kSm90MinPageSize = fmha::kSm90MinPageRows;
 // The rows of one K/V TMA box of a paged problem: the block, or one page where pages are

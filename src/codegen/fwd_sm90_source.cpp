@@ -148,7 +148,7 @@ void check_supported_sm90(const KernelConfig& c) {
   const int groups = fmha::sm90_consumer_groups(c.block_m);
   const int budget = groups == 1 && fmha::sm90_ctas_per_sm(c.block_m, layout.bytes) == 1
                          ? 255
-                         : fmha::sm90_consumer_registers(groups, fp8, c.hdim_v);
+                         : fmha::sm90_consumer_registers(groups, fp8, c.hdim_v, paged);
   // S (fp32), P (packed 16-bit, or 8-bit for fp8) and O (fp32) accumulators per consumer thread.
   const int accumulators = c.block_n / 2 + c.block_n / (fp8 ? 8 : 4) + c.hdim_v / 2;
   if (accumulators + kConsumerRegisterOverhead > budget)
@@ -228,7 +228,21 @@ std::string generate_sm90_source(const KernelConfig& c, const Sm90Variant& varia
      << "(const __grid_constant__ tilefmha::fmha::Sm90FwdParams params) {\n"
      << "  tilefmha::fmha::fwd_sm90<Traits>(params);\n"
      << "}\n";
+  if (sm90_has_gather_entry(c))
+    tu << "\nextern \"C\" __global__ void __launch_bounds__(" << threads_per_block_sm90(c) << ", "
+       << sm90_ctas_per_sm(c) << ") " << sm90_gather_entry(c)
+       << "(const __grid_constant__ tilefmha::fmha::Sm90FwdParams params) {\n"
+       << "  tilefmha::fmha::fwd_sm90_gather<Traits>(params);\n"
+       << "}\n";
   return tu.str();
+}
+
+bool sm90_has_gather_entry(const KernelConfig& c) {
+  return reads_paged_kv(c) && !is_fp8(c.dtype);
+}
+
+std::string sm90_gather_entry(const KernelConfig& c) {
+  return c.symbol() + "_gather";
 }
 
 bool sm90_persistent_grid_pays(const KernelConfig& c, const Problem& problem) {

@@ -104,11 +104,11 @@ PlannedStage Dispatcher::prepare_stage(const KernelConfig& kernel, const Problem
                                options_.cache.get())
         .cubin;
   });
-  PlannedStage stage{kernel, &kernel_template, nullptr,
+  PlannedStage stage{kernel, &kernel_template, kernel_template.entry(kernel, problem), nullptr,
                      kernel_template.launch_shape(kernel, problem, {device_.sm_count, num_splits})};
   // Without a current context (planning on a machine with no GPU) the run loads it instead.
   if (jit::context_is_current()) {
-    stage.function = registry_.function(kernel);
+    stage.function = registry_.function(kernel, stage.entry);
     jit::prepare_launch(stage.function, stage.shape);
   }
   return stage;

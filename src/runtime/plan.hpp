@@ -22,6 +22,7 @@ namespace tilefmha::runtime {
 struct PlannedStage {
   KernelConfig kernel;  // in its launch form (persistent, packed GQA)
   const templates::KernelTemplate* kernel_template = nullptr;
+  std::string entry;                   // the kernel function of its module that runs the problem
   jit::CUfunction function = nullptr;  // loaded in the planning context
   jit::LaunchShape shape;              // its shared-memory limit already raised
 };

@@ -137,7 +137,7 @@ std::vector<KernelConfig> Registry::configs(std::optional<Arch> arch) const {
   return out;
 }
 
-jit::CUfunction Registry::function(const KernelConfig& config) const {
+jit::CUfunction Registry::function(const KernelConfig& config, std::string_view entry) const {
   const auto slot = find_slot(config);
   if (!slot)
     throw Error(ErrorKind::no_kernel, "kernel " + config.name() + " is not in the registry");
@@ -145,7 +145,7 @@ jit::CUfunction Registry::function(const KernelConfig& config) const {
   if (slot->cubin.empty())
     throw Error(ErrorKind::no_kernel, "kernel " + config.name() + " is declared but not built");
   if (!slot->module) slot->module = std::make_unique<jit::LoadedModule>(slot->cubin);
-  return slot->module->function(config.symbol());
+  return slot->module->function(entry.empty() ? config.symbol() : std::string(entry));
 }
 
 nlohmann::json Registry::to_json() const {

@@ -14,6 +14,8 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <shared_mutex>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -65,7 +67,8 @@ class Registry {
 
   // The kernel's function in the current CUDA context, loading its module on first use.
   // Throws Error(no_kernel) when the kernel is unknown or has no cubin yet.
-  jit::CUfunction function(const KernelConfig& config) const;
+  // `entry`: another function of the kernel's module (KernelTemplate::entry); empty: its symbol.
+  jit::CUfunction function(const KernelConfig& config, std::string_view entry = {}) const;
 
   // {"kernels": [{"name": ..., "config": {...}}, ...]}; cubins live in the JIT cache, not here.
   nlohmann::json to_json() const;

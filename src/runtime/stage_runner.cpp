@@ -258,7 +258,7 @@ void run_stages(const Plan& plan, const Problem& problem, const Registry& regist
   for (const PlannedStage& stage : plan.stages) {
     try {
       const jit::CUfunction function =
-          stage.function != nullptr ? stage.function : registry.function(stage.kernel);
+          stage.function != nullptr ? stage.function : registry.function(stage.kernel, stage.entry);
       const templates::StageLaunch launch{launched,
                                           indices,
                                           split,

@@ -21,6 +21,8 @@ struct TemplateFunctions {
   // Optional: problem-level limits (null: every matched problem).
   std::optional<Rejection> (*can_implement)(const KernelConfig& config,
                                             const Problem& problem) = nullptr;
+  // Optional: the entry that runs a problem (null: the config's symbol).
+  std::string (*entry)(const KernelConfig& config, const Problem& problem) = nullptr;
 };
 
 class FunctionTemplate final : public KernelTemplate {
@@ -35,6 +37,9 @@ class FunctionTemplate final : public KernelTemplate {
   std::optional<Rejection> can_implement(const KernelConfig& config,
                                          const Problem& problem) const override {
     return f_.can_implement ? f_.can_implement(config, problem) : std::nullopt;
+  }
+  std::string entry(const KernelConfig& config, const Problem& problem) const override {
+    return f_.entry ? f_.entry(config, problem) : KernelTemplate::entry(config, problem);
   }
   std::string source(const KernelConfig& config) const override { return f_.source(config); }
   int threads(const KernelConfig& config) const override { return f_.threads(config); }

@@ -34,14 +34,24 @@ std::optional<Rejection> can_implement(const KernelConfig& config, const Problem
   if (auto rejection = check_sm90_limits(config, problem)) return rejection;
   if (problem.is_paged()) {
     // A key block is whole pages or lies inside one, loaded a box per page; boxes of 8 rows or
-    // more start on whole 1024-byte swizzle atoms.
+    // more start on whole 1024-byte swizzle atoms. Smaller pages are gathered in 16-byte chunks
+    // by the producer warpgroup (fmha/fwd_sm90_gather.h), which fp8 kernels keep busy
+    // transposing V, and which cannot clip a chunk at a head dim that is not a multiple of 8.
     const int64_t page = problem.paged.page_size, block = config.block_n;
-    if (page < codegen::kSm90MinPageSize || (page % block != 0 && block % page != 0))
+    if (page < codegen::kSm90MinPageSize) {
+      const bool fp8 = is_fp8(config.dtype);
+      if (fp8 || problem.hdim_q % 8 != 0 || problem.hdim_v % 8 != 0)
+        return Rejection{"page_size", "paged.page_size = " + std::to_string(page) +
+                                          ": sm90_ws gathers pages under " +
+                                          std::to_string(codegen::kSm90MinPageSize) +
+                                          " keys in 16-byte chunks, for 16-bit inputs with head "
+                                          "dims that are multiples of 8; it runs on sm80_mma"};
+    } else if (page % block != 0 && block % page != 0) {
       return Rejection{"page_size", "paged.page_size = " + std::to_string(page) +
                                         ": sm90_ws loads key blocks of " + std::to_string(block) +
-                                        " keys a page at a time and needs pages of at least " +
-                                        std::to_string(codegen::kSm90MinPageSize) +
-                                        " keys that nest with the block; it runs on sm80_mma"};
+                                        " keys a page at a time and needs pages that nest with "
+                                        "the block; it runs on sm80_mma"};
+    }
   }
   const bool scale_folds = !config.softcap && config.bias == BiasKind::none;
   if (scale_folds && problem.scale() < 0)
@@ -49,6 +59,13 @@ std::optional<Rejection> can_implement(const KernelConfig& config, const Problem
                                           ": sm90_ws folds the scale into exp2 and needs it "
                                           "positive"};
   return std::nullopt;
+}
+
+// Pages under 8 keys run the module's gather entry (can_implement admitted only 16-bit kernels
+// for them, which all carry it).
+std::string entry(const KernelConfig& config, const Problem& problem) {
+  const bool gathers = problem.is_paged() && problem.paged.page_size < codegen::kSm90MinPageSize;
+  return gathers ? codegen::sm90_gather_entry(config) : config.symbol();
 }
 
 void launch(const KernelConfig& config, const StageLaunch& launch) {
@@ -69,7 +86,8 @@ TemplateFunctions functions(Family family) {
           shared_bytes,
           launch_shape,
           launch,
-          can_implement};
+          can_implement,
+          entry};
 }
 
 }  // namespace

@@ -6,6 +6,10 @@ std::optional<Rejection> KernelTemplate::can_implement(const KernelConfig&, cons
   return std::nullopt;
 }
 
+std::string KernelTemplate::entry(const KernelConfig& config, const Problem&) const {
+  return config.symbol();
+}
+
 int64_t KernelTemplate::workspace_bytes(const KernelConfig&, const Problem&,
                                         const StageContext&) const {
   return 0;

@@ -70,6 +70,10 @@ class KernelTemplate {
   // Grid, block and shared memory of `config` on `problem`.
   virtual jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem,
                                         const StageContext& context) const = 0;
+  // The kernel function of `config`'s module that runs `problem`: its symbol, unless the
+  // module carries a variant entry for such problems (sm90_ws's page gathers). Default: the
+  // symbol.
+  virtual std::string entry(const KernelConfig& config, const Problem& problem) const;
   // Device scratch the stage needs in the plan workspace beyond split partials. Default none.
   virtual int64_t workspace_bytes(const KernelConfig& config, const Problem& problem,
                                   const StageContext& context) const;
