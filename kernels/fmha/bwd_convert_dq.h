@@ -23,7 +23,8 @@ struct ConvertDqTraits {
 // whole CTA takes part (barriers), so this runs before any thread may leave.
 template <class Traits>
 TILEFMHA_DEVICE void bwd_reduce_dsink(const BwdParams& p) {
-  __shared__ double sums[Traits::kThreads];
+  // static: one array per CTA in the host emulation too (bwd_dot_do_o.h's sink_terms).
+  static __shared__ double sums[Traits::kThreads];
   const int t = threadIdx.x;
   for (long long h = blockIdx.x; h < p.fwd.nhead_q; h += gridDim.x) {
     const float* partials = p.dsink_partials + h * p.dsink_partial_count;

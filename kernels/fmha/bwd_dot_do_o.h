@@ -46,8 +46,9 @@ TILEFMHA_DEVICE void bwd_dot_do_o(const BwdParams& p) {
        i < p.dq_semaphore_count; i += (long long)gridDim.x * Traits::kThreads)
     p.dq_semaphores[i] = 0;
   // Each row's dSink term, by its place in the CTA (0 past the rows), so that the per-head
-  // sums below run in a fixed order.
-  __shared__ float sink_terms[Traits::kBlockM];
+  // sums below run in a fixed order. Spelled static (as CUDA makes it anyway) so that the host
+  // emulation, where __shared__ means nothing, shares it between the CTA's threads too.
+  static __shared__ float sink_terms[Traits::kBlockM];
   const bool dsink = p.dsink_partials != nullptr;
   for (int local = warp; local < Traits::kBlockM; local += Traits::kWarps) {
     const long long row = first + local;
