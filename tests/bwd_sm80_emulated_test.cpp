@@ -1,9 +1,10 @@
 // The three backward kernels' headers (kernels/fmha/bwd_dot_do_o.h, bwd_sm80.h,
 // bwd_convert_dq.h) run on the host through the SIMT emulation (tests/support/emulation: fibers
 // for threads, warp collectives for mma.sync, ldmatrix and shfl), with the parameters and launch
-// shapes the GPU run uses (runtime::make_bwd_params, codegen::launch_shape_bwd_*). dQ, dK and
-// dV are compared with reference::backward: this checks the kernels' fragment layouts, masks,
-// GQA loop, varlen bounds, padding and deterministic slices without a GPU. The emulation is
+// shapes the GPU run uses (runtime::make_bwd_params, codegen::launch_shape_bwd_*). dQ, dK, dV
+// (and dSink) are compared with reference::backward: this checks the kernels' fragment layouts,
+// masks, GQA loop, varlen bounds, padding, deterministic slices and the dSink partials' head
+// walk and reduction without a GPU. The emulation is
 // exact about data movement but not about the tensor cores' summation order or the SFU's
 // approximations, so the GPU tests (bwd_sm80_gpu_test) remain the final word.
 #include <gtest/gtest.h>
