@@ -29,6 +29,8 @@ TILEFMHA_DEVICE void bwd_reduce_dsink(const BwdParams& p) {
   for (long long h = blockIdx.x; h < p.fwd.nhead_q; h += gridDim.x) {
     const float* partials = p.dsink_partials + h * p.dsink_partial_count;
     double sum = 0.0;
+    // Unrolled so that several loads are in flight: a head has one partial per dot CTA.
+#pragma unroll 4
     for (long long c = t; c < p.dsink_partial_count; c += Traits::kThreads) sum += partials[c];
     sums[t] = sum;
     __syncthreads();
