@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "jit/module.hpp"
+#include "runtime/bwd_params.hpp"
 #include "runtime/candidates.hpp"
 #include "runtime/dispatcher.hpp"
 #include "runtime/stage_runner.hpp"
@@ -95,6 +97,49 @@ TEST(BwdPlan, WorkspaceHoldsDAndTheDqAccumulator) {
   EXPECT_EQ(none.bytes, 0);
 }
 
+// dSink partials: one fp32 per (bwd_dot_do_o CTA, query head) when bwd.dsink is set; none
+// without it, sink logits or not.
+TEST(BwdPlan, WorkspaceHoldsDsinkPartialsWhenAskedFor) {
+  const TensorView sinks = contiguous_view(kFake, DType::fp32, {8}, MemorySpace::device);
+  Problem p = backward(2, 8, 2, 77, 130, 128).sink_logits(sinks).build();
+  EXPECT_EQ(workspace_layout(p, 1, 0, 1, 0, 20).dsink_partials, -1);
+  p.bwd.dsink = sinks;
+  const WorkspaceLayout layout = workspace_layout(p, 1, 0, 1, 0, /*dsink_partial_count=*/20);
+  ASSERT_GE(layout.dsink_partials, layout.dq_acc + layout.dq_slice_stride * 4);
+  EXPECT_EQ(layout.dsink_partials % 256, 0);
+  EXPECT_EQ(layout.dsink_partial_count, 20);
+  EXPECT_GE(layout.bytes, layout.dsink_partials + 20 * 8 * 4);
+}
+
+TEST(BwdPlan, DsinkBindsThePlanPartialsOrIsRefused) {
+  const TensorView sinks = contiguous_view(kFake, DType::fp32, {8}, MemorySpace::device);
+  Problem p = with_scratch(backward(2, 8, 2, 77, 130, 128).sink_logits(sinks));
+  BackwardScratch scratch;
+  scratch.d = p.bwd.d;
+  scratch.dq_acc = p.bwd.dq_acc;
+  // Off without bwd.dsink, even where the plan holds partials.
+  scratch.dsink_partials = static_cast<float*>(kFake);
+  scratch.dsink_partial_count = 20;
+  const fmha::BwdParams off = make_bwd_params(p, {}, scratch);
+  EXPECT_EQ(off.dsink_partials, nullptr);
+  EXPECT_EQ(off.dsink, nullptr);
+
+  p.bwd.dsink = sinks;
+  const fmha::BwdParams on = make_bwd_params(p, {}, scratch);
+  EXPECT_EQ(on.dsink_partials, static_cast<float*>(kFake));
+  EXPECT_EQ(on.dsink_partial_count, 20);
+  EXPECT_EQ(on.dsink, static_cast<float*>(sinks.data));
+  EXPECT_EQ(on.dsink_stride, 1);
+
+  scratch.dsink_partials = nullptr;  // a plan made without bwd.dsink
+  try {
+    make_bwd_params(p, {}, scratch);
+    ADD_FAILURE() << "bound bwd.dsink without partials";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bwd.dsink"), std::string::npos) << e.what();
+  }
+}
+
 TEST(BwdPlan, OnePlanOfThreeStagesInOrder) {
   if (!testing::nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
   Sm80Planner planner;
@@ -114,6 +159,25 @@ TEST(BwdPlan, OnePlanOfThreeStagesInOrder) {
   EXPECT_EQ(plan->stages[1].shape.grid[1], 2u);
   EXPECT_EQ(plan->stages[1].shape.grid[2], 2u);
   EXPECT_GT(plan->stages[1].shape.dynamic_shared_bytes, 48u * 1024);
+}
+
+// The dSink partials are sized by the planned bwd_dot_do_o grid, which every CTA of it fills.
+// The plan then owns workspace, which needs a device to allocate on.
+TEST(BwdPlan, DsinkPartialsFollowTheDotStageGrid) {
+  if (const std::string why = testing::gpu_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  const jit::GpuContext context(0);
+  Sm80Planner planner;
+  const TensorView sinks = contiguous_view(kFake, DType::fp32, {8}, MemorySpace::device);
+  Problem p = with_scratch(backward(2, 8, 2, 77, 130, 128).sink_logits(sinks));
+  p.bwd.dsink = sinks;
+  const auto plan = planner.dispatcher.plan(p);
+  ASSERT_EQ(plan->stages.size(), 3u);
+  const int64_t grid = plan->stages[0].shape.grid[0];
+  EXPECT_EQ(grid,
+            (2 * 77 * 8 + plan->stages[0].kernel.block_m - 1) / plan->stages[0].kernel.block_m);
+  EXPECT_EQ(plan->workspace.dsink_partial_count, grid);
+  EXPECT_GE(plan->workspace.dsink_partials, 0);
+  EXPECT_GE(plan->workspace.bytes, plan->workspace.dsink_partials + grid * 8 * 4);
 }
 
 TEST(BwdPlan, OnlyTheWholeBackwardIsPlanned) {

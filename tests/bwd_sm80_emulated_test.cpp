@@ -1,9 +1,10 @@
 // The three backward kernels' headers (kernels/fmha/bwd_dot_do_o.h, bwd_sm80.h,
 // bwd_convert_dq.h) run on the host through the SIMT emulation (tests/support/emulation: fibers
 // for threads, warp collectives for mma.sync, ldmatrix and shfl), with the parameters and launch
-// shapes the GPU run uses (runtime::make_bwd_params, codegen::launch_shape_bwd_*). dQ, dK and
-// dV are compared with reference::backward: this checks the kernels' fragment layouts, masks,
-// GQA loop, varlen bounds, padding and deterministic slices without a GPU. The emulation is
+// shapes the GPU run uses (runtime::make_bwd_params, codegen::launch_shape_bwd_*). dQ, dK, dV
+// (and dSink) are compared with reference::backward: this checks the kernels' fragment layouts,
+// masks, GQA loop, varlen bounds, padding, deterministic slices and the dSink partials' head
+// walk and reduction without a GPU. The emulation is
 // exact about data movement but not about the tensor cores' summation order or the SFU's
 // approximations, so the GPU tests (bwd_sm80_gpu_test) remain the final word.
 #include <gtest/gtest.h>
@@ -60,9 +61,9 @@ struct Case {
   Problem kernels;   // the same inputs, fresh NaN gradients
 };
 
-// No dBias unless `dbias` names its dtype.
+// No dBias unless `dbias` names its dtype; no dSink unless `dsink` (the forward has sink logits).
 Case make_case(TensorPool& pool, Problem forward, bool deterministic,
-               std::optional<DType> dbias = std::nullopt) {
+               std::optional<DType> dbias = std::nullopt, bool dsink = false) {
   reference::forward(forward);
   Problem p = forward;
   p.family = Family::bwd_dq_dk_dv;
@@ -75,6 +76,7 @@ Case make_case(TensorPool& pool, Problem forward, bool deterministic,
     target->bwd.dk = like(pool, forward.k);
     target->bwd.dv = like(pool, forward.v);
     if (dbias) target->bwd.dbias = dbias_like(pool, forward.bias, *dbias);
+    if (dsink) target->bwd.dsink = pool.filled(DType::fp32, {forward.nhead_q}, kUnwritten);
   }
   c.expected.bwd.d = pool.filled(
       DType::fp32, {forward.lse.shape[0], forward.lse.shape[1], forward.lse.shape[2]}, kUnwritten);
@@ -91,7 +93,7 @@ template <class DotTraits, class GradTraits, class ConvertTraits>
 void run_emulated(const Problem& host, const KernelConfig& grad_config) {
   Problem p = host;
   for (TensorView* view : {&p.q, &p.k, &p.v, &p.o, &p.lse, &p.sink_logits, &p.bias, &p.alibi_slopes,
-                           &p.bwd.d_o, &p.bwd.dq, &p.bwd.dk, &p.bwd.dv, &p.bwd.dbias})
+                           &p.bwd.d_o, &p.bwd.dq, &p.bwd.dk, &p.bwd.dv, &p.bwd.dbias, &p.bwd.dsink})
     *view = as_device(*view);
   // What the launch does before a broadcast dBias is added to (templates/bwd_templates.cpp).
   ASSERT_EQ(runtime::dbias_refusal(p), "");
@@ -115,7 +117,6 @@ void run_emulated(const Problem& host, const KernelConfig& grad_config) {
       contiguous_view(acc.data(), DType::fp32, {batch_rows, seq_rows, p.nhead_q, p.hdim_q}));
   scratch.dq_slices = slices;
   scratch.dq_slice_stride = slice_stride;
-  const fmha::BwdParams params = runtime::make_bwd_params(p, indices, scratch);
 
   KernelConfig rows_config = grad_config;
   rows_config.block_m = DotTraits::kBlockM;
@@ -131,6 +132,13 @@ void run_emulated(const Problem& host, const KernelConfig& grad_config) {
     return emulation::Dim3{shape.grid[0], shape.grid[1], shape.grid[2]};
   };
   const jit::LaunchShape dot = codegen::launch_shape_bwd_rows(rows_config, p);
+  // dSink: one partial per (dot CTA, query head), poisoned: every slot must be written.
+  std::vector<float> partials(static_cast<size_t>(dot.grid[0] * p.nhead_q), NAN);
+  if (!p.bwd.dsink.empty()) {
+    scratch.dsink_partials = partials.data();
+    scratch.dsink_partial_count = dot.grid[0];
+  }
+  const fmha::BwdParams params = runtime::make_bwd_params(p, indices, scratch);
   emulation::launch(grid(dot), dot.block[0], [&] { fmha::bwd_dot_do_o<DotTraits>(params); });
   const jit::LaunchShape grad = codegen::launch_shape_bwd_sm80(grad_config, p);
   ASSERT_EQ(grad.block[0], unsigned(GradTraits::kThreads));
@@ -162,6 +170,10 @@ void expect_gradients_match(const Case& c) {
   EXPECT_EQ(mismatches("dv", c.expected.bwd.dv, c.kernels.bwd.dv, dtype), 0);
   if (!c.expected.bwd.dbias.empty()) {
     EXPECT_EQ(mismatches("dbias", c.expected.bwd.dbias, c.kernels.bwd.dbias, dtype), 0);
+  }
+  // dSink sums fp32 terms of the same stored O, dO and LSE: the fp32 bound.
+  if (!c.expected.bwd.dsink.empty()) {
+    EXPECT_EQ(mismatches("dsink", c.expected.bwd.dsink, c.kernels.bwd.dsink, DType::fp32), 0);
   }
 }
 
@@ -276,6 +288,67 @@ TEST(BwdSm80Emulated, Fp16Hdim32FullyMaskedRowsAndSinkLogits) {
                                false, false>;
   run_emulated<Dot<half_t>, Grad, Convert<half_t>>(
       c.kernels, grad_config(DType::fp16, 32, 128, 128, 8, MaskKind::causal));
+  expect_gradients_match(c);
+}
+
+// dSink (bwd.dsink): bwd_dot_do_o's per-(CTA, head) partials, reduced by bwd_convert_dq, against
+// the reference. Sinks in [1, 4] take a large share of each row, so dSink is far from 0.
+TensorView large_sinks(TensorPool& pool, int64_t heads) {
+  return pool.uniform(DType::fp32, {heads}, 1, 4);
+}
+
+// GQA 4:1 under bottom-right causal with more queries than keys: the first rows see only the
+// sink (O = 0, so they add 0). Eight heads: each 64-row dot CTA holds eight tokens of every head.
+TEST(BwdSm80Emulated, DsinkBatchGqaRowsOnlyTheSinkSees) {
+  TensorPool pool(31);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::fp16, {2, 8, 2, 150, 77, 64, 64})
+                    .causal(MaskAlign::bottom_right)
+                    .sink_logits(large_sinks(pool, 8))
+                    .build(),
+                false, std::nullopt, true);
+  using Grad = fmha::BwdTraits<half_t, 64, 64, 64, 64, 4, false, false, false, fmha::WindowMask,
+                               false, false>;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(
+      c.kernels, grad_config(DType::fp16, 64, 64, 64, 4, MaskKind::causal));
+  expect_gradients_match(c);
+}
+
+// Varlen with an empty sequence and one without keys; six heads, so the dot CTAs' 64 rows start
+// at every head offset; three-warp row kernels (a 96-thread reduction tree, not a power of 2).
+TEST(BwdSm80Emulated, DsinkVarlenSixHeadsThreeWarps) {
+  TensorPool pool(32);
+  Case c = make_case(pool,
+                     testing::group_problem(pool, Family::fwd, DType::bf16, {0, 30, 30, 100, 101},
+                                            {0, 20, 45, 170, 170}, 6, 2, 64, 64)
+                         .causal(MaskAlign::bottom_right)
+                         .sink_logits(large_sinks(pool, 6))
+                         .build(),
+                     false, std::nullopt, true);
+  using Grad = fmha::BwdTraits<bfloat16_t, 64, 64, 64, 64, 4, true, false, false, fmha::WindowMask,
+                               false, false>;
+  run_emulated<fmha::DotDoOTraits<bfloat16_t, 64, 3>, Grad,
+               fmha::ConvertDqTraits<bfloat16_t, 64, 3>>(
+      c.kernels, grad_config(DType::bf16, 64, 64, 64, 4, MaskKind::causal, Mode::group));
+  expect_gradients_match(c);
+}
+
+// 96 heads over 5 queries: more heads than a dot CTA has rows (each holds 64 of them and writes
+// zeros for the rest) and than the convert grid has CTAs (each reduces several heads).
+TEST(BwdSm80Emulated, DsinkMoreHeadsThanRowsAndCtas) {
+  TensorPool pool(33);
+  Case c =
+      make_case(pool,
+                testing::batch_problem(pool, Family::fwd, DType::fp16, {1, 96, 8, 5, 20, 32, 32})
+                    .sink_logits(large_sinks(pool, 96))
+                    .build(),
+                true, std::nullopt, true);
+  using Grad =
+      fmha::BwdTraits<half_t, 32, 32, 64, 64, 4, false, false, false, fmha::NoMask, false, true>;
+  KernelConfig config = grad_config(DType::fp16, 32, 64, 64, 4, MaskKind::none);
+  config.deterministic = true;
+  run_emulated<Dot<half_t>, Grad, Convert<half_t>>(c.kernels, config);
   expect_gradients_match(c);
 }
 

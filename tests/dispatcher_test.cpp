@@ -117,7 +117,10 @@ TEST(Dispatcher, PlanKeySeparatesTraitsButNotPointers) {
   window.mask.window_left = 7;
   Problem split = a;
   split.split.num_splits = 3;
-  for (const Problem* other : {&capped, &masked, &heads, &window, &split}) {
+  // bwd.dsink's presence sizes plan workspace (its partials), though it selects no kernel.
+  Problem sink_gradient = a;
+  sink_gradient.bwd.dsink.data = reinterpret_cast<void*>(uintptr_t{1} << 24);
+  for (const Problem* other : {&capped, &masked, &heads, &window, &split, &sink_gradient}) {
     EXPECT_NE(PlanKey::of(a), PlanKey::of(*other)) << PlanKey::of(*other).describe();
     EXPECT_NE(PlanKey::of(a).hash(), PlanKey::of(*other).hash());
   }
@@ -251,8 +254,8 @@ TEST(Dispatcher, DecodeRowsTakeTheSixtyFourRowTile) {
     b.o(bshd(planner.fake, DType::bf16, batch, sq, hq, 64, MemorySpace::device));
     return planner.dispatcher.explain(b.build()).front().kernel.block_m;
   };
-  EXPECT_EQ(block_m(32, 32, 8, 1, 32768), 64);   // packed group of 4
-  EXPECT_EQ(block_m(8, 32, 32, 16, 8192), 64);   // 16 query positions
+  EXPECT_EQ(block_m(32, 32, 8, 1, 32768), 64);  // packed group of 4
+  EXPECT_EQ(block_m(8, 32, 32, 16, 8192), 64);  // 16 query positions
   EXPECT_EQ(block_m(128, 32, 8, 1, 1024), 64);
   EXPECT_EQ(block_m(2, 32, 32, 4096, 4096), 192);  // prefill keeps the big tile
 }

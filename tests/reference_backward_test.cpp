@@ -34,6 +34,8 @@ struct Case {
   BiasShape bias = BiasShape::none;
   bool alibi = false;
   bool sink_logit = false;
+  // Sink logits start at sink_base - 0.7 * h: larger values give the sink a larger share.
+  double sink_base = 0.4;
   // Mask, soft cap, dropout: anything the builder sets that needs no tensor.
   std::function<void(ProblemBuilder&)> features = [](ProblemBuilder&) {};
   DType dtype = DType::fp32;
@@ -70,7 +72,8 @@ class Attention {
     }
     if (s_.sink_logit) {
       sinks = HostTensor(DType::fp32, {s_.nhead_q});
-      for (int64_t h = 0; h < s_.nhead_q; ++h) sinks.set({h}, 0.4 - 0.7 * h);
+      for (int64_t h = 0; h < s_.nhead_q; ++h) sinks.set({h}, s_.sink_base - 0.7 * h);
+      dsink = HostTensor(DType::fp32, {s_.nhead_q});
     }
   }
 
@@ -98,6 +101,7 @@ class Attention {
     bwd.d = d.view();
     bwd.dq_acc = dq_acc.view();
     if (s_.bias != BiasShape::none) bwd.dbias = dbias.view();
+    if (s_.sink_logit) bwd.dsink = dsink.view();
     return builder(Family::bwd_dq_dk_dv).backward(bwd).build();
   }
 
@@ -118,7 +122,7 @@ class Attention {
 
   const Case& spec() const { return s_; }
 
-  HostTensor q, k, v, o, d_o, dq, dk, dv, dq_acc, lse, d, bias, dbias, slopes, sinks;
+  HostTensor q, k, v, o, d_o, dq, dk, dv, dq_acc, lse, d, bias, dbias, slopes, sinks, dsink;
 
  private:
   // Group mode: batch and the longest sequences come from the prefix sums, as in the builder.
@@ -199,6 +203,11 @@ void check_gradients(Case spec) {
   if (a.spec().bias != BiasShape::none) {
     EXPECT_GT(max_abs(a.dbias), 1e-2);
     expect_matches_finite_differences(a, a.bias, a.dbias, "dBias");
+  }
+  // dSink against the loss's derivative in each head's sink logit.
+  if (a.spec().sink_logit) {
+    EXPECT_GT(max_abs(a.dsink), 1e-2);
+    expect_matches_finite_differences(a, a.sinks, a.dsink, "dSink");
   }
 }
 
@@ -306,6 +315,80 @@ TEST(ReferenceBackward, GradientsSinkLogit) {
   s.sink_logit = true;
   s.features = [](ProblemBuilder& b) { b.window(3, 0, MaskAlign::bottom_right); };
   check_gradients(s);
+}
+
+TEST(ReferenceBackward, GradientsSinkLogitCausalGqa) {
+  Case s;  // four query heads over two KV heads
+  s.nhead_q = 4;
+  s.nhead_k = 2;
+  s.sink_logit = true;
+  s.sink_base = 1.5;
+  s.features = [](ProblemBuilder& b) { b.causal(MaskAlign::top_left); };
+  check_gradients(s);
+}
+
+TEST(ReferenceBackward, GradientsSinkLogitRowsOnlyTheSinkSees) {
+  Case s;  // more queries than keys: the first two rows see only the sink (LSE = sink, O = 0)
+  s.seqlen_q = 7;
+  s.seqlen_k = 5;
+  s.sink_logit = true;
+  s.features = [](ProblemBuilder& b) { b.causal(MaskAlign::bottom_right); };
+  check_gradients(s);
+}
+
+TEST(ReferenceBackward, GradientsSinkLogitGroupModeWithEmptySequences) {
+  Case s;  // sequence 1 has no queries, sequence 2 has queries but no keys (only the sink)
+  s.seqstart_q = {0, 3, 3, 7};
+  s.seqstart_k = {0, 4, 6, 6};
+  s.nhead_q = 4;
+  s.nhead_k = 2;
+  s.sink_logit = true;
+  s.sink_base = 1.0;
+  s.features = [](ProblemBuilder& b) { b.causal(MaskAlign::bottom_right); };
+  check_gradients(s);
+}
+
+// dSink is -sum of exp(sink - lse) * D over the rows of each head: a row that sees only the sink
+// has O = 0, hence D = 0, and adds nothing even though its sink probability is 1.
+TEST(ReferenceBackward, DsinkIsTheSinkProbabilityWeightedRowSum) {
+  Case s;
+  s.seqstart_q = {0, 2, 5};
+  s.seqstart_k = {0, 0, 4};  // sequence 0 has no keys at all
+  s.sink_logit = true;
+  Attention a(s);
+  a.forward_and_backward();
+  for (int64_t h = 0; h < a.spec().nhead_q; ++h) {
+    const double sink = a.sinks.at({h});
+    double expected = 0.0;
+    for (int64_t t = 0; t < 5; ++t) {
+      const double lse = a.lse.at({0, h, t});
+      if (t < 2) {
+        EXPECT_EQ(lse, sink) << "a row without keys has the sink alone in its denominator";
+        EXPECT_EQ(a.d.at({0, h, t}), 0.0) << "and O = 0";
+      }
+      expected -= std::exp(sink - lse) * a.d.at({0, h, t});
+    }
+    EXPECT_NEAR(a.dsink.at({h}), expected, 1e-6 * (1.0 + std::abs(expected))) << "head " << h;
+    EXPECT_NE(a.dsink.at({h}), 0.0) << "head " << h;
+  }
+}
+
+// The backward overwrites dSink (a stale value is not added to) and repeats it bit for bit.
+TEST(ReferenceBackward, DsinkIsOverwrittenAndRepeatsBitwise) {
+  Case s;
+  s.sink_logit = true;
+  Attention a(s);
+  a.dsink.fill(1e30);
+  a.forward_and_backward();
+  const int64_t heads = a.spec().nhead_q;
+  std::vector<double> first(heads);
+  for (int64_t h = 0; h < heads; ++h) {
+    first[h] = a.dsink.at({h});
+    EXPECT_LT(std::abs(first[h]), 10.0) << "head " << h;
+  }
+  a.dsink.fill(-1e30);
+  a.forward_and_backward();
+  for (int64_t h = 0; h < heads; ++h) EXPECT_EQ(a.dsink.at({h}), first[h]) << "head " << h;
 }
 
 TEST(ReferenceBackward, DotDoOIsTheRowSumOfStoredValues) {

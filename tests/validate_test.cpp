@@ -1155,6 +1155,42 @@ const std::vector<InvalidCase>& invalid_cases() {
        bwd_dq_dk_dv_group,
        [](Fixture& f) { f.problem.bwd.d_o = f.tensor(DType::fp16, {1, 8, 4, 32}); },
        {"bwd.d_o.shape = [1, 8, 4, 32]", "hdim_v"}},
+      {"DsinkWithoutSinkLogits",
+       bwd_dq_dk_dv,
+       [](Fixture& f) { f.problem.bwd.dsink = f.tensor(kF32, {4}); },
+       {"bwd.dsink is set", "sink_logits is not"}},
+      {"DsinkDtype",
+       bwd_dq_dk_dv,
+       [](Fixture& f) {
+         f.problem.sink_logits = f.tensor(kF32, {4});
+         f.problem.bwd.dsink = f.tensor(kBf16, {4});
+       },
+       {"bwd.dsink.dtype = bf16", "fp32"}},
+      {"DsinkShape",
+       bwd_dq_dk_dv,
+       [](Fixture& f) {
+         f.problem.sink_logits = f.tensor(kF32, {4});
+         f.problem.bwd.dsink = f.tensor(kF32, {2});
+       },
+       {"bwd.dsink.shape = [2]", "nhead_q"}},
+      {"DsinkBroadcast",
+       bwd_dq_dk_dv,
+       [](Fixture& f) {
+         f.problem.sink_logits = f.tensor(kF32, {4});
+         f.problem.bwd.dsink = f.strided(kF32, 1, {4}, {0});
+       },
+       {"bwd.dsink.stride[0] = 0"}},
+      {"DsinkOnForward",
+       fwd_features,
+       [](Fixture& f) { f.problem.bwd.dsink = f.tensor(kF32, {4}); },
+       {"bwd.dsink is set", "family = fwd", "bwd_dq_dk_dv"}},
+      {"DsinkOnDotStage",
+       bwd_dot_do_o,
+       [](Fixture& f) {
+         f.problem.sink_logits = f.tensor(kF32, {4});
+         f.problem.bwd.dsink = f.tensor(kF32, {4});
+       },
+       {"bwd.dsink is set", "family = bwd_dot_do_o", "bwd_dq_dk_dv"}},
   };
   return all;
 }

@@ -141,6 +141,11 @@ struct Backward {
   TensorView dbias;       // like bias (same broadcast: gradients summed over broadcast dims)
   TensorView d;       // fp32 [batch, nhead_q, seqlen_q]: rowsum(dO * O), written by bwd_dot_do_o
   TensorView dq_acc;  // fp32 [batch, seqlen_q, nhead_q, hdim_q], written by bwd_dq_dk_dv
+  // Optional fp32 [nhead_q]: the gradient of sink_logits (which it needs),
+  //   dsink[h] = -sum over the valid query rows i of head h (every sequence) of
+  //              exp(sink[h] - lse[i]) * D[i],
+  // overwritten (not accumulated) by the backward (family bwd_dq_dk_dv). Empty: not computed.
+  TensorView dsink;
   // A GPU plan of the backward (family bwd_dq_dk_dv: all three stages) keeps d and dq_acc in
   // its workspace when they are not set; the CPU reference needs them.
   // Deterministic: bitwise-identical repeats. The GPU accumulates dQ per key block in plan

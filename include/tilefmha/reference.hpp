@@ -21,7 +21,7 @@ void splitkv_combine(const Problem& problem);
 void append_kv(const Problem& problem);
 // bwd_dot_do_o: bwd.d = rowsum(dO * O).
 void backward_dot_do_o(const Problem& problem);
-// bwd_dq_dk_dv: bwd.dq_acc (fp32), dK, dV and dBias; reads bwd.d.
+// bwd_dq_dk_dv: bwd.dq_acc (fp32), dK, dV, dBias and dSink (when set); reads bwd.d.
 void backward_dq_dk_dv(const Problem& problem);
 // bwd_convert_dq: bwd.dq from bwd.dq_acc.
 void backward_convert_dq(const Problem& problem);

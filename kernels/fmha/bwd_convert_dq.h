@@ -1,6 +1,7 @@
 // bwd_convert_dq: dQ = the fp32 accumulator in the output dtype, one warp per row. In
 // deterministic mode the accumulator holds one slice per key block, summed here in slice order
-// (a fixed order, so the bits never depend on scheduling).
+// (a fixed order, so the bits never depend on scheduling). With dSink, CTA h (and h + grid, ...)
+// first sums head h's partials from bwd_dot_do_o, also in a fixed order.
 #pragma once
 
 #include "fmha/bwd_params.h"
@@ -17,8 +18,38 @@ struct ConvertDqTraits {
   static constexpr int kThreads = Warps * 32;
 };
 
+// dsink[h] = -(sum of head h's partials), each thread summing a fixed stride of them in double
+// and the CTA folding the threads' sums by a fixed tree: bitwise the same on every run. The
+// whole CTA takes part (barriers), so this runs before any thread may leave.
+template <class Traits>
+TILEFMHA_DEVICE void bwd_reduce_dsink(const BwdParams& p) {
+  // static: one array per CTA in the host emulation too (bwd_dot_do_o.h's sink_terms).
+  static __shared__ double sums[Traits::kThreads];
+  const int t = threadIdx.x;
+  for (long long h = blockIdx.x; h < p.fwd.nhead_q; h += gridDim.x) {
+    const float* partials = p.dsink_partials + h * p.dsink_partial_count;
+    double sum = 0.0;
+    // Unrolled so that several loads are in flight: a head has one partial per dot CTA.
+#pragma unroll 4
+    for (long long c = t; c < p.dsink_partial_count; c += Traits::kThreads) sum += partials[c];
+    sums[t] = sum;
+    __syncthreads();
+    // Halving with the odd element carried: lanes [0, width - half) add lane + half, which no
+    // lane writes in the same step.
+    for (int width = Traits::kThreads; width > 1;) {
+      const int half = (width + 1) / 2;
+      if (t < width - half) sums[t] += sums[t + half];
+      __syncthreads();
+      width = half;
+    }
+    if (t == 0) p.dsink[h * p.dsink_stride] = static_cast<float>(-sums[0]);
+    __syncthreads();  // sums[0] is read before the next head overwrites it
+  }
+}
+
 template <class Traits>
 TILEFMHA_DEVICE void bwd_convert_dq(const BwdParams& p) {
+  if (p.dsink_partials != nullptr) bwd_reduce_dsink<Traits>(p);
   using T = typename Traits::Element;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;

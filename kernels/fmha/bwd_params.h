@@ -61,6 +61,17 @@ struct BwdParams {
   ScalarKind dbias_kind;
   long long dbias_batch_stride, dbias_head_stride, dbias_row_stride, dbias_col_stride;
   int dbias_accumulate;
+
+  // dSink (bwd.dsink set; null pointers otherwise): the sink logit's gradient
+  // dsink[h] = -sum_i exp(sink[h] - lse_i) * D_i over head h's rows, without fp32 atomics.
+  // bwd_dot_do_o CTA c writes the sum of its rows of head h into
+  // dsink_partials[h * dsink_partial_count + c], every (c, h) slot of every CTA (0 where it has no
+  // such row), so nothing stale is ever read; bwd_convert_dq sums each head's slots in a fixed
+  // order and stores dsink[h * dsink_stride]. dsink_partial_count is bwd_dot_do_o's grid.
+  float* dsink_partials;
+  long long dsink_partial_count;
+  float* dsink;
+  long long dsink_stride;
 };
 
 }  // namespace tilefmha::fmha

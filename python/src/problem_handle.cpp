@@ -84,6 +84,8 @@ constexpr std::array kTensorFields = {
                              const TensorView& v) { attach_backward(b, &Backward::dv, v); }},
     TensorField{"bwd.dbias", [](ProblemBuilder& b,
                                 const TensorView& v) { attach_backward(b, &Backward::dbias, v); }},
+    TensorField{"bwd.dsink", [](ProblemBuilder& b,
+                                const TensorView& v) { attach_backward(b, &Backward::dsink, v); }},
     TensorField{"fp8.q_block", [](ProblemBuilder& b,
                                   const TensorView& v) { attach_fp8(b, &Fp8Scales::q_block, v); }},
     TensorField{"fp8.k_block", [](ProblemBuilder& b,

@@ -113,6 +113,15 @@ def attention_backward(q, k, v, do, *, causal=False, window=None, window_align="
     return dq, per_kv_head(dk), per_kv_head(dv), ds
 
 
+def sink_gradient(q, k, v, do, *, sink_logits, **features):
+    """dsink [hq] in float64: the sink takes exp(sink - lse) of each row's softmax and has no
+    value row, so dsink[h] = -sum over the rows of head h of exp(sink[h] - lse) * rowsum(do * o)."""
+    o, lse = attention(q, k, v, sink_logits=sink_logits, **features)
+    row_dot = np.einsum("bihd,bihd->bhi", np.asarray(do, dtype=np.float64), o)
+    sink = np.asarray(sink_logits, dtype=np.float64)[None, :, None]
+    return -(np.exp(sink - lse) * row_dot).sum(axis=(0, 2))
+
+
 # The OCP fp8 formats by engine name: exponent bits, mantissa bits, largest finite value.
 FP8_FORMATS = {"fp8_e4m3": (4, 3, 448.0), "fp8_e5m2": (5, 2, 57344.0)}
 

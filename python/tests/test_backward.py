@@ -104,6 +104,93 @@ def test_varlen_backward_matches_per_sequence():
         np.testing.assert_allclose(dv[rows_k], want[2][0], rtol=1e-5, atol=1e-5)
 
 
+SINKS = [1.5, -0.5, 0.8, 0.2]
+
+
+@pytest.mark.parametrize("features", [{}, {"causal": "bottom_right"}, {"window": (2, 0)}],
+                         ids=["plain", "bottom_right_rows_only_the_sink_sees", "window"])
+def test_sink_gradient_matches_analytic(features):
+    # seqlen_q 9 over seqlen_k 7: bottom-right causal leaves the first two rows the sink alone.
+    rng = np.random.default_rng(50)
+    q, k, v, do = random_problem(rng, seqlen_q=9, seqlen_k=7)
+    o, lse = tilefmha.attention(q, k, v, return_lse=True, sink_logits=SINKS, **features)
+    dq, dk, dv, dsink = tilefmha.attention_backward(q, k, v, o, lse, do, sink_logits=SINKS,
+                                                    return_dsink=True, **features)
+    want = ref.sink_gradient(q, k, v, do, sink_logits=SINKS, **features)
+    assert dsink.shape == (4,) and dsink.dtype == np.float32
+    assert np.abs(want).max() > 1e-2
+    np.testing.assert_allclose(dsink, want, rtol=1e-5, atol=1e-5)
+    # Asking for dsink changes none of the other gradients.
+    for got, plain in zip((dq, dk, dv), tilefmha.attention_backward(q, k, v, o, lse, do,
+                                                                    sink_logits=SINKS,
+                                                                    **features)):
+        np.testing.assert_array_equal(got, plain)
+
+
+def test_sink_gradient_matches_finite_differences_of_the_forward():
+    rng = np.random.default_rng(51)
+    q, k, v, _ = random_problem(rng, batch=2, nhead_q=2, nhead_k=1, seqlen_q=5, seqlen_k=4,
+                                hdim=8)
+    weights = rng.uniform(-1, 1, (2, 5, 2, 8))  # loss = sum(o * weights), so dO = weights
+    sinks = np.array([0.7, -0.3])
+    features = {"causal": "bottom_right"}
+
+    def loss(sinks_):
+        o = tilefmha.attention(q, k, v, sink_logits=sinks_.astype(np.float32), **features)
+        return float(np.sum(o.astype(np.float64) * weights))
+
+    o, lse = tilefmha.attention(q, k, v, sink_logits=sinks, return_lse=True, **features)
+    dsink = tilefmha.attention_backward(q, k, v, o, lse, weights.astype(np.float32),
+                                        sink_logits=sinks, return_dsink=True, **features)[3]
+    step = 1e-2
+    for h in range(2):
+        plus, minus = sinks.copy(), sinks.copy()
+        plus[h] += step
+        minus[h] -= step
+        numeric = (loss(plus) - loss(minus)) / (2 * step)
+        assert abs(numeric) > 1e-2
+        assert abs(dsink[h] - numeric) < 2e-3, (h, dsink[h], numeric)
+
+
+def test_varlen_sink_gradient_sums_every_sequence():
+    # Sequence 1 has no queries, sequence 2 has queries but no keys (O = 0: nothing to add).
+    rng = np.random.default_rng(52)
+    lengths_q, lengths_k = [3, 0, 2, 4], [4, 2, 0, 5]
+    cu_q = np.concatenate([[0], np.cumsum(lengths_q)])
+    cu_k = np.concatenate([[0], np.cumsum(lengths_k)])
+    q = rng.uniform(-1, 1, (9, 2, 16)).astype(np.float32)
+    k = rng.uniform(-1, 1, (11, 1, 16)).astype(np.float32)
+    v = rng.uniform(-1, 1, (11, 1, 16)).astype(np.float32)
+    do = rng.uniform(-1, 1, (9, 2, 16)).astype(np.float32)
+    sinks = [0.9, -0.4]
+    # The Python varlen forward takes no sink logits: O and LSE come from the reference per
+    # sequence, in float32 like the engine's.
+    o = np.zeros((9, 2, 16), np.float32)
+    lse = np.zeros((2, 9), np.float32)
+    want = np.zeros(2)
+    for b in range(4):
+        rows_q, rows_k = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        if lengths_q[b] == 0:
+            continue
+        o_b, lse_b = ref.attention(q[rows_q][None], k[rows_k][None], v[rows_k][None],
+                                   causal=True, sink_logits=sinks)
+        o[rows_q], lse[:, rows_q] = o_b[0], lse_b[0]
+        want += ref.sink_gradient(q[rows_q][None], k[rows_k][None], v[rows_k][None],
+                                  do[rows_q][None], sink_logits=sinks, causal=True)
+    dsink = tilefmha.attention_backward(q, k, v, o, lse, do, cu_seqlens_q=cu_q,
+                                        cu_seqlens_k=cu_k, causal=True, sink_logits=sinks,
+                                        return_dsink=True)[3]
+    np.testing.assert_allclose(dsink, want, rtol=1e-5, atol=1e-5)
+
+
+def test_return_dsink_needs_sink_logits():
+    rng = np.random.default_rng(53)
+    q, k, v, do = random_problem(rng)
+    o, lse = tilefmha.attention(q, k, v, return_lse=True)
+    with pytest.raises(ValueError, match="return_dsink=True needs sink_logits"):
+        tilefmha.attention_backward(q, k, v, o, lse, do, return_dsink=True)
+
+
 def test_deterministic_and_fp16():
     rng = np.random.default_rng(45)
     q, k, v, do = random_problem(rng, dtype=np.float16)

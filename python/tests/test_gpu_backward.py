@@ -1,7 +1,8 @@
 """The GPU backward (one plan of bwd_dot_do_o, bwd_dq_dk_dv on sm90_ws or sm80_mma,
 bwd_convert_dq) from Python: tilefmha.attention_backward on CUDA tensors and tilefmha.torch
 autograd against the CPU reference on the same inputs (masks, GQA, varlen, ALiBi, bias with
-dBias, dropout, head dims to 256), deterministic repeats, and what the GPU backward refuses.
+dBias, dropout, head dims to 256), the sink logits' gradient against float64 torch and the CPU
+reference, deterministic repeats, and what the GPU backward refuses.
 Skipped (and reported as skipped) without PyTorch, a CUDA GPU or a usable driver."""
 
 import numpy as np
@@ -149,3 +150,79 @@ def test_a_broadcast_16_bit_dbias_is_refused_by_name():
     o, lse = tilefmha.attention(q, k, v, return_lse=True, bias=bias)
     with pytest.raises(RuntimeError, match="dbias|bwd_dq_dk_dv"):
         tilefmha.attention_backward(q, k, v, o, lse, o, bias=bias, return_dbias=True)
+
+
+def float64_attention_with_sinks(q, k, v, sinks, causal=None):
+    """O of attention with a per-head sink logit in the softmax denominator, in float64 torch
+    (autograd differentiates it): [b, sq, hq, d] inputs, GQA by repeating KV heads; causal None,
+    "top_left" or "bottom_right"."""
+    q, k, v = (x.double() for x in (q, k, v))
+    group = q.shape[2] // k.shape[2]
+    k, v = (x.repeat_interleave(group, dim=2) for x in (k, v))
+    scores = torch.einsum("bihd,bjhd->bhij", q, k) / q.shape[3] ** 0.5
+    if causal is not None:
+        seqlen_q, seqlen_k = q.shape[1], k.shape[1]
+        shift = seqlen_k - seqlen_q if causal == "bottom_right" else 0
+        i = torch.arange(seqlen_q, device=q.device)[:, None]
+        j = torch.arange(seqlen_k, device=q.device)[None, :]
+        scores = scores.masked_fill(j > i + shift, float("-inf"))
+    sink = sinks.double().view(1, -1, 1, 1).expand(*scores.shape[:3], 1)
+    p = torch.softmax(torch.cat([scores, sink], dim=-1), dim=-1)[..., :-1]
+    return torch.einsum("bhij,bjhd->bihd", p, v)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [None, "bottom_right"])
+def test_sink_logits_gradient_matches_float64_torch(dtype, causal):
+    from tilefmha.torch import attention
+
+    # GQA 4:2; bottom-right causal over 150 queries and 100 keys leaves 50 rows the sink alone.
+    generator = torch.Generator(device="cuda").manual_seed(60)
+    q = draw(generator, dtype, 2, 150, 4, 64)
+    k, v = (draw(generator, dtype, 2, 100, 2, 64) for _ in range(2))
+    do = draw(generator, dtype, 2, 150, 4, 64)
+    sinks = (torch.rand(4, generator=generator, device="cuda") * 3 + 1).requires_grad_()
+    o = attention(q, k, v, sink_logits=sinks, causal=causal or False)
+    o.backward(do)
+    twin = sinks.detach().clone().requires_grad_()
+    float64_attention_with_sinks(q, k, v, twin, causal).backward(do.double())
+    assert sinks.grad.is_cuda and sinks.grad.dtype == torch.float32
+    assert float(twin.grad.abs().max()) > 1e-2
+    assert_close_to(sinks.grad, twin.grad, dtype, "dsink")
+
+
+def test_dsink_matches_cpu_reference_and_repeats_bitwise():
+    # The same O and LSE on both sides: the GPU's fp32 sums against the reference's doubles.
+    lengths_q, lengths_k = [40, 0, 130, 1], [35, 20, 200, 0]
+    cu_q = torch.tensor([0] + np.cumsum(lengths_q).tolist(), dtype=torch.int64)
+    cu_k = torch.tensor([0] + np.cumsum(lengths_k).tolist(), dtype=torch.int64)
+    generator = torch.Generator(device="cuda").manual_seed(61)
+    q = draw(generator, "bfloat16", int(cu_q[-1]), 8, 128)
+    k, v = (draw(generator, "bfloat16", int(cu_k[-1]), 2, 128) for _ in range(2))
+    do = draw(generator, "bfloat16", int(cu_q[-1]), 8, 128)
+    sinks = torch.rand(8, generator=generator, device="cuda") * 3 + 1
+    # The varlen forward takes no sink logits: the dense forward of each sequence gives O, LSE.
+    o = torch.zeros_like(do)
+    lse = torch.zeros(8, int(cu_q[-1]), device="cuda")
+    for b in range(4):
+        rows_q, rows_k = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        if lengths_q[b] == 0:
+            continue
+        if lengths_k[b] == 0:  # only the sink: O = 0, LSE = sink
+            lse[:, rows_q] = sinks[:, None]
+            continue
+        o_b, lse_b = tilefmha.attention(q[None, rows_q], k[None, rows_k], v[None, rows_k],
+                                        sink_logits=sinks, causal="bottom_right",
+                                        return_lse=True)
+        o[rows_q], lse[:, rows_q] = o_b[0], lse_b[0]
+    arguments = {"cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k, "causal": "bottom_right",
+                 "sink_logits": sinks, "return_dsink": True}
+    first = tilefmha.attention_backward(q, k, v, o, lse, do, **arguments)[3]
+    on_cpu = tilefmha.attention_backward(q.cpu(), k.cpu(), v.cpu(), o.cpu(), lse.cpu(), do.cpu(),
+                                         **dict(arguments, sink_logits=sinks.cpu()))[3]
+    assert first.is_cuda and first.shape == (8,)
+    assert float(on_cpu.abs().max()) > 1e-2
+    torch.testing.assert_close(first.cpu(), on_cpu, rtol=1e-4, atol=1e-4)
+    for _ in range(3):
+        again = tilefmha.attention_backward(q, k, v, o, lse, do, **arguments)[3]
+        assert torch.equal(first, again)

@@ -163,7 +163,7 @@ def test_opcheck_of_the_operators_on_the_gpu():
     do = draw(generator, *o.shape)
     detached = [x.detach() for x in (q, k, v, o)]
     _opcheck(torch.ops.tilefmha.attention_backward.default,
-             (*detached, lse, do, None, None, None) + arguments + (False,))
+             (*detached, lse, do, None, None, None) + arguments + (False, False))
 
     cu_q, cu_k = torch.tensor([0, 30, 30, 64]), torch.tensor([0, 50, 60, 80])
     qv, kv, vv = leaves([x[0] for x in (q, k, v)])

@@ -111,6 +111,53 @@ def test_the_operator_matches_the_eager_function_bit_for_bit(ops, case):
         assert eager.grad is not None and torch.equal(eager.grad, op.grad)
 
 
+def sink_inputs(seed):
+    """dense_inputs and sink logits [0.4, -0.3] (one per query head), all requiring grad."""
+    return dense_inputs(seed) + [torch.tensor([0.4, -0.3], requires_grad=True)]
+
+
+def test_gradcheck_of_the_sink_logits_gradient(ops):
+    # Bottom-right causal over seqlen_q 3 and seqlen_k 4: every row sees keys and the sink.
+    def through_operator(q, k, v, sinks):
+        return ops.attention(q, k, v, sink_logits=sinks, causal="bottom_right")[0]
+
+    assert gradcheck(through_operator, sink_inputs(15))
+
+
+def test_gradcheck_of_the_eager_sink_logits_gradient():
+    from tilefmha.torch import attention
+
+    def eager(q, k, v, sinks):
+        return attention(q, k, v, sink_logits=sinks, softcap=2.0)
+
+    assert gradcheck(eager, sink_inputs(16))
+
+
+def test_the_operator_and_the_eager_function_give_the_same_sink_gradient(ops):
+    from tilefmha.torch import attention
+
+    eager_inputs = sink_inputs(17)
+    op_inputs = [t.detach().clone().requires_grad_() for t in eager_inputs]
+    o = attention(*eager_inputs[:3], sink_logits=eager_inputs[3], causal=True)
+    o_op = ops.attention(*op_inputs[:3], sink_logits=op_inputs[3], causal=True)[0]
+    do = torch.randn(o.shape, generator=torch.Generator().manual_seed(18))
+    o.backward(do)
+    o_op.backward(do)
+    for eager, op in zip(eager_inputs, op_inputs):
+        assert eager.grad is not None and torch.equal(eager.grad, op.grad)
+    assert eager_inputs[3].grad.abs().max() > 1e-3
+
+
+def test_a_sink_list_or_one_not_requiring_grad_gets_none():
+    from tilefmha.torch import attention
+
+    q, k, v = dense_inputs(19)
+    sinks = torch.tensor([0.4, -0.3])
+    attention(q, k, v, sink_logits=sinks).sum().backward()
+    assert sinks.grad is None and q.grad is not None
+    attention(q, k, v, sink_logits=[0.4, -0.3]).sum().backward()
+
+
 def test_a_seed_above_int64_reaches_the_engine_unchanged(ops):
     """Schema ints are int64: the operator carries a uint64 seed as its two's complement."""
     from tilefmha.torch import attention
@@ -182,7 +229,7 @@ def test_opcheck_of_the_dense_operators(ops, case):
     opcheck(torch.ops.tilefmha.attention_backward.default,
             (q.detach(), k.detach(), v.detach(), o.detach(), lse, do,
              None if bias is None else bias.detach(), slopes, sinks) + arguments
-            + (with_bias,))
+            + (with_bias, sinks is not None))
 
 
 def test_opcheck_of_the_varlen_operators(ops):
@@ -220,6 +267,24 @@ def test_compiled_dense_forward_and_backward_match_eager():
     got = compiled(*compiled_inputs)
     got.backward()
     torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
+    for eager, traced in zip(eager_inputs, compiled_inputs):
+        torch.testing.assert_close(traced.grad, eager.grad, rtol=1e-6, atol=1e-6)
+
+
+def test_compiled_sink_logits_gradient_matches_eager():
+    import torch._dynamo
+
+    from tilefmha.torch import attention
+
+    def loss(q, k, v, sinks):
+        return (attention(q, k, v, sink_logits=sinks, causal=True) ** 2).sum()
+
+    torch._dynamo.reset()
+    compiled = torch.compile(loss, fullgraph=True, backend="aot_eager")
+    eager_inputs = sink_inputs(20)
+    compiled_inputs = [t.detach().clone().requires_grad_() for t in eager_inputs]
+    loss(*eager_inputs).backward()
+    compiled(*compiled_inputs).backward()
     for eager, traced in zip(eager_inputs, compiled_inputs):
         torch.testing.assert_close(traced.grad, eager.grad, rtol=1e-6, atol=1e-6)
 

@@ -1,4 +1,4 @@
-"""Attention backward: dQ, dK, dV (and dBias) from the forward's inputs, O, LSE and dO.
+"""Attention backward: dQ, dK, dV (and dBias, dSink) from the forward's inputs, O, LSE and dO.
 
 Host tensors run on the CPU reference; CUDA tensors on the GPU backward (one plan of three
 stages: D = rowsum(dO * O), dQ/dK/dV, dQ to the output dtype; head dims up to 256), which
@@ -21,8 +21,8 @@ _THD_GRADIENTS = dict(THD, o=(3, "[total_q, nhead_q, hdim_v]"),
 
 
 def attention_backward(q, k, v, o, lse, do, *, cu_seqlens_q=None, cu_seqlens_k=None,
-                       deterministic=False, return_dbias=False, dtype=None, backend="auto",
-                       **features):
+                       deterministic=False, return_dbias=False, return_dsink=False, dtype=None,
+                       backend="auto", **features):
     """Gradients of attention(q, k, v, **features) for the output gradient `do`.
 
     o and lse are the forward's outputs (attention(..., return_lse=True)); the feature keywords
@@ -31,13 +31,17 @@ def attention_backward(q, k, v, o, lse, do, *, cu_seqlens_q=None, cu_seqlens_k=N
     or, with cu_seqlens_q and cu_seqlens_k, packed [total, head, dim] with lse [nhead_q, total_q].
     GQA gradients dk, dv are summed over each group of query heads.
 
-    Returns (dq, dk, dv) in the inputs' dtype and memory order, and with return_dbias also dbias
-    (the bias's shape, summed over the dimensions it broadcasts).
+    Returns (dq, dk, dv) in the inputs' dtype and memory order, with return_dbias also dbias
+    (the bias's shape, summed over the dimensions it broadcasts), and with return_dsink last the
+    sink logits' gradient dsink: float32 [nhead_q], -sum over every query row of its head of
+    exp(sink - lse) * rowsum(do * o).
     """
     feature_set = Features(**features)
     be = select_backend(backend, q)
     if return_dbias and feature_set.bias is None:
         raise ValueError("return_dbias=True needs a bias")
+    if return_dsink and feature_set.sink_logits is None:
+        raise ValueError("return_dsink=True needs sink_logits")
     engine_dtype = attention_dtype(q, dtype)
     group = cu_seqlens_q is not None or cu_seqlens_k is not None
     if group and (cu_seqlens_q is None or cu_seqlens_k is None):
@@ -72,9 +76,17 @@ def attention_backward(q, k, v, o, lse, do, *, cu_seqlens_q=None, cu_seqlens_k=N
     if return_dbias:
         dbias, dbias_view = be.dbias_like(bias_view, be.tensor(feature_set.bias, "bias").shape)
         be.attach(problem, "bwd.dbias", dbias_view, writable=True)
+    dsink = None
+    if return_dsink:
+        dsink = be.empty_float32((nhead_q,))
+        be.attach(problem, "bwd.dsink", dsink, writable=True)
     be.run(problem)
 
     if group:
         gradients = [x[0] for x in gradients]
     results = tuple(be.result(x) for x in gradients)
-    return (results + (be.result(dbias),)) if return_dbias else results
+    if return_dbias:
+        results += (be.result(dbias),)
+    if return_dsink:
+        results += (be.result(dsink),)
+    return results

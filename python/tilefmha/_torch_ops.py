@@ -10,7 +10,7 @@ implementation, which runs the ordinary eager code on real tensors. Four operato
     tilefmha::attention_forward(q, k, v, bias, alibi_slopes, sink_logits, <features>)
         -> (o, lse)
     tilefmha::attention_backward(q, k, v, o, lse, do, bias, alibi_slopes, sink_logits,
-                                 <features>, want_dbias) -> (dq, dk, dv, dbias)
+                                 <features>, want_dbias, want_dsink) -> (dq, dk, dv, dbias, dsink)
     tilefmha::attention_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, <features>)
         -> (o, lse)
     tilefmha::attention_varlen_backward(q, k, v, o, lse, do, cu_seqlens_q, cu_seqlens_k,
@@ -20,7 +20,8 @@ implementation, which runs the ordinary eager code on real tensors. Four operato
 or 'window'), window_align, window_left, window_right (-1: unbounded), sink_tokens, softcap,
 scale (None: 1 / sqrt(hdim_q)), dropout_p, seed, offset (the uint64 seed and offset as the
 int64 with the same bits: a schema int is signed) and deterministic. dbias is an empty tensor
-unless want_dbias (an operator cannot return an optional tensor). cu_seqlens are host (CPU)
+unless want_dbias, and dsink (float32 [nhead_q], the sink logits' gradient) unless want_dsink
+(an operator cannot return an optional tensor). cu_seqlens are host (CPU)
 integer tensors, so that new lengths need no recompilation.
 
 tilefmha.torch.attention and attention_varlen call these operators under torch.compile (and on
@@ -143,21 +144,23 @@ def attention_backward(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, 
                        sink_logits: Optional[Tensor], mask: str, window_align: str,
                        window_left: int, window_right: int, sink_tokens: int, softcap: float,
                        scale: Optional[float], dropout_p: float, seed: int, offset: int,
-                       deterministic: bool, want_dbias: bool
-                       ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    """tilefmha.attention_backward: (dq, dk, dv, dbias), dbias empty unless want_dbias."""
+                       deterministic: bool, want_dbias: bool, want_dsink: bool
+                       ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """tilefmha.attention_backward: (dq, dk, dv, dbias, dsink), dbias empty unless want_dbias,
+    dsink unless want_dsink."""
     features = _feature_keywords(mask, window_align, window_left, window_right, sink_tokens,
                                  softcap, scale, dropout_p, seed, offset)
     bias = _materialized(bias)
     gradients = _attention_backward(q, k, v, o, lse, _steppable(do), bias=bias,
                                     alibi_slopes=alibi_slopes, sink_logits=sink_logits,
                                     deterministic=deterministic, return_dbias=want_dbias,
-                                    **features)
+                                    return_dsink=want_dsink, **features)
     dbias = gradients[3] if want_dbias else _empty_dbias(q, bias, False)
-    results = tuple(gradients[:3]) + (dbias,)
+    dsink = gradients[-1] if want_dsink else _empty_dsink(q, want_dsink)
+    results = tuple(gradients[:3]) + (dbias, dsink)
     if q.is_cuda:
         return results
-    return _host(results, _empty_gradients(q, k, v, bias, want_dbias))
+    return _host(results, _empty_gradients(q, k, v, bias, want_dbias, want_dsink))
 
 
 def _empty_dbias(q, bias, want_dbias):
@@ -166,16 +169,21 @@ def _empty_dbias(q, bias, want_dbias):
     return bias.new_empty(bias.shape) if want_dbias else q.new_empty((0,))
 
 
-def _empty_gradients(q, k, v, bias, want_dbias):
+def _empty_dsink(q, want_dsink):
+    """dSink: float32 [nhead_q]; a placeholder of no elements without want_dsink."""
+    return q.new_empty((q.shape[2] if want_dsink else 0,), dtype=torch.float32)
+
+
+def _empty_gradients(q, k, v, bias, want_dbias, want_dsink=False):
     return tuple(torch_empty_like_layout(x, x.shape) for x in (q, k, v)) + (
-        _empty_dbias(q, bias, want_dbias),)
+        _empty_dbias(q, bias, want_dbias), _empty_dsink(q, want_dsink))
 
 
 @attention_backward.register_fake
 def _attention_backward_fake(q, k, v, o, lse, do, bias, alibi_slopes, sink_logits, mask,
                              window_align, window_left, window_right, sink_tokens, softcap, scale,
-                             dropout_p, seed, offset, deterministic, want_dbias):
-    return _empty_gradients(q, k, v, _materialized(bias), want_dbias)
+                             dropout_p, seed, offset, deterministic, want_dbias, want_dsink):
+    return _empty_gradients(q, k, v, _materialized(bias), want_dbias, want_dsink)
 
 
 # Positions of the forward operator's arguments.
@@ -194,10 +202,13 @@ def _setup_dense(ctx, inputs, output):
 def _backward_dense(ctx, d_o, d_lse):
     q, k, v, o, lse, bias, alibi_slopes, sink_logits = ctx.saved_tensors
     want_dbias = bias is not None and ctx.needs_input_grad[3]
-    dq, dk, dv, dbias = torch.ops.tilefmha.attention_backward(
-        q, k, v, o, lse, d_o, bias, alibi_slopes, sink_logits, *ctx.scalars, want_dbias)
-    # No gradients for ALiBi slopes and sink logits (the engine computes none) or the scalars.
-    return (dq, dk, dv, dbias if want_dbias else None) + (None,) * (_DENSE_ARGUMENTS - 4)
+    want_dsink = sink_logits is not None and ctx.needs_input_grad[5]
+    dq, dk, dv, dbias, dsink = torch.ops.tilefmha.attention_backward(
+        q, k, v, o, lse, d_o, bias, alibi_slopes, sink_logits, *ctx.scalars, want_dbias,
+        want_dsink)
+    # No gradients for ALiBi slopes (the engine computes none) or the scalars.
+    return (dq, dk, dv, dbias if want_dbias else None, None,
+            dsink if want_dsink else None) + (None,) * (_DENSE_ARGUMENTS - _DENSE_TENSORS)
 
 
 attention_forward.register_autograd(_backward_dense, setup_context=_setup_dense)

@@ -4,7 +4,8 @@ Importing this module imports torch; ``import tilefmha`` alone never does.
 
     from tilefmha.torch import attention
     o = attention(q, k, v, causal=True)      # q, k, v: [batch, seq, head, dim] torch tensors
-    o.sum().backward()                       # fills q.grad, k.grad, v.grad (and bias.grad)
+    o.sum().backward()                       # fills q.grad, k.grad, v.grad (bias.grad and
+                                             # sink_logits.grad when they require grad)
 
 Forward and backward run where the tensors live: the CPU reference, or the GPU dispatcher for
 CUDA tensors (the GPU backward refuses dropout, a bias, ALiBi and head dims above 128 with an
@@ -65,36 +66,45 @@ def _steppable(t):
 
 
 class AttentionFunction(torch.autograd.Function):
-    """apply(q, k, v, bias, features) -> (o, lse): attention with `features` (a
-    tilefmha._features.Features without its bias, which is passed separately so that autograd
-    sees it). lse is not differentiable."""
+    """apply(q, k, v, bias, sink_logits, features, deterministic) -> (o, lse): attention with
+    `features` (a tilefmha._features.Features without its bias and sink logits, which are passed
+    separately so that autograd sees them). lse is not differentiable."""
 
     @staticmethod
-    def forward(ctx, q, k, v, bias, features, deterministic=False):
+    def forward(ctx, q, k, v, bias, sink_logits, features, deterministic=False):
         # A bias that is itself an expanded view gets one gradient per element of the view, so
         # it is materialized rather than handed over with its zero strides (whose dBias the
         # engine would sum).
         if bias is not None and _broadcasts(bias):
             bias = bias.contiguous()
-        features = dataclasses.replace(features, bias=bias)
+        features = dataclasses.replace(features, bias=bias, sink_logits=sink_logits)
         o, lse = _attention(q, k, v, return_lse=True, **_feature_keywords(features))
-        ctx.save_for_backward(q, k, v, o, lse, bias)
-        ctx.features = features
+        # Sink logits given as a list or array have no gradient; only a tensor is saved.
+        sinks = sink_logits if isinstance(sink_logits, torch.Tensor) else None
+        ctx.save_for_backward(q, k, v, o, lse, bias, sinks)
+        ctx.features = dataclasses.replace(features, bias=None,
+                                           sink_logits=None if sinks is not None else sink_logits)
         ctx.deterministic = deterministic
         ctx.mark_non_differentiable(lse)
         return o, lse
 
     @staticmethod
     def backward(ctx, d_o, d_lse):
-        q, k, v, o, lse, bias = ctx.saved_tensors
+        q, k, v, o, lse, bias, sinks = ctx.saved_tensors
         features = dataclasses.replace(ctx.features, bias=bias)
+        if sinks is not None:
+            features = dataclasses.replace(features, sink_logits=sinks)
         want_dbias = bias is not None and ctx.needs_input_grad[3]
+        want_dsink = sinks is not None and ctx.needs_input_grad[4]
         gradients = attention_backward(q, k, v, o, lse, _steppable(d_o),
-                                       return_dbias=want_dbias, deterministic=ctx.deterministic,
+                                       return_dbias=want_dbias, return_dsink=want_dsink,
+                                       deterministic=ctx.deterministic,
                                        **_feature_keywords(features))
         dq, dk, dv = gradients[:3]
         dbias = gradients[3] if want_dbias else None
-        return dq, dk, dv, dbias, None, None
+        # The engine's dsink is float32 on q's device; autograd wants the input's.
+        dsink = gradients[-1].to(sinks) if want_dsink else None
+        return dq, dk, dv, dbias, dsink, None, None
 
 
 class VarlenAttentionFunction(torch.autograd.Function):
@@ -125,9 +135,9 @@ class VarlenAttentionFunction(torch.autograd.Function):
 def attention(q, k, v, *, causal=False, window=None, window_align="top_left", sink_tokens=0,
               softcap=0.0, scale=None, bias=None, alibi_slopes=None, sink_logits=None,
               dropout_p=0.0, seed=0, offset=0, return_lse=False, deterministic=False):
-    """tilefmha.attention for torch tensors with autograd (q, k, v and a bias may require
-    grad). Arguments and results as in tilefmha.attention; deterministic: a backward whose dQ
-    does not depend on the order of atomic additions (bit-identical from run to run)."""
+    """tilefmha.attention for torch tensors with autograd (q, k, v, a bias and sink logits may
+    require grad). Arguments and results as in tilefmha.attention; deterministic: a backward
+    whose dQ does not depend on the order of atomic additions (bit-identical from run to run)."""
     if _through_operator(q):
         o, lse = _torch_ops.attention(
             q, k, v, causal=causal, window=window, window_align=window_align,
@@ -136,8 +146,8 @@ def attention(q, k, v, *, causal=False, window=None, window_align="top_left", si
             offset=offset, deterministic=deterministic)
         return (o, lse) if return_lse else o
     features = Features(causal, window, window_align, sink_tokens, softcap, scale, None,
-                        alibi_slopes, sink_logits, dropout_p, seed, offset)
-    o, lse = AttentionFunction.apply(q, k, v, bias, features, deterministic)
+                        alibi_slopes, None, dropout_p, seed, offset)
+    o, lse = AttentionFunction.apply(q, k, v, bias, sink_logits, features, deterministic)
     return (o, lse) if return_lse else o
 
 

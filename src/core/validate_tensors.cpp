@@ -85,6 +85,22 @@ ViewRule split_rule(const Problem& p, std::string field, bool with_dim) {
   return {std::move(field), std::move(dtypes), std::move(dims)};
 }
 
+// dSink is the gradient of the sink logits, written by the whole backward (bwd_dq_dk_dv, the
+// family a GPU plans). The row-stage families describe one stage each and would not write it,
+// so they refuse it rather than leave it unwritten.
+void check_dsink(const Problem& p) {
+  const TensorView& dsink = p.bwd.dsink;
+  if (!present(dsink)) return;
+  if (p.family != Family::bwd_dq_dk_dv)
+    fail(cat("bwd.dsink is set (non-null data) but family = ", to_string(p.family),
+             ": the sink logits' gradient is written by the backward, family bwd_dq_dk_dv"));
+  if (!present(p.sink_logits))
+    fail(
+        "bwd.dsink is set (non-null data) but sink_logits is not: dsink is the gradient of the "
+        "sink logits");
+  check_view(dsink, {"bwd.dsink", {DType::fp32}, {{"nhead_q", p.nhead_q}}, true});
+}
+
 }  // namespace
 
 void check_main_views(const Problem& p) {
@@ -122,6 +138,7 @@ void check_split(const Problem& p) {
 }
 
 void check_backward_views(const Problem& p) {
+  check_dsink(p);
   const Backward& g = p.bwd;
   const Family f = p.family;
   const auto use_if = [](bool used, Use use) { return used ? use : Use::none; };

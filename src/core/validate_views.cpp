@@ -192,6 +192,7 @@ void check_memory_space(const Problem& p) {
       {"bwd.dbias", &p.bwd.dbias},
       {"bwd.d", &p.bwd.d},
       {"bwd.dq_acc", &p.bwd.dq_acc},
+      {"bwd.dsink", &p.bwd.dsink},
   };
   const char* first_name = nullptr;
   MemorySpace first_space = MemorySpace::host;

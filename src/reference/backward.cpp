@@ -49,18 +49,21 @@ void backward(const Problem& problem) {
   // Each stage validates the problem as its own family, as a three-stage plan would, and all
   // three are validated before the first runs: a problem the last stage refuses (no dq, say)
   // used to have D, dk and dv written before the error.
-  Problem stage = problem;
-  for (const Family family : {Family::bwd_dot_do_o, Family::bwd_dq_dk_dv, Family::bwd_convert_dq}) {
+  // dSink belongs to the whole backward (bwd_dq_dk_dv), which the row stages' families refuse.
+  auto as_stage = [&](Family family) {
+    Problem stage = problem;
     stage.family = family;
+    if (family != Family::bwd_dq_dk_dv) stage.bwd.dsink = {};
+    return stage;
+  };
+  for (const Family family : {Family::bwd_dot_do_o, Family::bwd_dq_dk_dv, Family::bwd_convert_dq}) {
+    const Problem stage = as_stage(family);
     validate(stage);
     detail::require_backward_supported(stage, family);
   }
-  stage.family = Family::bwd_dot_do_o;
-  backward_dot_do_o(stage);
-  stage.family = Family::bwd_dq_dk_dv;
-  backward_dq_dk_dv(stage);
-  stage.family = Family::bwd_convert_dq;
-  backward_convert_dq(stage);
+  backward_dot_do_o(as_stage(Family::bwd_dot_do_o));
+  backward_dq_dk_dv(as_stage(Family::bwd_dq_dk_dv));
+  backward_convert_dq(as_stage(Family::bwd_convert_dq));
 }
 
 }  // namespace tilefmha::reference

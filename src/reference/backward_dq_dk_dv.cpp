@@ -1,4 +1,4 @@
-// bwd_dq_dk_dv: dQ (into the fp32 accumulator), dK, dV and dBias.
+// bwd_dq_dk_dv: dQ (into the fp32 accumulator), dK, dV, dBias and dSink.
 //
 // Two passes over the same pair gradients, so that no two tasks write one element and the
 // work still spreads over every core when there are few KV heads (MQA, batch 1):
@@ -13,6 +13,7 @@
 #include "core/numeric.hpp"
 #include "core/parallel.hpp"
 #include "reference/backward_dbias.hpp"
+#include "reference/backward_dsink.hpp"
 #include "reference/backward_pair.hpp"
 #include "tilefmha/reference.hpp"
 #include "tilefmha/validate.hpp"
@@ -111,6 +112,7 @@ void backward_dq_dk_dv(const Problem& problem) {
   });
 
   if (!p.bwd.dbias.empty()) detail::write_dbias(p);
+  if (!p.bwd.dsink.empty()) detail::write_dsink(p);
 }
 
 }  // namespace tilefmha::reference

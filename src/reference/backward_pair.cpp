@@ -48,6 +48,7 @@ void require_backward_supported(const Problem& p, Family stage) {
       require_view(p.bwd.dq_acc, "bwd.dq_acc", stage);
       require_view(p.bwd.dk, "bwd.dk", stage);
       require_view(p.bwd.dv, "bwd.dv", stage);
+      if (!p.bwd.dsink.empty()) require_view(p.bwd.dsink, "bwd.dsink", stage);
       if (!p.bwd.dbias.empty() && p.bias_kind != BiasKind::elementwise)
         throw Error(ErrorKind::invalid_problem,
                     "bwd.dbias is set but bias_kind = " + std::string(to_string(p.bias_kind)) +

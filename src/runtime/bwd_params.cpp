@@ -38,6 +38,26 @@ bool broadcast_dim(const TensorView& view, int d) {
   return view.stride[d] == 0 && view.shape[d] > 1;
 }
 
+// bwd.dsink and the plan's dSink partials; both stay null (dSink off) without bwd.dsink.
+void bind_dsink(fmha::BwdParams& params, const Problem& p, const BackwardScratch& scratch) {
+  const TensorView& dsink = p.bwd.dsink;
+  if (dsink.empty()) return;
+  require_device_view(dsink, "bwd.dsink", 1);
+  if (dsink.dtype != DType::fp32)
+    fail(ErrorKind::invalid_problem,
+         "bwd.dsink.dtype = " + std::string(to_string(dsink.dtype)) + ", expected fp32");
+  if (reinterpret_cast<uintptr_t>(dsink.data) % 4 != 0)
+    fail(ErrorKind::not_supported, "bwd.dsink.data is not aligned to its 4-byte elements");
+  if (scratch.dsink_partials == nullptr)
+    fail(ErrorKind::invalid_problem,
+         "bwd.dsink is set but the plan holds no dSink partials (it was planned for a problem "
+         "without bwd.dsink)");
+  params.dsink = static_cast<float*>(dsink.data);
+  params.dsink_stride = dsink.stride[0];
+  params.dsink_partials = scratch.dsink_partials;
+  params.dsink_partial_count = scratch.dsink_partial_count;
+}
+
 }  // namespace
 
 DbiasWrites dbias_writes(const Problem& p) {
@@ -148,6 +168,8 @@ fmha::BwdParams make_bwd_params(const Problem& p, const FwdDeviceIndices& indice
     params.dbias_col_stride = dbias.stride[3];
     params.dbias_accumulate = dbias_writes(p).accumulate ? 1 : 0;
   }
+
+  bind_dsink(params, p, scratch);
 
   const bool group = p.mode == Mode::group;
   params.row_batches = group ? 1 : p.batch;

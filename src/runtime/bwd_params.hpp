@@ -25,6 +25,10 @@ struct BackwardScratch {
   // zeroed by bwd_dot_do_o.
   int32_t* dq_semaphores = nullptr;
   int64_t dq_semaphore_count = 0;
+  // A backward with bwd.dsink: bwd_dot_do_o's per-(CTA, query head) dSink partials,
+  // [nhead_q][dsink_partial_count] (fmha::BwdParams::dsink_partials). Null otherwise.
+  float* dsink_partials = nullptr;
+  int64_t dsink_partial_count = 0;
 };
 
 // For a backward problem validate() accepted, with the forward's fields from make_fwd_params

@@ -174,7 +174,11 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem, bool own_wo
   // block).
   int64_t dq_slices = 1, dq_semaphores = 0;
   bool hopper_backward = false;
+  // dSink: one partial per bwd_dot_do_o CTA and query head (its grid is fixed at plan time).
+  int64_t dsink_partial_count = 0;
   for (const PlannedStage& stage : plan->stages) {
+    if (stage.kernel.family == Family::bwd_dot_do_o)
+      dsink_partial_count = static_cast<int64_t>(stage.shape.grid[0]);
     if (stage.kernel.family != Family::bwd_dq_dk_dv || stage.kernel.block_n <= 0) continue;
     hopper_backward = stage.kernel.pipeline == Pipeline::sm90_ws;
     if (hopper_backward)
@@ -183,8 +187,8 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem, bool own_wo
     else
       dq_slices = (problem.seqlen_k + stage.kernel.block_n - 1) / stage.kernel.block_n;
   }
-  plan->workspace =
-      workspace_layout(problem, plan->num_splits, attention_bytes, dq_slices, dq_semaphores);
+  plan->workspace = workspace_layout(problem, plan->num_splits, attention_bytes, dq_slices,
+                                     dq_semaphores, dsink_partial_count);
   plan->workspace.dq_swizzled = hopper_backward;
   if (own_workspace && plan->workspace.bytes > 0)
     plan->owned_workspace = std::make_unique<OwnedWorkspace>(plan->workspace.bytes);

@@ -65,6 +65,10 @@ struct WorkspaceLayout {
   // The plan's dq_dk_dv stage is sm90_ws, which writes the accumulator chunk-swizzled
   // (fmha::BwdParams::dq_acc_swizzled) for bwd_convert_dq to read back.
   bool dq_swizzled = false;
+  // A backward with bwd.dsink (a plan-key field): fp32 [nhead_q][dsink_partial_count] dSink
+  // partials, one per (bwd_dot_do_o CTA, query head), reduced into bwd.dsink by bwd_convert_dq.
+  int64_t dsink_partials = -1;
+  int64_t dsink_partial_count = 0;
   int64_t bytes = 0;
   // Shape of the partials: [num_splits, batch_rows, nhead_q, seq_rows, hdim_v]; also the rows of
   // the backward's D and dQ accumulator.

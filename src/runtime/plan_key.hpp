@@ -88,7 +88,9 @@ inline const auto kPlanKeyFields = std::make_tuple(
     PlanKeyField{"bwd.dbias", [](const Problem& p) { return !p.bwd.dbias.empty(); }},
     // A backward problem without D or the dQ accumulator gets them in plan workspace.
     PlanKeyField{"bwd.d_given", [](const Problem& p) { return !p.bwd.d.empty(); }},
-    PlanKeyField{"bwd.dq_acc_given", [](const Problem& p) { return !p.bwd.dq_acc.empty(); }});
+    PlanKeyField{"bwd.dq_acc_given", [](const Problem& p) { return !p.bwd.dq_acc.empty(); }},
+    // dSink's partials live in plan workspace; it selects no kernel (a runtime pointer).
+    PlanKeyField{"bwd.dsink", [](const Problem& p) { return !p.bwd.dsink.empty(); }});
 
 template <class Fields>
 struct ProjectedValues;

@@ -84,7 +84,7 @@ Error stage_error(const Error& error, const PlannedStage& stage, const Problem& 
 // D and the dQ accumulator of a backward problem that brings none (group mode: batch x the
 // longest rows bound the packed tokens, as for the split partials).
 void reserve_backward(WorkspaceLayout& layout, const Problem& problem, int64_t dq_slices,
-                      int64_t dq_semaphores) {
+                      int64_t dq_semaphores, int64_t dsink_partial_count) {
   const bool group = problem.mode == Mode::group;
   layout.batch_rows = group ? 1 : problem.batch;
   layout.seq_rows = group ? problem.batch * problem.seqlen_q : problem.seqlen_q;
@@ -99,6 +99,10 @@ void reserve_backward(WorkspaceLayout& layout, const Problem& problem, int64_t d
   if (problem.bwd.deterministic && dq_semaphores > 0) {
     layout.dq_semaphore_count = dq_semaphores;
     layout.dq_semaphores = reserve(layout, dq_semaphores * int64_t{sizeof(int32_t)});
+  }
+  if (!problem.bwd.dsink.empty() && dsink_partial_count > 0) {
+    layout.dsink_partial_count = dsink_partial_count;
+    layout.dsink_partials = reserve(layout, dsink_partial_count * problem.nhead_q * int64_t{4});
   }
 }
 
@@ -138,14 +142,18 @@ runtime::BackwardScratch backward_scratch(const WorkspaceLayout& layout, const P
     scratch.dq_semaphores = static_cast<int32_t*>(view(layout.dq_semaphores).data);
     scratch.dq_semaphore_count = layout.dq_semaphore_count;
   }
+  if (layout.dsink_partials >= 0) {
+    scratch.dsink_partials = static_cast<float*>(view(layout.dsink_partials).data);
+    scratch.dsink_partial_count = layout.dsink_partial_count;
+  }
   return scratch;
 }
 
 }  // namespace
 
 WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits,
-                                 int64_t attention_bytes, int64_t dq_slices,
-                                 int64_t dq_semaphores) {
+                                 int64_t attention_bytes, int64_t dq_slices, int64_t dq_semaphores,
+                                 int64_t dsink_partial_count) {
   WorkspaceLayout layout;
   layout.seqstart_q = reserve_index(layout, problem.seqstart_q);
   layout.seqstart_k = reserve_index(layout, problem.seqstart_k);
@@ -177,7 +185,8 @@ WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits,
     layout.key_lengths_after = reserve(layout, problem.batch * int64_t{sizeof(int64_t)});
     if (attention_bytes > 0) layout.attention = reserve(layout, attention_bytes);
   }
-  if (problem.is_backward()) reserve_backward(layout, problem, dq_slices, dq_semaphores);
+  if (problem.is_backward())
+    reserve_backward(layout, problem, dq_slices, dq_semaphores, dsink_partial_count);
   return layout;
 }
 

@@ -12,10 +12,11 @@ namespace tilefmha::runtime {
 // The workspace of `problem` planned with `num_splits` (> 1: split-KV partials of a fwd problem).
 // `attention_bytes`: the workspace of the attention plan that follows an append (fwd_appendkv
 // with O), nested in this one; a deterministic backward keeps `dq_slices` slices of the dQ
-// accumulator (one per key block), or (sm90_ws) `dq_semaphores` ordering counters.
+// accumulator (one per key block), or (sm90_ws) `dq_semaphores` ordering counters; a backward
+// with bwd.dsink keeps `dsink_partial_count` (bwd_dot_do_o's CTAs) dSink partials per head.
 WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits,
                                  int64_t attention_bytes = 0, int64_t dq_slices = 1,
-                                 int64_t dq_semaphores = 0);
+                                 int64_t dq_semaphores = 0, int64_t dsink_partial_count = 0);
 
 // The attention problem an append -> attend plan runs after its append: key counts read from
 // `key_lengths_after` (device) instead of any host vector.

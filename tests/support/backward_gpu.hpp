@@ -58,11 +58,13 @@ struct BackwardCase {
   Problem host;  // family bwd_dq_dk_dv, host views; dq/dk/dv hold the reference's gradients
   TensorView gpu_dq, gpu_dk, gpu_dv;  // host buffers the GPU results are downloaded into
   TensorView gpu_dbias;               // and dBias's, when the case has one
+  TensorView gpu_dsink;               // and dSink's, when the case asks for it
 };
 
-// No dBias unless `dbias` names its dtype.
+// No dBias unless `dbias` names its dtype; no dSink unless `dsink` (the forward then needs sink
+// logits).
 inline BackwardCase make_case(TensorPool& pool, Problem forward, bool deterministic,
-                              std::optional<DType> dbias = std::nullopt) {
+                              std::optional<DType> dbias = std::nullopt, bool dsink = false) {
   reference::forward(forward);
   BackwardCase c;
   Problem& p = c.host;
@@ -75,6 +77,7 @@ inline BackwardCase make_case(TensorPool& pool, Problem forward, bool determinis
   p.bwd.dk = like(pool, forward.k);
   p.bwd.dv = like(pool, forward.v);
   if (dbias) p.bwd.dbias = dbias_like(pool, forward.bias, *dbias);
+  if (dsink) p.bwd.dsink = pool.filled(DType::fp32, {forward.nhead_q}, kUnwritten);
   Problem with_scratch = p;
   with_scratch.bwd.d = pool.filled(
       DType::fp32, {forward.lse.shape[0], forward.lse.shape[1], forward.lse.shape[2]}, kUnwritten);
@@ -86,6 +89,7 @@ inline BackwardCase make_case(TensorPool& pool, Problem forward, bool determinis
   c.gpu_dk = like(pool, p.bwd.dk);
   c.gpu_dv = like(pool, p.bwd.dv);
   if (dbias) c.gpu_dbias = dbias_like(pool, forward.bias, *dbias);
+  if (dsink) c.gpu_dsink = pool.filled(DType::fp32, {forward.nhead_q}, kUnwritten);
   return c;
 }
 
@@ -142,10 +146,14 @@ class BackwardGpuTest : public ::testing::Test {
     d.bwd.dq = dq.view;
     d.bwd.dk = dk.view;
     d.bwd.dv = dv.view;
-    std::optional<DeviceView> dbias;
+    std::optional<DeviceView> dbias, dsink;
     if (!h.bwd.dbias.empty()) {
       dbias = to_device(h.bwd.dbias, true);
       d.bwd.dbias = dbias->view;
+    }
+    if (!h.bwd.dsink.empty()) {
+      dsink = to_device(h.bwd.dsink, true);
+      d.bwd.dsink = dsink->view;
     }
     const EnginePlan plan = engine_->plan(d);
     std::printf("  %s\n%s", d.describe().c_str(), plan.explanation().c_str());
@@ -155,12 +163,13 @@ class BackwardGpuTest : public ::testing::Test {
     download(dk, c.gpu_dk);
     download(dv, c.gpu_dv);
     if (dbias) download(*dbias, c.gpu_dbias);
+    if (dsink) download(*dsink, c.gpu_dsink);
     return plan.num_stages();
   }
 
   void expect_matches_reference(TensorPool& pool, Problem forward, bool deterministic = false,
-                                std::optional<DType> dbias = std::nullopt) {
-    BackwardCase c = make_case(pool, std::move(forward), deterministic, dbias);
+                                std::optional<DType> dbias = std::nullopt, bool dsink = false) {
+    BackwardCase c = make_case(pool, std::move(forward), deterministic, dbias, dsink);
     EXPECT_EQ(run_on_gpu(c), 3);
     const DType dtype = c.host.dtype;
     EXPECT_EQ(mismatches("dq", c.host.bwd.dq, c.gpu_dq, dtype), 0);
@@ -170,6 +179,18 @@ class BackwardGpuTest : public ::testing::Test {
     if (dbias) {
       EXPECT_EQ(mismatches("dbias", c.host.bwd.dbias, c.gpu_dbias, dtype), 0);
     }
+    if (dsink) expect_dsink_matches(c);
+  }
+
+  // dSink sums fp32 terms of the same stored O, dO and LSE the reference reads (no 16-bit
+  // rounding in between), so it is held to the fp32 bound; a vanishing dSink would match a
+  // kernel that never wrote the sink's terms.
+  static void expect_dsink_matches(const BackwardCase& c) {
+    EXPECT_EQ(mismatches("dsink", c.host.bwd.dsink, c.gpu_dsink, DType::fp32), 0);
+    double largest = 0;
+    for (int64_t h = 0; h < c.host.nhead_q; ++h)
+      largest = std::max(largest, std::fabs(numeric::load(c.host.bwd.dsink, {h})));
+    EXPECT_GT(largest, 1e-3) << "the reference dSink vanishes: the case tests nothing";
   }
 
   // Matches the reference, then three more runs give the same bytes.
@@ -183,12 +204,30 @@ class BackwardGpuTest : public ::testing::Test {
       const auto* begin = static_cast<const std::byte*>(v.data);
       return std::vector<std::byte>(begin, begin + v.extent() * dtype_size(v.dtype));
     };
+    const bool dsink = !c.host.bwd.dsink.empty();
+    if (dsink) expect_dsink_matches(c);
     const auto first_dq = bytes(c.gpu_dq), first_dk = bytes(c.gpu_dk), first_dv = bytes(c.gpu_dv);
+    const auto first_dsink = dsink ? bytes(c.gpu_dsink) : std::vector<std::byte>{};
     for (int repeat = 0; repeat < 3; ++repeat) {
       run_on_gpu(c);
       EXPECT_EQ(bytes(c.gpu_dq), first_dq) << "repeat " << repeat;
       EXPECT_EQ(bytes(c.gpu_dk), first_dk) << "repeat " << repeat;
       EXPECT_EQ(bytes(c.gpu_dv), first_dv) << "repeat " << repeat;
+      if (dsink) EXPECT_EQ(bytes(c.gpu_dsink), first_dsink) << "repeat " << repeat;
+    }
+  }
+
+  // dSink has no atomics in either mode: outside deterministic mode too, repeats give its bytes
+  // again (dQ may differ there; it is not compared).
+  void expect_dsink_repeats(BackwardCase& c) {
+    run_on_gpu(c);
+    expect_dsink_matches(c);
+    const auto* data = static_cast<const std::byte*>(c.gpu_dsink.data);
+    const std::vector<std::byte> first(data, data + c.gpu_dsink.extent() * 4);
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      run_on_gpu(c);
+      EXPECT_EQ(std::vector<std::byte>(data, data + c.gpu_dsink.extent() * 4), first)
+          << "repeat " << repeat;
     }
   }
 
