@@ -275,10 +275,12 @@ TEST(BwdCodegen, LaunchShapesCoverRowsAndKeyBlocks) {
   EXPECT_EQ(rows.block[0], 128u);
   EXPECT_EQ(rows.dynamic_shared_bytes, 0u);
 
+  // Group mode: a plan serves every packing of its key (batch 3, longest 77), so its rows are
+  // the most such a problem can hold, not this packing's 40 tokens.
   Problem group = p;
   group.mode = Mode::group;
   group.seqstart_q = {0, 10, 10, 40};
-  EXPECT_EQ(codegen::bwd_rows(group), 40 * 8);
+  EXPECT_EQ(codegen::bwd_rows(group), 3 * 77 * 8);
 }
 
 TEST(BwdCodegen, CompilesForSm80AndSm90a) {

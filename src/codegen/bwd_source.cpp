@@ -158,8 +158,11 @@ std::string generate_bwd_sm80_source(const KernelConfig& c) {
 }
 
 int64_t bwd_rows(const Problem& problem) {
-  const bool group = problem.mode == Mode::group;
-  return (group ? 1 : problem.batch) * problem.query_rows() * problem.nhead_q;
+  if (problem.mode != Mode::group) return problem.batch * problem.query_rows() * problem.nhead_q;
+  // A plan is reused for every problem of its key, which holds batch and the longest sequence
+  // but not the total token count: the grid (like the plan's D and dQ workspace) covers the
+  // most tokens such a problem can have, so no later call leaves rows without D or dQ.
+  return problem.batch * problem.seqlen_q * problem.nhead_q;
 }
 
 jit::LaunchShape launch_shape_bwd_rows(const KernelConfig& c, const Problem& problem) {

@@ -43,6 +43,15 @@ void launch(const KernelConfig& config, const StageLaunch& launch) {
                                            static_cast<size_t>(writes.zero_bytes), launch.stream),
         "cuMemsetD8Async (bwd.dbias)");
   }
+  // Group mode: the plan's row grid and its D / dQ workspace hold batch x seqlen_q tokens (the
+  // bound its key fixes); a packed Q with more rows would overrun them.
+  const Problem& p = launch.problem;
+  if (p.mode == Mode::group && p.query_rows() > p.batch * p.seqlen_q)
+    throw Error(ErrorKind::invalid_problem,
+                "q holds " + std::to_string(p.query_rows()) + " packed tokens, more than batch x " +
+                    "seqlen_q = " + std::to_string(p.batch * p.seqlen_q) +
+                    " (seqlen_q is the longest sequence)",
+                "seqlen_q");
   void* arguments[] = {&params};
   jit::launch_kernel(launch.function, launch.shape, arguments, launch.stream);
 }
