@@ -43,7 +43,7 @@ def draw(generator, dtype, *shape):
 
 
 def assert_close_to(actual, expected, dtype, name):
-    expected = expected.float()
+    expected = expected.float().cpu()
     bound = RTOL[dtype] * float(expected.abs().max()) + 1e-3
     torch.testing.assert_close(actual.cpu().float(), expected, rtol=RTOL[dtype], atol=bound,
                                msg=lambda m: f"{name}: {m}")
