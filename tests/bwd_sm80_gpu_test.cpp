@@ -258,70 +258,21 @@ TEST_F(BwdSm80Gpu, UnsupportedFeaturesAreRefusedByName) {
   }
 }
 
-// dSink (bwd.dsink): the sink logits' gradient, reduced from bwd_dot_do_o's per-CTA partials by
-// bwd_convert_dq around this pipeline's dq_dk_dv. Sinks in [1, 4] give the sink a share of each
-// row's softmax comparable to the keys', so dSink is far from 0.
-TensorView sinks(TensorPool& pool, int64_t heads) {
-  return pool.uniform(DType::fp32, {heads}, 1, 4);
-}
-
-// Bottom-right causal with more queries than keys: the first rows see only the sink (O = 0, so
-// their terms are 0 however large exp(sink - lse) = 1 is), GQA 4:1.
+// dSink: the shared cases (support/backward_gpu.hpp) on this pipeline.
 TEST_F(BwdSm80Gpu, DsinkCausalGqaRowsOnlyTheSinkSees) {
-  TensorPool pool(140);
-  expect_matches_reference(pool,
-                           batch(pool, DType::bf16, {2, 8, 2, 350, 200, 128, 128})
-                               .causal(MaskAlign::bottom_right)
-                               .sink_logits(sinks(pool, 8))
-                               .build(),
-                           false, std::nullopt, true);
+  dsink_causal_gqa_rows_only_the_sink_sees(140, 128);
 }
-
-// Query lengths 40, 0, 330, 1 over key lengths 35, 20, 400, 0: an empty sequence and one whose
-// query sees no key.
 TEST_F(BwdSm80Gpu, DsinkVarlenWithEmptySequences) {
-  TensorPool pool(141);
-  expect_matches_reference(
-      pool,
-      testing::group_problem(pool, Family::fwd, DType::fp16, {0, 40, 40, 370, 371},
-                             {0, 35, 55, 455, 455}, 8, 2, 128, 128)
-          .causal(MaskAlign::bottom_right)
-          .sink_logits(sinks(pool, 8))
-          .build(),
-      false, std::nullopt, true);
+  dsink_varlen_with_empty_sequences(141);
 }
-
-// More query heads (96) than bwd_dot_do_o has rows per CTA (64): each CTA holds some heads only
-// and writes zeros for the others.
 TEST_F(BwdSm80Gpu, DsinkMoreHeadsThanRowsPerCta) {
-  TensorPool pool(142);
-  expect_matches_reference(
-      pool,
-      batch(pool, DType::bf16, {2, 96, 8, 70, 90, 256, 256}).sink_logits(sinks(pool, 96)).build(),
-      false, std::nullopt, true);
+  dsink_more_heads_than_rows_per_cta(142, 256);
 }
-
 TEST_F(BwdSm80Gpu, DsinkDeterministicRepeatsAreBitIdentical) {
-  TensorPool pool(143);
-  BackwardCase c = make_case(pool,
-                             batch(pool, DType::bf16, {2, 8, 2, 377, 600, 128, 128})
-                                 .causal()
-                                 .sink_logits(sinks(pool, 8))
-                                 .build(),
-                             true, std::nullopt, true);
-  expect_bit_identical_repeats(c);
+  dsink_deterministic_repeats_are_bit_identical(143);
 }
-
 TEST_F(BwdSm80Gpu, DsinkRepeatsAreBitIdenticalOutsideDeterministicMode) {
-  TensorPool pool(144);
-  BackwardCase c =
-      make_case(pool,
-                testing::group_problem(pool, Family::fwd, DType::bf16, {0, 300, 300, 700},
-                                       {0, 260, 400, 900}, 4, 1, 64, 64)
-                    .sink_logits(sinks(pool, 4))
-                    .build(),
-                false, std::nullopt, true);
-  expect_dsink_repeats(c);
+  dsink_repeats_are_bit_identical_outside_deterministic_mode(144);
 }
 
 }  // namespace

@@ -231,6 +231,70 @@ class BackwardGpuTest : public ::testing::Test {
     }
   }
 
+  // The dSink cases both pipelines run (`hdim`: a head dim the pipeline's fast kernel takes).
+  // dSink (bwd.dsink) is reduced from bwd_dot_do_o's per-CTA partials by bwd_convert_dq around
+  // the pipeline's dq_dk_dv. Sinks in [1, 4] give the sink a share of each row's softmax
+  // comparable to the keys', so dSink is far from 0.
+  static TensorView sinks(TensorPool& pool, int64_t heads) {
+    return pool.uniform(DType::fp32, {heads}, 1, 4);
+  }
+  // Bottom-right causal with more queries than keys: the first rows see only the sink (O = 0,
+  // so their terms are 0 however large exp(sink - lse) = 1 is), GQA 4:1.
+  void dsink_causal_gqa_rows_only_the_sink_sees(uint64_t seed, int64_t hdim) {
+    TensorPool pool(seed);
+    expect_matches_reference(
+        pool,
+        batch_problem(pool, Family::fwd, DType::bf16, {2, 8, 2, 350, 200, hdim, hdim})
+            .causal(MaskAlign::bottom_right)
+            .sink_logits(sinks(pool, 8))
+            .build(),
+        false, std::nullopt, true);
+  }
+  // Query lengths 40, 0, 330, 1 over key lengths 35, 20, 400, 0: an empty sequence and one
+  // whose query sees no key.
+  void dsink_varlen_with_empty_sequences(uint64_t seed) {
+    TensorPool pool(seed);
+    expect_matches_reference(pool,
+                             group_problem(pool, Family::fwd, DType::fp16, {0, 40, 40, 370, 371},
+                                           {0, 35, 55, 455, 455}, 8, 2, 128, 128)
+                                 .causal(MaskAlign::bottom_right)
+                                 .sink_logits(sinks(pool, 8))
+                                 .build(),
+                             false, std::nullopt, true);
+  }
+  // More query heads (96) than bwd_dot_do_o has rows per CTA (64): each CTA holds some heads
+  // only and writes zeros for the others.
+  void dsink_more_heads_than_rows_per_cta(uint64_t seed, int64_t hdim) {
+    TensorPool pool(seed);
+    expect_matches_reference(
+        pool,
+        batch_problem(pool, Family::fwd, DType::bf16, {2, 96, 8, 70, 90, hdim, hdim})
+            .sink_logits(sinks(pool, 96))
+            .build(),
+        false, std::nullopt, true);
+  }
+  void dsink_deterministic_repeats_are_bit_identical(uint64_t seed) {
+    TensorPool pool(seed);
+    BackwardCase c =
+        make_case(pool,
+                  batch_problem(pool, Family::fwd, DType::bf16, {2, 8, 2, 377, 600, 128, 128})
+                      .causal()
+                      .sink_logits(sinks(pool, 8))
+                      .build(),
+                  true, std::nullopt, true);
+    expect_bit_identical_repeats(c);
+  }
+  void dsink_repeats_are_bit_identical_outside_deterministic_mode(uint64_t seed) {
+    TensorPool pool(seed);
+    BackwardCase c = make_case(pool,
+                               group_problem(pool, Family::fwd, DType::bf16, {0, 300, 300, 700},
+                                             {0, 260, 400, 900}, 4, 1, 64, 64)
+                                   .sink_logits(sinks(pool, 4))
+                                   .build(),
+                               false, std::nullopt, true);
+    expect_dsink_repeats(c);
+  }
+
   static inline std::unique_ptr<Engine> engine_;
   std::unique_ptr<jit::GpuContext> context_;
 };
