@@ -191,11 +191,13 @@ TEST(CombineCodegen, LaunchShapeCoversEveryRow) {
   EXPECT_EQ(shape.grid[2], 1u);
   EXPECT_EQ(shape.block[0], 128u);
   EXPECT_EQ(shape.dynamic_shared_bytes, 0u);  // the staged LSEs are static shared memory
-  // Group mode: one batch entry of every packed token (here 61 of them).
+  // Group mode: the plan is reused for every packing of 3 sequences of at most 41 tokens, so
+  // the grid covers 3 x 41 tokens, not this packing's 61.
   const Problem group = testing::group_problem(pool, Family::fwd, DType::bf16, {0, 20, 20, 61},
                                                {0, 30, 90, 200}, 4, 1, 128, 128)
                             .build();
-  EXPECT_EQ(codegen::launch_shape_combine(c, group).grid[0], (4u * 61 + 15) / 16);
+  ASSERT_EQ(group.seqlen_q, 41);
+  EXPECT_EQ(codegen::launch_shape_combine(c, group).grid[0], (4u * 3 * 41 + 15) / 16);
   // A kernel narrower than the problem's head dim is refused, naming it.
   const Problem wide =
       testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 1, 1, 8, 8, 256, 256}).build();

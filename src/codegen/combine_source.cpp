@@ -97,8 +97,12 @@ jit::LaunchShape launch_shape_combine(const KernelConfig& c, const Problem& prob
   if (problem.hdim_v > c.hdim_v)
     unsupported("hdim_v", problem.hdim_v,
                 "exceeds the combine kernel's head dim " + std::to_string(c.hdim_v));
+  // Group mode: a plan serves every packing of its key (batch and the longest sequence), so the
+  // grid covers batch x seqlen_q tokens, the bound its split partials are sized by
+  // (workspace_partials refuses a packed O beyond it), not this packing's total.
   const bool group = problem.mode == Mode::group;
-  const int64_t rows = (group ? 1 : problem.batch) * problem.nhead_q * problem.query_rows();
+  const int64_t rows = group ? problem.batch * problem.seqlen_q * problem.nhead_q
+                             : problem.batch * problem.nhead_q * problem.query_rows();
   const int64_t blocks = (rows + c.block_m - 1) / c.block_m;
   constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
   if (blocks > kMaxGridX)
