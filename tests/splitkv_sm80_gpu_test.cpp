@@ -458,9 +458,14 @@ TEST(SplitKvSm80Cases, ProblemsParamsAndLaunchShapesAreValid) {
     EXPECT_EQ(end_to_end.sink_logits != nullptr, !forward.sink_logits.empty());
     const Problem combined = marked_device(problems.combine);
     EXPECT_NO_THROW(runtime::make_combine_params(combined, combined.split));
-    EXPECT_EQ(codegen::launch_shape_combine(combine, forward).grid[0],
-              static_cast<unsigned>(
-                  (rows_batch(forward) * forward.nhead_q * rows_seq(forward) + 15) / 16));
+    // The grid covers the call's rows; in group mode those of every packing of the plan's key
+    // (batch x the longest sequence), since the plan is reused for them.
+    const int64_t rows = rows_batch(forward) * forward.nhead_q * rows_seq(forward);
+    const int64_t covered =
+        forward.mode == Mode::group ? forward.batch * forward.seqlen_q * forward.nhead_q : rows;
+    const unsigned grid = codegen::launch_shape_combine(combine, forward).grid[0];
+    EXPECT_EQ(grid, static_cast<unsigned>((covered + 15) / 16));
+    EXPECT_GE(int64_t{grid} * 16, rows);
   }
   for (const CombineCase& test : combine_cases()) {
     SCOPED_TRACE(test.name);
