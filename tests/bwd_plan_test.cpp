@@ -71,7 +71,7 @@ TEST(BwdPlan, WorkspaceHoldsDAndTheDqAccumulator) {
   Problem deterministic = p;
   deterministic.bwd.deterministic = true;
   const WorkspaceLayout sliced =
-      workspace_layout(deterministic, 1, /*attention_bytes=*/0, /*dq_slices=*/3);
+      workspace_layout(deterministic, 1, /*attention_bytes=*/0, {.dq_slices = 3});
   EXPECT_EQ(sliced.dq_slices, 3);
   EXPECT_EQ(sliced.dq_slice_stride % 4, 0);
   EXPECT_GE(sliced.dq_slice_stride, 2 * 77 * 8 * 128);
@@ -79,13 +79,13 @@ TEST(BwdPlan, WorkspaceHoldsDAndTheDqAccumulator) {
 
   // Deterministic on sm90_ws: one slice and a turn counter per (sequence, query head, query
   // block), after the accumulator; none outside deterministic mode.
-  const WorkspaceLayout counted = workspace_layout(deterministic, 1, /*attention_bytes=*/0,
-                                                   /*dq_slices=*/1, /*dq_semaphores=*/2 * 8 * 2);
+  const WorkspaceLayout counted =
+      workspace_layout(deterministic, 1, /*attention_bytes=*/0, {.dq_semaphores = 2 * 8 * 2});
   EXPECT_EQ(counted.dq_slices, 1);
   ASSERT_GE(counted.dq_semaphores, counted.dq_acc + counted.dq_slice_stride * 4);
   EXPECT_EQ(counted.dq_semaphore_count, 2 * 8 * 2);
   EXPECT_GE(counted.bytes, counted.dq_semaphores + 2 * 8 * 2 * 4);
-  EXPECT_EQ(workspace_layout(p, 1, 0, 1, 2 * 8 * 2).dq_semaphores, -1);
+  EXPECT_EQ(workspace_layout(p, 1, 0, {.dq_semaphores = 2 * 8 * 2}).dq_semaphores, -1);
 
   // The caller's own D and accumulator take no workspace.
   Problem given = p;
@@ -102,9 +102,9 @@ TEST(BwdPlan, WorkspaceHoldsDAndTheDqAccumulator) {
 TEST(BwdPlan, WorkspaceHoldsDsinkPartialsWhenAskedFor) {
   const TensorView sinks = contiguous_view(kFake, DType::fp32, {8}, MemorySpace::device);
   Problem p = backward(2, 8, 2, 77, 130, 128).sink_logits(sinks).build();
-  EXPECT_EQ(workspace_layout(p, 1, 0, 1, 0, 20).dsink_partials, -1);
+  EXPECT_EQ(workspace_layout(p, 1, 0, {.dsink_partial_count = 20}).dsink_partials, -1);
   p.bwd.dsink = sinks;
-  const WorkspaceLayout layout = workspace_layout(p, 1, 0, 1, 0, /*dsink_partial_count=*/20);
+  const WorkspaceLayout layout = workspace_layout(p, 1, 0, {.dsink_partial_count = 20});
   ASSERT_GE(layout.dsink_partials, layout.dq_acc + layout.dq_slice_stride * 4);
   EXPECT_EQ(layout.dsink_partials % 256, 0);
   EXPECT_EQ(layout.dsink_partial_count, 20);

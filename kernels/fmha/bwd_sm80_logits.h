@@ -110,17 +110,7 @@ struct BwdElementwiseBias {
   TILEFMHA_DEVICE float operator()(float logit2, int i, int j) const {
     if (i >= seq.len_q || j >= seq.len_k) return logit2;
     const long long at = head_offset + i * p.bias_row_stride + j * p.bias_col_stride;
-    float value;
-    switch (p.bias_kind) {
-      case ScalarKind::fp16:
-        value = tile::to_float(static_cast<const tile::half_t*>(p.bias)[at]);
-        break;
-      case ScalarKind::bf16:
-        value = tile::to_float(static_cast<const tile::bfloat16_t*>(p.bias)[at]);
-        break;
-      default: value = static_cast<const float*>(p.bias)[at];
-    }
-    return logit2 + value * kLog2e;
+    return logit2 + load_as_float(p.bias, p.bias_kind, at) * kLog2e;
   }
 };
 

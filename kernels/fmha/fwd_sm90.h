@@ -41,11 +41,9 @@ TILEFMHA_DEVICE int sm90_opaque(int value) {
 template <class Traits, bool Gather>
 TILEFMHA_DEVICE void fwd_sm90_body(const Sm90FwdParams& params) {
   constexpr int kProducerRegisters =
-      Gather ? sm90_producer_registers(Traits::kConsumerGroups, false, Traits::kHdimV, true)
-             : Traits::kProducerRegisters;
+      Gather ? sm90_gather_producer_registers(Traits::kConsumerGroups) : Traits::kProducerRegisters;
   constexpr int kConsumerRegisters =
-      Gather ? sm90_consumer_registers(Traits::kConsumerGroups, false, Traits::kHdimV, true)
-             : Traits::kConsumerRegisters;
+      Gather ? sm90_gather_consumer_registers(Traits::kConsumerGroups) : Traits::kConsumerRegisters;
   const FwdParams& p = params.base;
   extern __shared__ __align__(1024) unsigned char shared[];
   const tile::u32 smem =

@@ -47,26 +47,34 @@ constexpr int sm90_fp8_producer_registers(int consumer_groups, int hdim_v) {
   if (consumer_groups == 3) return 56;
   return consumer_groups == 2 && hdim_v <= 128 ? 56 : 40;
 }
-// Paged 16-bit kernels may gather pages under 8 keys with the producer warpgroup's threads
-// (fwd_sm90_gather.h), whose addressing does not fit 24 registers: 40, as fp8's transposers.
-constexpr int sm90_paged_producer_registers(int consumer_groups) {
-  return consumer_groups == 3 ? 56 : 40;
-}
-constexpr int sm90_producer_registers(int consumer_groups, bool fp8 = false, int hdim_v = 0,
-                                      bool paged = false) {
+constexpr int sm90_producer_registers(int consumer_groups, bool fp8 = false, int hdim_v = 0) {
   if (fp8) return sm90_fp8_producer_registers(consumer_groups, hdim_v);
-  if (paged) return sm90_paged_producer_registers(consumer_groups);
   return consumer_groups == 3 ? 32 : 24;
 }
-constexpr int sm90_consumer_registers(int consumer_groups, bool fp8 = false, int hdim_v = 0,
-                                      bool paged = false) {
+// The launch allocation of a CTA's threads, in registers per thread over all warpgroups.
+constexpr int sm90_launch_registers(int consumer_groups) {
+  return consumer_groups == 3 ? 512 : consumer_groups == 2 ? 504 : 256;
+}
+constexpr int sm90_consumer_registers(int consumer_groups, bool fp8 = false, int hdim_v = 0) {
   // Each pair sums to the launch allocation (512, 504 or 256 registers a thread over 4, 3 or
-  // 2 warpgroups): fp8 56 + 3 x 152, 56 + 2 x 224 or 40 + 2 x 232, 40 + 216; paged 56 + 3 x 152,
-  // 40 + 2 x 232, 40 + 216.
-  const int launch = consumer_groups == 3 ? 512 : consumer_groups == 2 ? 504 : 256;
-  if (fp8) return (launch - sm90_fp8_producer_registers(consumer_groups, hdim_v)) / consumer_groups;
-  if (paged) return (launch - sm90_paged_producer_registers(consumer_groups)) / consumer_groups;
+  // 2 warpgroups): fp8 56 + 3 x 152, 56 + 2 x 224 or 40 + 2 x 232, 40 + 216.
+  if (fp8) {
+    return (sm90_launch_registers(consumer_groups) -
+            sm90_fp8_producer_registers(consumer_groups, hdim_v)) /
+           consumer_groups;
+  }
   return consumer_groups == 3 ? 160 : (consumer_groups == 2 ? 240 : 232);
+}
+// The gather entry of a paged 16-bit kernel (fwd_sm90_gather.h): its producer warpgroup's
+// addressing does not fit 24 registers, so it takes 40 (56 beside three consumers), as fp8's
+// transposers do, and the consumers the rest: 56 + 3 x 152, 40 + 2 x 232, 40 + 216.
+constexpr int sm90_gather_producer_registers(int consumer_groups) {
+  return consumer_groups == 3 ? 56 : 40;
+}
+constexpr int sm90_gather_consumer_registers(int consumer_groups) {
+  return (sm90_launch_registers(consumer_groups) -
+          sm90_gather_producer_registers(consumer_groups)) /
+         consumer_groups;
 }
 
 // How a consumer warpgroup orders its two GEMMs and the softmax:

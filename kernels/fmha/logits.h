@@ -45,6 +45,15 @@ struct NoBias {
   TILEFMHA_DEVICE float operator()(float logit2, int, int) const { return logit2; }
 };
 
+// Element `at` of a bias-like tensor of `kind` (fp16, bf16 or fp32), widened to fp32.
+TILEFMHA_DEVICE float load_as_float(const void* data, ScalarKind kind, long long at) {
+  switch (kind) {
+    case ScalarKind::fp16: return tile::to_float(static_cast<const tile::half_t*>(data)[at]);
+    case ScalarKind::bf16: return tile::to_float(static_cast<const tile::bfloat16_t*>(data)[at]);
+    default: return static_cast<const float*>(data)[at];
+  }
+}
+
 struct ElementwiseBias {
   const unsigned char* base;  // element (b, h, 0, 0)
   ScalarKind kind;
@@ -66,14 +75,7 @@ struct ElementwiseBias {
   }
 
   TILEFMHA_DEVICE float load(int i, int j) const {
-    const long long offset = i * row_stride + j * col_stride;
-    switch (kind) {
-      case ScalarKind::fp16:
-        return tile::to_float(reinterpret_cast<const tile::half_t*>(base)[offset]);
-      case ScalarKind::bf16:
-        return tile::to_float(reinterpret_cast<const tile::bfloat16_t*>(base)[offset]);
-      default: return reinterpret_cast<const float*>(base)[offset];
-    }
+    return load_as_float(base, kind, i * row_stride + j * col_stride);
   }
 
   // Pairs outside the sequence are masked later; they must not be read.

@@ -146,9 +146,11 @@ void check_supported_sm90(const KernelConfig& c) {
                     " bytes of shared memory, more than Hopper's " +
                     std::to_string(kMaxSharedBytes));
   const int groups = fmha::sm90_consumer_groups(c.block_m);
-  const int budget = groups == 1 && fmha::sm90_ctas_per_sm(c.block_m, layout.bytes) == 1
-                         ? 255
-                         : fmha::sm90_consumer_registers(groups, fp8, c.hdim_v, paged);
+  // A paged 16-bit kernel's gather entry leaves its consumers fewer registers than the TMA one.
+  const int budget = groups == 1 && fmha::sm90_ctas_per_sm(c.block_m, layout.bytes) == 1 ? 255
+                     : sm90_has_gather_entry(c)
+                         ? fmha::sm90_gather_consumer_registers(groups)
+                         : fmha::sm90_consumer_registers(groups, fp8, c.hdim_v);
   // S (fp32), P (packed 16-bit, or 8-bit for fp8) and O (fp32) accumulators per consumer thread.
   const int accumulators = c.block_n / 2 + c.block_n / (fp8 ? 8 : 4) + c.hdim_v / 2;
   if (accumulators + kConsumerRegisterOverhead > budget)

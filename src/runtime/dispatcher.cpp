@@ -169,27 +169,8 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem, bool own_wo
     why << "then attention over the appended cache:\n" << plan->attention->explanation;
   }
   const int64_t attention_bytes = plan->attention ? plan->attention->workspace.bytes : 0;
-  // A deterministic backward sums dQ over one accumulator slice per key block of its kernel.
-  // The sm90_ws kernel instead orders its adds with one counter per (sequence, query head, query
-  // block).
-  int64_t dq_slices = 1, dq_semaphores = 0;
-  bool hopper_backward = false;
-  // dSink: one partial per bwd_dot_do_o CTA and query head (its grid is fixed at plan time).
-  int64_t dsink_partial_count = 0;
-  for (const PlannedStage& stage : plan->stages) {
-    if (stage.kernel.family == Family::bwd_dot_do_o)
-      dsink_partial_count = static_cast<int64_t>(stage.shape.grid[0]);
-    if (stage.kernel.family != Family::bwd_dq_dk_dv || stage.kernel.block_n <= 0) continue;
-    hopper_backward = stage.kernel.pipeline == Pipeline::sm90_ws;
-    if (hopper_backward)
-      dq_semaphores = problem.batch * problem.nhead_q *
-                      ((problem.seqlen_q + stage.kernel.block_m - 1) / stage.kernel.block_m);
-    else
-      dq_slices = (problem.seqlen_k + stage.kernel.block_n - 1) / stage.kernel.block_n;
-  }
-  plan->workspace = workspace_layout(problem, plan->num_splits, attention_bytes, dq_slices,
-                                     dq_semaphores, dsink_partial_count);
-  plan->workspace.dq_swizzled = hopper_backward;
+  plan->workspace = workspace_layout(problem, plan->num_splits, attention_bytes,
+                                     backward_workspace(problem, plan->stages));
   if (own_workspace && plan->workspace.bytes > 0)
     plan->owned_workspace = std::make_unique<OwnedWorkspace>(plan->workspace.bytes);
   plan->explanation = why.str();

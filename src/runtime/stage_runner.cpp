@@ -83,8 +83,11 @@ Error stage_error(const Error& error, const PlannedStage& stage, const Problem& 
 
 // D and the dQ accumulator of a backward problem that brings none (group mode: batch x the
 // longest rows bound the packed tokens, as for the split partials).
-void reserve_backward(WorkspaceLayout& layout, const Problem& problem, int64_t dq_slices,
-                      int64_t dq_semaphores, int64_t dsink_partial_count) {
+void reserve_backward(WorkspaceLayout& layout, const Problem& problem,
+                      const BackwardWorkspace& backward) {
+  const int64_t dq_slices = backward.dq_slices, dq_semaphores = backward.dq_semaphores;
+  const int64_t dsink_partial_count = backward.dsink_partial_count;
+  layout.dq_swizzled = backward.dq_swizzled;
   const bool group = problem.mode == Mode::group;
   layout.batch_rows = group ? 1 : problem.batch;
   layout.seq_rows = group ? problem.batch * problem.seqlen_q : problem.seqlen_q;
@@ -151,9 +154,27 @@ runtime::BackwardScratch backward_scratch(const WorkspaceLayout& layout, const P
 
 }  // namespace
 
+BackwardWorkspace backward_workspace(const Problem& problem,
+                                     const std::vector<PlannedStage>& stages) {
+  BackwardWorkspace backward;
+  for (const PlannedStage& stage : stages) {
+    const KernelConfig& kernel = stage.kernel;
+    // bwd_dot_do_o's grid is fixed at plan time, and with it the dSink partials' count.
+    if (kernel.family == Family::bwd_dot_do_o)
+      backward.dsink_partial_count = static_cast<int64_t>(stage.shape.grid[0]);
+    if (kernel.family != Family::bwd_dq_dk_dv || kernel.block_n <= 0) continue;
+    backward.dq_swizzled = kernel.pipeline == Pipeline::sm90_ws;
+    if (backward.dq_swizzled)
+      backward.dq_semaphores = problem.batch * problem.nhead_q *
+                               ((problem.seqlen_q + kernel.block_m - 1) / kernel.block_m);
+    else
+      backward.dq_slices = (problem.seqlen_k + kernel.block_n - 1) / kernel.block_n;
+  }
+  return backward;
+}
+
 WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits,
-                                 int64_t attention_bytes, int64_t dq_slices, int64_t dq_semaphores,
-                                 int64_t dsink_partial_count) {
+                                 int64_t attention_bytes, const BackwardWorkspace& backward) {
   WorkspaceLayout layout;
   layout.seqstart_q = reserve_index(layout, problem.seqstart_q);
   layout.seqstart_k = reserve_index(layout, problem.seqstart_k);
@@ -185,8 +206,7 @@ WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits,
     layout.key_lengths_after = reserve(layout, problem.batch * int64_t{sizeof(int64_t)});
     if (attention_bytes > 0) layout.attention = reserve(layout, attention_bytes);
   }
-  if (problem.is_backward())
-    reserve_backward(layout, problem, dq_slices, dq_semaphores, dsink_partial_count);
+  if (problem.is_backward()) reserve_backward(layout, problem, backward);
   return layout;
 }
 

@@ -9,14 +9,28 @@
 
 namespace tilefmha::runtime {
 
+// What a backward plan's stages need in its workspace beyond D and the dQ accumulator.
+struct BackwardWorkspace {
+  // A deterministic sm80_mma dq_dk_dv keeps one dQ accumulator slice per key block.
+  int64_t dq_slices = 1;
+  // A deterministic sm90_ws dq_dk_dv orders its adds with one counter per (sequence, query
+  // head, query block) instead, and writes the accumulator chunk-swizzled.
+  int64_t dq_semaphores = 0;
+  bool dq_swizzled = false;
+  // With bwd.dsink: one partial per bwd_dot_do_o CTA and query head.
+  int64_t dsink_partial_count = 0;
+};
+
+// The BackwardWorkspace of `problem` run by `stages` (all zero for a forward plan).
+BackwardWorkspace backward_workspace(const Problem& problem,
+                                     const std::vector<PlannedStage>& stages);
+
 // The workspace of `problem` planned with `num_splits` (> 1: split-KV partials of a fwd problem).
 // `attention_bytes`: the workspace of the attention plan that follows an append (fwd_appendkv
-// with O), nested in this one; a deterministic backward keeps `dq_slices` slices of the dQ
-// accumulator (one per key block), or (sm90_ws) `dq_semaphores` ordering counters; a backward
-// with bwd.dsink keeps `dsink_partial_count` (bwd_dot_do_o's CTAs) dSink partials per head.
+// with O), nested in this one; `backward`: what a backward plan's stages need.
 WorkspaceLayout workspace_layout(const Problem& problem, int64_t num_splits,
-                                 int64_t attention_bytes = 0, int64_t dq_slices = 1,
-                                 int64_t dq_semaphores = 0, int64_t dsink_partial_count = 0);
+                                 int64_t attention_bytes = 0,
+                                 const BackwardWorkspace& backward = {});
 
 // The attention problem an append -> attend plan runs after its append: key counts read from
 // `key_lengths_after` (device) instead of any host vector.

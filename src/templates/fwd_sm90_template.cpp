@@ -27,6 +27,12 @@ jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem
                                     context.sm_count, splits);
 }
 
+// Pages under 8 keys do not start a TMA box on a whole swizzle atom: the module's gather entry
+// reads them row by row.
+bool gathers_pages(const Problem& problem) {
+  return problem.is_paged() && problem.paged.page_size < codegen::kSm90MinPageSize;
+}
+
 // Limits only the problem shows: the kernel folds a positive scale into exp2 where no logits
 // hook needs the scaled value first.
 std::optional<Rejection> can_implement(const KernelConfig& config, const Problem& problem) {
@@ -38,7 +44,7 @@ std::optional<Rejection> can_implement(const KernelConfig& config, const Problem
     // by the producer warpgroup (fmha/fwd_sm90_gather.h), which fp8 kernels keep busy
     // transposing V, and which cannot clip a chunk at a head dim that is not a multiple of 8.
     const int64_t page = problem.paged.page_size, block = config.block_n;
-    if (page < codegen::kSm90MinPageSize) {
+    if (gathers_pages(problem)) {
       const bool fp8 = is_fp8(config.dtype);
       if (fp8 || problem.hdim_q % 8 != 0 || problem.hdim_v % 8 != 0)
         return Rejection{"page_size", "paged.page_size = " + std::to_string(page) +
@@ -61,11 +67,9 @@ std::optional<Rejection> can_implement(const KernelConfig& config, const Problem
   return std::nullopt;
 }
 
-// Pages under 8 keys run the module's gather entry (can_implement admitted only 16-bit kernels
-// for them, which all carry it).
+// can_implement admitted only 16-bit kernels for such pages, which all carry the gather entry.
 std::string entry(const KernelConfig& config, const Problem& problem) {
-  const bool gathers = problem.is_paged() && problem.paged.page_size < codegen::kSm90MinPageSize;
-  return gathers ? codegen::sm90_gather_entry(config) : config.symbol();
+  return gathers_pages(problem) ? codegen::sm90_gather_entry(config) : config.symbol();
 }
 
 void launch(const KernelConfig& config, const StageLaunch& launch) {
