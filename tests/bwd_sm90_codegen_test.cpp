@@ -30,7 +30,7 @@ KernelConfig hopper_config(DType dtype, int hdim) {
   c.dtype = c.out_dtype = dtype;
   c.hdim_q = c.hdim_v = hdim;
   c.block_m = hdim == 64 ? 128 : 64;
-  c.block_n = 128;
+  c.block_n = hdim == 256 ? 64 : 128;
   c.block_k = hdim;
   c.warps = 12;
   c.stages = 2;
@@ -43,7 +43,7 @@ std::string refusal(const KernelConfig& c) {
 
 TEST(BwdSm90Codegen, EnumeratedTilesAreSupported) {
   for (DType dtype : {DType::fp16, DType::bf16}) {
-    for (int hdim : {64, 128}) {
+    for (int hdim : {64, 128, 256}) {
       KernelConfig c = hopper_config(dtype, hdim);
       EXPECT_EQ(refusal(c), "") << c.name();
       c.mode = Mode::group;
@@ -61,8 +61,9 @@ TEST(BwdSm90Codegen, UnsupportedFieldsAreNamed) {
     void (*change)(KernelConfig&);
   };
   const std::vector<Case> cases = {
-      {"hdim_q", [](KernelConfig& c) { c.hdim_q = c.hdim_v = 256; }},
+      {"hdim_q", [](KernelConfig& c) { c.hdim_q = c.hdim_v = 192; }},
       {"hdim_q", [](KernelConfig& c) { c.hdim_q = c.hdim_v = 96; }},
+      {"block_n", [](KernelConfig& c) { c.hdim_q = c.hdim_v = 256; }},  // needs 64 keys
       {"hdim_v", [](KernelConfig& c) { c.hdim_v = 64; }},
       {"pad_hdim_q", [](KernelConfig& c) { c.pad_hdim_q = true; }},
       {"dtype", [](KernelConfig& c) { c.dtype = c.out_dtype = DType::fp32; }},
@@ -130,7 +131,7 @@ TEST(BwdSm90Codegen, CompilesForSm90aWithinItsSpillBounds) {
   if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
   std::vector<CompileCase> cases;
   for (DType dtype : {DType::fp16, DType::bf16}) {
-    for (int hdim : {64, 128}) {
+    for (int hdim : {64, 128, 256}) {
       KernelConfig c = hopper_config(dtype, hdim);
       cases.push_back({c, codegen::generate_bwd_sm90_source(c), hdim == 64 ? 64 : 16});
       c.mask = MaskKind::causal;
@@ -138,7 +139,7 @@ TEST(BwdSm90Codegen, CompilesForSm90aWithinItsSpillBounds) {
       cases.push_back({c, codegen::generate_bwd_sm90_source(c), hdim == 64 ? 192 : 128});
     }
   }
-  for (int hdim : {64, 128}) {
+  for (int hdim : {64, 128, 256}) {
     KernelConfig featured = hopper_config(DType::bf16, hdim);
     featured.mode = Mode::group;
     featured.mask = MaskKind::window;

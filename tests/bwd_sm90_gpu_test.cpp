@@ -1,9 +1,9 @@
 // The Hopper backward (bwd_dq_dk_dv on sm90_ws, between the portable row stages) through the
 // public Engine restricted to sm90_ws: dQ, dK and dV against the CPU reference on fresh random
-// inputs, gradients poisoned before each run. Cases: head dims 64 and 128, bf16 and fp16, ragged
-// lengths (partial query and key blocks), causal top-left and bottom-right, a window with sink
-// tokens, GQA, soft cap, varlen with an empty sequence, rows that see no key, several key blocks
-// per head, and deterministic mode (bitwise-identical repeats, with the per-query-block turn
+// inputs, gradients poisoned before each run. Cases: head dims 64, 128 and 256, bf16 and fp16,
+// ragged lengths (partial query and key blocks), causal top-left and bottom-right, a window with
+// sink tokens, GQA, soft cap, varlen with an empty sequence, rows that see no key, several key
+// blocks per head, and deterministic mode (bitwise-identical repeats, with the per-query-block turn
 // counters under causal, window and varlen masks), and dSink (batch and varlen, GQA, rows only the
 // sink sees, more heads than rows per row-kernel CTA, bitwise repeats in both modes). Skipped
 // without a GPU, driver or NVRTC, or on a GPU other than sm_90.
@@ -138,15 +138,49 @@ TEST_F(BwdSm90Gpu, DsinkRepeatsAreBitIdenticalOutsideDeterministicMode) {
   dsink_repeats_are_bit_identical_outside_deterministic_mode(44);
 }
 
+// hdim 256: 64 keys per CTA, the consumers split dK/dV's columns, dQ written over the consumed
+// Q/dO stage. Ragged query and key blocks, GQA, several key blocks and query blocks.
+TEST_F(BwdSm90Gpu, Bf16Hdim256NoMaskGqaRagged) {
+  TensorPool pool(33);
+  expect_matches_reference(pool, batch(pool, DType::bf16, {2, 4, 2, 200, 300, 256, 256}).build());
+}
+
+TEST_F(BwdSm90Gpu, Fp16Hdim256CausalBottomRightRagged) {
+  TensorPool pool(34);
+  expect_matches_reference(pool, batch(pool, DType::fp16, {1, 4, 4, 190, 257, 256, 256})
+                                     .causal(MaskAlign::bottom_right)
+                                     .build());
+}
+
+TEST_F(BwdSm90Gpu, Bf16Hdim256VarlenWindowSoftCap) {
+  TensorPool pool(35);
+  expect_matches_reference(pool,
+                           testing::group_problem(pool, Family::fwd, DType::bf16, {0, 70, 70, 300},
+                                                  {0, 100, 130, 390}, 4, 2, 256, 256)
+                               .window(90, 20, MaskAlign::bottom_right)
+                               .softcap(4.0)
+                               .build());
+}
+
+TEST_F(BwdSm90Gpu, DeterministicHdim256RepeatsAreBitIdentical) {
+  TensorPool pool(36);
+  BackwardCase causal = make_case(
+      pool, batch(pool, DType::bf16, {1, 4, 2, 300, 330, 256, 256}).causal().build(), true);
+  expect_bit_identical_repeats(causal);
+  BackwardCase unmasked =
+      make_case(pool, batch(pool, DType::fp16, {2, 2, 1, 260, 200, 256, 256}).build(), true);
+  expect_bit_identical_repeats(unmasked);
+}
+
 // What the Hopper kernel does not implement finds no sm90_ws kernel: planning says so, naming the
 // stage (an unrestricted engine takes sm80_mma instead).
-TEST_F(BwdSm90Gpu, Hdim256HasNoHopperKernel) {
+TEST_F(BwdSm90Gpu, Hdim192HasNoHopperKernel) {
   TensorPool pool(31);
   BackwardCase c =
-      make_case(pool, batch(pool, DType::bf16, {1, 2, 2, 64, 64, 256, 256}).build(), false);
+      make_case(pool, batch(pool, DType::bf16, {1, 2, 2, 64, 64, 192, 192}).build(), false);
   try {
     run_on_gpu(c);
-    FAIL() << "an sm90_ws-only engine planned hdim 256";
+    FAIL() << "an sm90_ws-only engine planned hdim 192";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::no_kernel) << e.what();
     EXPECT_NE(std::string(e.what()).find("stage bwd_dq_dk_dv"), std::string::npos) << e.what();

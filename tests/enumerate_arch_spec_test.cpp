@@ -97,10 +97,7 @@ TEST(ArchSpec, EveryTileFitsItsArchForEveryFamily) {
     const ArchSpec spec = load_arch_spec(arch);
     for (const TileEntry& tile : spec.tiles)
       for (Family family : tile.families) {
-        KernelConfig c;
-        c.family = family;
-        c.arch = arch;
-        tile.apply_to(c);
+        const KernelConfig c = tile.probe(family, arch);
         EXPECT_EQ(tile_limit_violation(c, spec), std::nullopt) << tile.describe();
         if (is_attention_family(family)) EXPECT_GT(tile_smem_bytes(c), 0) << tile.describe();
       }

@@ -1,11 +1,14 @@
-// The Hopper warp-specialized backward kernel (bwd_dq_dk_dv, sm_90a). One CTA per (block of 128
-// keys, KV head, sequence), key blocks numbered fastest; dK and dV of its keys stay in registers
-// for the whole CTA, summed over every query head of the GQA group and every query block the mask
-// lets see the keys, and are written once, without atomics.
+// The Hopper warp-specialized backward kernel (bwd_dq_dk_dv, sm_90a). One CTA per (block of keys,
+// KV head, sequence), key blocks numbered fastest; dK and dV of its keys stay in registers for
+// the whole CTA, summed over every query head of the GQA group and every query block the mask
+// lets see the keys, and are written once, without atomics. Up to hdim 128 a block has 128 keys,
+// 64 per consumer; at hdim 256 it has 64, and the consumers split dK/dV's and dQ's columns
+// instead (fmha/bwd_sm90_shape.h).
 //   * warpgroup 0 is the producer: one thread loads K and V once, then Q and dO per query block
 //     into an mbarrier-guarded ring (TMA); its warp 1 stages the block's LSE (in log2 units) and
 //     D = rowsum(dO * O) into the same ring slot;
-//   * warpgroups 1 and 2 are consumers, 64 keys each. Per query block, on wgmma:
+//   * warpgroups 1 and 2 are consumers, 64 keys each (hdim 256: the same 64). Per query block,
+//     on wgmma:
 //       S^T = K Q^T and dP^T = V dO^T (both operands in shared memory),
 //       P^T = exp2(S^T - LSE), dS^T = P^T (dP^T - D) ds/d(dot) in registers,
 //       dV += P^T dO and dK += dS^T Q (P^T, dS^T as register A operands; dO, Q N-major),
@@ -45,13 +48,22 @@ struct Sm90BwdTraits {
   static constexpr int kHdimQ = HdimQ;
   static constexpr int kHdimV = HdimV;
   static constexpr int kBlockM = BlockM;
-  static constexpr int kBlockN = kSm90BwdBlockN;
+  static constexpr int kBlockN = sm90_bwd_block_n(HdimQ);
+  // hdim 256: both consumers own the block's 64 keys, each half of dK's and dV's columns.
+  static constexpr bool kSplitColumns = sm90_bwd_splits_columns(HdimQ);
+  static constexpr int kGroupKeyStride = kSplitColumns ? 0 : kSm90BwdKeysPerGroup;
+  static constexpr int kGroupHdimQ = kSplitColumns ? HdimQ / kSm90BwdConsumerGroups : HdimQ;
+  static constexpr int kGroupHdimV = kSplitColumns ? HdimV / kSm90BwdConsumerGroups : HdimV;
   static constexpr int kStages = Stages;
   static constexpr bool kGroupMode = GroupMode;
   static constexpr bool kSoftCap = SoftCap_;
   static constexpr bool kDeterministic = Deterministic;
   static constexpr bool kStaggered = Deterministic && tile::same_type<Mask_, NoMask>::value;
   static constexpr Sm90BwdSmemLayout kSmem = sm90_bwd_smem_layout(HdimQ, HdimV, BlockM, Stages);
+  // dQ is written over the consumed Q/dO stage (rows of the first half over Q, of the second
+  // over dO), which the dQ writer hands back to the producer.
+  static constexpr bool kDqInStage = kSmem.dq_buffers == 0;
+  static constexpr int kDqRing = kDqInStage ? Stages : kSmem.dq_buffers;
   static constexpr int kQPanelBytes = BlockM * kSm90RowBytes;   // a 64-column panel of Q, dO
   static constexpr int kKPanelBytes = kBlockN * kSm90RowBytes;  // of K, V and dS^T
   // dQ = dS K in 64 x 64 tiles (query rows x hdim_q columns), dealt to the two consumers.
@@ -65,6 +77,10 @@ struct Sm90BwdTraits {
   static_assert(HdimQ % 64 == 0 && HdimV % 64 == 0, "whole 128-byte panels");
   static_assert(BlockM % 64 == 0, "query blocks of whole 64-row dQ tiles");
   static_assert(kDqTiles % kSm90BwdConsumerGroups == 0, "dQ tiles split evenly");
+  static_assert(kGroupHdimQ % 64 == 0 && kGroupHdimV % 64 == 0, "whole panels per consumer");
+  static_assert(kDqRing <= 2, "two dq_full barriers");
+  static_assert(!kDqInStage || kSmem.dq_bytes == kSmem.q_stage_bytes + kSmem.do_stage_bytes,
+                "a stage holds the dQ tile");
 };
 
 // Shared-window addresses of the mbarriers: K/V landed, then per ring stage the query block
@@ -88,11 +104,13 @@ struct Sm90BwdBarriers {
     return base + 8u * (3 + 2 * Stages + buffer);
   }
 
-  TILEFMHA_DEVICE void init(int consumer_warps) const {
+  // `stage_releasers`: the consumer warps, or the dQ writer alone where dQ is written over the
+  // stage.
+  TILEFMHA_DEVICE void init(int consumer_warps, int stage_releasers) const {
     tile::mbarrier_init(kv_full(), 1);
     for (int stage = 0; stage < Stages; ++stage) {
       tile::mbarrier_init(q_full(stage), 1 + kRowLanes);
-      tile::mbarrier_init(q_empty(stage), consumer_warps);
+      tile::mbarrier_init(q_empty(stage), stage_releasers);
     }
     for (int buffer = 0; buffer < 2; ++buffer) {
       tile::mbarrier_init(dq_full(buffer), consumer_warps * 32);
@@ -103,6 +121,24 @@ struct Sm90BwdBarriers {
 };
 
 constexpr tile::u32 kSm90BwdDsBarrier = 1;  // named barrier: both consumers wrote dS^T
+
+// Shared-window addresses of the two halves of a block's dQ tile (rows [0, block_m / 2) and
+// the rest): a dQ buffer of its own, or the consumed stage's Q and dO tiles.
+struct Sm90BwdDqTile {
+  tile::u32 halves[2];
+};
+
+template <class Traits>
+TILEFMHA_DEVICE Sm90BwdDqTile sm90_bwd_dq_tile(tile::u32 smem, int slot) {
+  if constexpr (Traits::kDqInStage) {
+    return {{smem + Traits::kSmem.q_offset + tile::u32(slot * Traits::kSmem.q_stage_bytes),
+             smem + Traits::kSmem.do_offset + tile::u32(slot * Traits::kSmem.do_stage_bytes)}};
+  } else {
+    const tile::u32 base =
+        smem + Traits::kSmem.dq_offset + tile::u32(slot * Traits::kSmem.dq_bytes);
+    return {{base, base + tile::u32(Traits::kBlockM / 2 * Traits::kSmem.dq_row_bytes)}};
+  }
+}
 
 // Calls f(head, m_begin, mask, step) for every (query head of the KV head's group, query block)
 // that sees the key block, in the order all the roles walk them; `step` counts the visits.
@@ -237,7 +273,7 @@ TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, const SeqInfo& seq, 
   const long long query_blocks = (p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
   sm90_bwd_for_each_block<Traits>(
       p, seq, n_block, kv_head, [&](int h, int m_begin, const auto& mask, int step) {
-        constexpr int kBuffers = Traits::kSmem.dq_buffers;
+        constexpr int kBuffers = Traits::kDqRing;
         const int buffer = ring_stage<kBuffers>(step);
         tile::mbarrier_wait(barriers.dq_full(buffer), ring_phase<kBuffers>(step));
         float* destination = bp.dq_acc + seq.view_batch * bp.dq_acc_strides.batch +
@@ -245,8 +281,10 @@ TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, const SeqInfo& seq, 
                              h * bp.dq_acc_strides.head;
         const int rows =
             seq.len_q - m_begin < Traits::kBlockM ? seq.len_q - m_begin : Traits::kBlockM;
-        const tile::u32 bytes = tile::u32(rows * Traits::kHdimQ * 4);
-        const tile::u32 source = smem + Traits::kSmem.dq_offset + buffer * Traits::kSmem.dq_bytes;
+        // The tile's halves are apart in shared memory where it lies over a Q/dO stage.
+        constexpr int kHalfRows = Traits::kBlockM / 2;
+        const int first_rows = rows < kHalfRows ? rows : kHalfRows;
+        const Sm90BwdDqTile tile = sm90_bwd_dq_tile<Traits>(smem, buffer);
         int* turn = nullptr;
         if constexpr (Traits::kDeterministic) {
           // This key block's turn among those that see the query block, in the order they
@@ -272,7 +310,11 @@ TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, const SeqInfo& seq, 
           tile::wait_until_equal(turn, before);
           tile::fence_proxy_async();
         }
-        tile::bulk_reduce_add_f32(destination, source, bytes);
+        tile::bulk_reduce_add_f32(destination, tile.halves[0],
+                                  tile::u32(first_rows * Traits::kSmem.dq_row_bytes));
+        if (rows > kHalfRows)
+          tile::bulk_reduce_add_f32(destination + kHalfRows * bp.dq_acc_strides.seq, tile.halves[1],
+                                    tile::u32((rows - kHalfRows) * Traits::kSmem.dq_row_bytes));
         tile::tma_store_commit_group();
         if constexpr (Traits::kDeterministic) {
           // The next key block may add once this add is complete in global memory. (Handing
@@ -283,7 +325,11 @@ TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, const SeqInfo& seq, 
         } else {
           tile::tma_store_wait_group_read<0>();
         }
-        tile::mbarrier_arrive(barriers.dq_empty(buffer));
+        // Where the tile lay over the block's stage, the stage goes back to the producer now.
+        if constexpr (Traits::kDqInStage)
+          tile::mbarrier_arrive(barriers.q_empty(buffer));
+        else
+          tile::mbarrier_arrive(barriers.dq_empty(buffer));
       });
 }
 
@@ -303,7 +349,7 @@ struct Sm90BwdConsumer {
   TILEFMHA_DEVICE int lane() const { return thread % 32; }
   // Key of the block (0..127) of accumulator row r of S^T, dP^T, dK, dV.
   TILEFMHA_DEVICE int key_row(int r) const {
-    return group * kSm90BwdKeysPerGroup + warp() * 16 + lane() / 4 + 8 * r;
+    return group * Traits::kGroupKeyStride + warp() * 16 + lane() / 4 + 8 * r;
   }
   // Column of accumulator element e of 8-column chunk j.
   TILEFMHA_DEVICE int column(int j, int e) const { return 8 * j + 2 * (lane() % 4) + e; }
@@ -311,7 +357,7 @@ struct Sm90BwdConsumer {
   // S^T = K Q^T and dP^T = V dO^T, committed as two groups: P^T can start once S^T is done.
   TILEFMHA_DEVICE void issue_scores(float (&st)[kBlockM / 2], float (&dpt)[kBlockM / 2],
                                     int stage) const {
-    const tile::u32 keys = tile::u32(group * kSm90BwdKeysPerGroup * kSm90RowBytes);
+    const tile::u32 keys = tile::u32(group * Traits::kGroupKeyStride * kSm90RowBytes);
     const tile::u64 k_desc =
         tile::make_smem_descriptor_k_major_sw128(smem + Traits::kSmem.k_offset + keys);
     const tile::u64 v_desc =
@@ -347,8 +393,7 @@ struct Sm90BwdConsumer {
   template <bool kMasked, class Logit, class Mask>
   TILEFMHA_DEVICE void gradients_of_scores(float (&st)[kBlockM / 2], float (&dpt)[kBlockM / 2],
                                            const Logit& logit, const Mask& mask, int m_begin,
-                                           int key_begin, const float* lse2,
-                                           const float* d) const {
+                                           int key_begin, const float* lse2, const float* d) const {
     if constexpr (Traits::kSoftCap) {
       tile::wgmma_wait_group<0>();
       tile::wgmma_fence_registers(st);
@@ -395,31 +440,41 @@ struct Sm90BwdConsumer {
   }
 
   // dV += P^T dO and dK += dS^T Q, the A operands from registers, dO and Q read N-major.
-  TILEFMHA_DEVICE void issue_key_gradients(float (&dk)[Traits::kHdimQ / 2],
-                                           float (&dv)[Traits::kHdimV / 2],
+  // Split columns: this warpgroup's panels of dO and Q only.
+  TILEFMHA_DEVICE void issue_key_gradients(float (&dk)[Traits::kGroupHdimQ / 2],
+                                           float (&dv)[Traits::kGroupHdimV / 2],
                                            const tile::u32 (&p)[kQuerySteps][4],
                                            const tile::u32 (&ds)[kQuerySteps][4], int stage) const {
+    const int do_panels = Traits::kSplitColumns ? group * Traits::kGroupHdimV / 64 : 0;
+    const int q_panels = Traits::kSplitColumns ? group * Traits::kGroupHdimQ / 64 : 0;
     const tile::u64 do_desc = tile::make_smem_descriptor_mn_major_sw128(
-        smem + Traits::kSmem.do_offset + stage * Traits::kSmem.do_stage_bytes,
+        smem + Traits::kSmem.do_offset + stage * Traits::kSmem.do_stage_bytes +
+            do_panels * Traits::kQPanelBytes,
         Traits::kQPanelBytes);
     const tile::u64 q_desc = tile::make_smem_descriptor_mn_major_sw128(
-        smem + Traits::kSmem.q_offset + stage * Traits::kSmem.q_stage_bytes, Traits::kQPanelBytes);
+        smem + Traits::kSmem.q_offset + stage * Traits::kSmem.q_stage_bytes +
+            q_panels * Traits::kQPanelBytes,
+        Traits::kQPanelBytes);
 #pragma unroll
     for (int step = 0; step < kQuerySteps; ++step)
-      tile::wgmma_m64k16_rs<Traits::kHdimV, T, 1>(
+      tile::wgmma_m64k16_rs<Traits::kGroupHdimV, T, 1>(
           dv, p[step], tile::advance_smem_descriptor(do_desc, step * 16 * kSm90RowBytes), true);
 #pragma unroll
     for (int step = 0; step < kQuerySteps; ++step)
-      tile::wgmma_m64k16_rs<Traits::kHdimQ, T, 1>(
+      tile::wgmma_m64k16_rs<Traits::kGroupHdimQ, T, 1>(
           dk, ds[step], tile::advance_smem_descriptor(q_desc, step * 16 * kSm90RowBytes), true);
     tile::wgmma_commit_group();
   }
 
   // This warpgroup's rows of dS^T into the 128B-swizzled [key][query] tile: register q of
-  // slice `step` holds accumulator chunk 2 step + q / 2, row half q % 2.
+  // slice `step` holds accumulator chunk 2 step + q / 2, row half q % 2. Split columns: both
+  // warpgroups hold the same dS^T, and each stores half of its query columns.
   TILEFMHA_DEVICE void store_ds(const tile::u32 (&ds)[kQuerySteps][4], tile::u32 buffer) const {
+    constexpr int kStepsPerGroup = kQuerySteps / kSm90BwdConsumerGroups;
 #pragma unroll
     for (int step = 0; step < kQuerySteps; ++step) {
+      // (A compile-time step: a register array indexed at run time would go to local memory.)
+      if (Traits::kSplitColumns && step / kStepsPerGroup != group) continue;
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const int key = key_row(q % 2);
@@ -458,7 +513,8 @@ struct Sm90BwdConsumer {
   // This warpgroup's dQ tiles into the shared dQ tile: row r is packed row first_row + r, its
   // 8-float chunks swizzled by that row's index (fmha::BwdParams::dq_acc_swizzled).
   TILEFMHA_DEVICE void store_dq(const float (&dq)[Traits::kDqTilesPerGroup][32],
-                                long long first_row, int buffer) const {
+                                long long first_row, const Sm90BwdDqTile& tile) const {
+    constexpr int kHalfRows = Traits::kBlockM / 2;
 #pragma unroll
     for (int i = 0; i < Traits::kDqTilesPerGroup; ++i) {
       const int t = group + kSm90BwdConsumerGroups * i;
@@ -467,9 +523,12 @@ struct Sm90BwdConsumer {
       for (int r = 0; r < 2; ++r) {
         const int row = row_tile * 64 + warp() * 16 + lane() / 4 + 8 * r;
         const int key = int((first_row + row) & 7);
-        const tile::u32 base = smem + Traits::kSmem.dq_offset +
-                               tile::u32(buffer * Traits::kSmem.dq_bytes +
-                                         row * Traits::kSmem.dq_row_bytes + col_tile * 64 * 4);
+        // A tile of its own is contiguous: its halves need no select.
+        const tile::u32 row_address =
+            Traits::kDqInStage ? (row < kHalfRows ? tile.halves[0] : tile.halves[1]) +
+                                     tile::u32((row % kHalfRows) * Traits::kSmem.dq_row_bytes)
+                               : tile.halves[0] + tile::u32(row * Traits::kSmem.dq_row_bytes);
+        const tile::u32 base = row_address + tile::u32(col_tile * 64 * 4);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           const tile::u32 address = base + tile::u32(((j ^ key) * 8 + 2 * (lane() % 4)) * 4);
@@ -511,7 +570,8 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
       Traits::kGroupMode ? seq.len_k : (int(p.seqlen_k) > seq.len_k ? int(p.seqlen_k) : seq.len_k);
   if (key_begin >= rows_written) return;
 
-  if (threadIdx.x == 0) barriers.init(kSm90BwdConsumerGroups * 4);
+  constexpr int kConsumerWarps = kSm90BwdConsumerGroups * 4;
+  if (threadIdx.x == 0) barriers.init(kConsumerWarps, Traits::kDqInStage ? 1 : kConsumerWarps);
   __syncthreads();
   const int warpgroup = threadIdx.x / 128;
 
@@ -530,12 +590,12 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
 
   tile::warpgroup_registers_increase<kSm90BwdConsumerRegisters>();
   const Consumer consumer{warpgroup - 1, int(threadIdx.x % 128), smem};
-  float dk[Traits::kHdimQ / 2];
-  float dv[Traits::kHdimV / 2];
+  float dk[Traits::kGroupHdimQ / 2];
+  float dv[Traits::kGroupHdimV / 2];
 #pragma unroll
-  for (int i = 0; i < Traits::kHdimQ / 2; ++i) dk[i] = 0.0f;
+  for (int i = 0; i < Traits::kGroupHdimQ / 2; ++i) dk[i] = 0.0f;
 #pragma unroll
-  for (int i = 0; i < Traits::kHdimV / 2; ++i) dv[i] = 0.0f;
+  for (int i = 0; i < Traits::kGroupHdimV / 2; ++i) dv[i] = 0.0f;
 
   const BwdLogit<Traits::kSoftCap> logit(p);
   const float* const lse_rows =
@@ -576,44 +636,56 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
         const tile::u32 ds_buffer =
             smem + Traits::kSmem.ds_offset + (step % kSm90BwdDsBuffers) * Traits::kSmem.ds_bytes;
         consumer.store_ds(ds_frag, ds_buffer);
+        // Split columns: dQ's 64 registers must not be live beside P^T's and dS^T's (ptxas would
+        // spill), so dK and dV complete first. They also read the stage's Q and dO, which dQ
+        // overwrites where the stage holds it: the barrier below then also says that neither
+        // warpgroup reads them any more.
+        if constexpr (Traits::kSplitColumns || Traits::kDqInStage) tile::wgmma_wait_group<0>();
         // wgmma reads shared memory through the async proxy; both halves of dS^T must be written.
         tile::fence_proxy_async_shared();
         tile::named_barrier_sync(kSm90BwdDsBarrier, kSm90BwdConsumerGroups * 128);
         float dq[Traits::kDqTilesPerGroup][32];
+        if constexpr (Traits::kSplitColumns || Traits::kDqInStage) tile::wgmma_fence();
         consumer.issue_dq(dq, ds_buffer);
         tile::wgmma_wait_group<0>();
 #pragma unroll
         for (int i = 0; i < Traits::kDqTilesPerGroup; ++i) tile::wgmma_fence_registers(dq[i]);
-        // dV/dK and dQ are done: the stage's Q, dO, LSE and D are free.
-        if (consumer.lane() == 0) tile::mbarrier_arrive(barriers.q_empty(stage));
-        // The dQ writer has read the previous block's rows out; the bulk copies read through the
-        // async proxy.
-        constexpr int kDqBuffers = Traits::kSmem.dq_buffers;
-        const int dq_buffer = ring_stage<kDqBuffers>(step);
-        tile::mbarrier_wait(barriers.dq_empty(dq_buffer), ring_phase<kDqBuffers>(step) ^ 1u);
-        consumer.store_dq(dq, seq.q_start + m_begin, dq_buffer);
+        constexpr int kDqRing = Traits::kDqRing;
+        const int dq_slot = ring_stage<kDqRing>(step);
+        if constexpr (!Traits::kDqInStage) {
+          // dV/dK and dQ are done: the stage's Q, dO, LSE and D are free. Then wait until the
+          // dQ writer has read the previous block's rows out (the bulk copies read through the
+          // async proxy).
+          if (consumer.lane() == 0) tile::mbarrier_arrive(barriers.q_empty(stage));
+          tile::mbarrier_wait(barriers.dq_empty(dq_slot), ring_phase<kDqRing>(step) ^ 1u);
+        }
+        consumer.store_dq(dq, seq.q_start + m_begin, sm90_bwd_dq_tile<Traits>(smem, dq_slot));
         tile::fence_proxy_async_shared();
-        tile::mbarrier_arrive(barriers.dq_full(dq_buffer));
+        tile::mbarrier_arrive(barriers.dq_full(dq_slot));
       });
   tile::wgmma_fence_registers(dk);
   tile::wgmma_fence_registers(dv);
 
-  // Epilogue: this warpgroup's dK and dV rows in the output dtype. Rows past the sequence's keys
-  // saw P = dS = 0 and hold zeros.
+  // Epilogue: this warpgroup's dK and dV rows (split: its columns of them) in the output dtype.
+  // Rows past the sequence's keys saw P = dS = 0 and hold zeros.
+  const int group_columns_q = Traits::kSplitColumns ? consumer.group * Traits::kGroupHdimQ : 0;
+  const int group_columns_v = Traits::kSplitColumns ? consumer.group * Traits::kGroupHdimV : 0;
   T* dk_out = static_cast<T*>(bp.dk) + seq.view_batch * bp.dk_strides.batch +
-              (seq.k_start + key_begin) * bp.dk_strides.seq + kv_head * bp.dk_strides.head;
+              (seq.k_start + key_begin) * bp.dk_strides.seq + kv_head * bp.dk_strides.head +
+              group_columns_q;
   T* dv_out = static_cast<T*>(bp.dv) + seq.view_batch * bp.dv_strides.batch +
-              (seq.k_start + key_begin) * bp.dv_strides.seq + kv_head * bp.dv_strides.head;
+              (seq.k_start + key_begin) * bp.dv_strides.seq + kv_head * bp.dv_strides.head +
+              group_columns_v;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int key = consumer.key_row(r);
     if (key_begin + key >= rows_written) continue;
 #pragma unroll
-    for (int j = 0; j < Traits::kHdimQ / 8; ++j)
+    for (int j = 0; j < Traits::kGroupHdimQ / 8; ++j)
       *reinterpret_cast<tile::u32*>(dk_out + key * bp.dk_strides.seq + consumer.column(j, 0)) =
           tile::pack2<T>(dk[4 * j + 2 * r], dk[4 * j + 2 * r + 1]);
 #pragma unroll
-    for (int j = 0; j < Traits::kHdimV / 8; ++j)
+    for (int j = 0; j < Traits::kGroupHdimV / 8; ++j)
       *reinterpret_cast<tile::u32*>(dv_out + key * bp.dv_strides.seq + consumer.column(j, 0)) =
           tile::pack2<T>(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
   }

@@ -3,14 +3,20 @@
 // facts come from the forward's fwd_sm90_shape.h), so the launcher uses the very formulas the
 // kernel uses.
 //
-// A CTA is one producer warpgroup plus two consumer warpgroups and owns one block of 128 keys
-// of one KV head: each consumer owns 64 of the keys (a wgmma m64 tile), so its dK and dV rows
-// stay in its registers for the whole CTA. Query blocks of block_m rows stream through a ring.
-// Tiles are 64-element panels of 128-byte rows in 128B-swizzled 1024-byte atoms, as TMA writes
-// them and wgmma reads them; dS^T is written in that layout too, so dQ = dS K reads it through
-// an M-major descriptor. The consumers leave each block's dQ in shared memory, and one producer
-// thread adds it to the accumulator (head-major, so the block's rows are contiguous) with one
-// bulk reduction, off the consumers' path.
+// A CTA is one producer warpgroup plus two consumer warpgroups and owns one block of keys of
+// one KV head. Up to hdim 128 the block has 128 keys and each consumer owns 64 of them (a wgmma
+// m64 tile) with every column of their dK and dV, which stay in its registers for the whole CTA.
+// At hdim 256 that would take 256 registers a thread, so the block has 64 keys and the consumers
+// split the columns instead: both compute the same S^T and dP^T (the two score GEMMs run twice,
+// 1.4x the FLOPs) and each keeps half of dK's and dV's columns and makes half of dQ's.
+// Query blocks of block_m rows stream through a ring. Tiles are 64-element panels of 128-byte
+// rows in 128B-swizzled 1024-byte atoms, as TMA writes them and wgmma reads them; dS^T is
+// written in that layout too, so dQ = dS K reads it through an M-major descriptor. The consumers
+// leave each block's dQ in shared memory, and one producer thread adds it to the accumulator
+// (head-major, so the block's rows are contiguous) with a bulk reduction, off the consumers'
+// path. Where no dQ tile of its own fits (hdim 256), dQ is written over the ring stage whose Q
+// and dO the block has just consumed: the tile is exactly as large (fp32 against two 16-bit
+// tiles), and the stage goes back to the producer once the reduction has read it.
 #pragma once
 
 #include "fmha/fwd_sm90_shape.h"
@@ -18,8 +24,15 @@
 namespace tilefmha::fmha {
 
 constexpr int kSm90BwdConsumerGroups = 2;
-constexpr int kSm90BwdKeysPerGroup = 64;
-constexpr int kSm90BwdBlockN = kSm90BwdConsumerGroups * kSm90BwdKeysPerGroup;
+constexpr int kSm90BwdKeysPerGroup = 64;  // a wgmma m64 tile
+// Head dims over 128 split dK/dV's columns between the consumers (above).
+constexpr bool sm90_bwd_splits_columns(int hdim_q) {
+  return hdim_q > 128;
+}
+constexpr int sm90_bwd_block_n(int hdim_q) {
+  return sm90_bwd_splits_columns(hdim_q) ? kSm90BwdKeysPerGroup
+                                         : kSm90BwdConsumerGroups * kSm90BwdKeysPerGroup;
+}
 constexpr int kSm90BwdThreads = (kSm90BwdConsumerGroups + 1) * kSm90WarpgroupThreads;
 // Register split after setmaxnreg, the forward's for two consumers: 24 + 2 x 240 = 3 x 168.
 constexpr int kSm90BwdProducerRegisters = sm90_producer_registers(kSm90BwdConsumerGroups);
@@ -44,7 +57,8 @@ struct Sm90BwdSmemLayout {
   int ds_bytes;
   int dq_row_bytes;
   int dq_bytes;    // one dQ tile
-  int dq_buffers;  // 2 where they fit: the writer's bulk copy of block i overlaps block i + 1
+  int dq_buffers;  // 2 where they fit: the writer's bulk copy of block i overlaps block i + 1;
+                   // 0: the tile is written over the block's own Q/dO ring stage (above)
   int bytes;       // everything, plus one atom of slack to align the base to 1024 bytes
 };
 
@@ -63,20 +77,25 @@ constexpr int sm90_bwd_dq_row_bytes(int hdim_q) {
 constexpr Sm90BwdSmemLayout sm90_bwd_smem_layout(int hdim_q, int hdim_v, int block_m, int stages) {
   constexpr int kElementBytes = 2;
   Sm90BwdSmemLayout layout{};
+  const int block_n = sm90_bwd_block_n(hdim_q);
   layout.k_offset = 0;
-  layout.v_offset = kSm90BwdBlockN * hdim_q * kElementBytes;
-  layout.q_offset = layout.v_offset + kSm90BwdBlockN * hdim_v * kElementBytes;
+  layout.v_offset = block_n * hdim_q * kElementBytes;
+  layout.q_offset = layout.v_offset + block_n * hdim_v * kElementBytes;
   layout.q_stage_bytes = block_m * hdim_q * kElementBytes;
   layout.do_stage_bytes = block_m * hdim_v * kElementBytes;
   layout.do_offset = layout.q_offset + stages * layout.q_stage_bytes;
-  layout.ds_bytes = kSm90BwdBlockN * block_m * kElementBytes;
+  layout.ds_bytes = block_n * block_m * kElementBytes;
   layout.ds_offset = layout.do_offset + stages * layout.do_stage_bytes;
   layout.dq_offset = layout.ds_offset + kSm90BwdDsBuffers * layout.ds_bytes;
   layout.dq_row_bytes = sm90_bwd_dq_row_bytes(hdim_q);
   layout.dq_bytes = block_m * layout.dq_row_bytes;
   const int rows_bytes = 2 * stages * block_m * 4;  // LSE and D
   const int tail = rows_bytes + 8 * sm90_bwd_barrier_count(stages) + kSm90AtomBytes;
-  layout.dq_buffers = layout.dq_offset + 2 * layout.dq_bytes + tail <= kSm90MaxSharedBytes ? 2 : 1;
+  const bool stage_holds_dq = layout.dq_bytes == layout.q_stage_bytes + layout.do_stage_bytes;
+  layout.dq_buffers =
+      layout.dq_offset + 2 * layout.dq_bytes + tail <= kSm90MaxSharedBytes                  ? 2
+      : layout.dq_offset + layout.dq_bytes + tail <= kSm90MaxSharedBytes || !stage_holds_dq ? 1
+                                                                                            : 0;
   layout.lse_offset = layout.dq_offset + layout.dq_buffers * layout.dq_bytes;
   layout.d_offset = layout.lse_offset + stages * block_m * 4;
   layout.barrier_offset = layout.d_offset + stages * block_m * 4;

@@ -1,6 +1,7 @@
 // Codegen of the Hopper backward kernel, bwd_dq_dk_dv on sm90_ws (kernels/fmha/bwd_sm90.h):
-// support check, translation unit, shared memory and launch shape. One CTA per (block of 128
-// keys, KV head, sequence): a producer warpgroup and two consumer warpgroups of 64 keys each.
+// support check, translation unit, shared memory and launch shape. One CTA per (block of keys,
+// KV head, sequence): a producer warpgroup and two consumer warpgroups, which own 64 keys each
+// up to hdim 128 and split the columns of 64 shared keys at hdim 256 (fmha/bwd_sm90_shape.h).
 #pragma once
 
 #include <cstdint>

@@ -28,16 +28,20 @@ void check_supported_bwd_sm90(const KernelConfig& c) {
     unsupported("dtype", c.dtype, "the sm90_ws backward computes on fp16 or bf16");
   if (c.out_dtype != c.dtype)
     unsupported("out_dtype", c.out_dtype, "gradients have the inputs' dtype");
-  if (c.hdim_q != 64 && c.hdim_q != 128)
+  if (c.hdim_q != 64 && c.hdim_q != 128 && c.hdim_q != 256)
     unsupported("hdim_q", c.hdim_q,
-                "the sm90_ws backward keeps dK of 64 keys per warpgroup in registers: 64 or 128");
+                "the sm90_ws backward keeps dK and dV in registers in whole 64-column panels per "
+                "warpgroup: 64, 128 or 256");
   if (c.hdim_v != c.hdim_q)
     unsupported("hdim_v", c.hdim_v, "the sm90_ws backward needs hdim_v == hdim_q");
   if (c.pad_hdim_q || c.pad_hdim_v)
     unsupported(c.pad_hdim_q ? "pad_hdim_q" : "pad_hdim_v", true,
                 "the sm90_ws backward reads whole 64-column panels (no padded head dims)");
-  if (c.block_n != fmha::kSm90BwdBlockN)
-    unsupported("block_n", c.block_n, "the sm90_ws backward owns 128 keys per CTA (2 x 64)");
+  if (c.block_n != fmha::sm90_bwd_block_n(c.hdim_q))
+    unsupported("block_n", c.block_n,
+                "the sm90_ws backward owns " + std::to_string(fmha::sm90_bwd_block_n(c.hdim_q)) +
+                    " keys per CTA at hdim " + std::to_string(c.hdim_q) +
+                    " (2 x 64 up to hdim 128; 64 shared by both consumers above)");
   if (c.block_m != 64 && c.block_m != 128)
     unsupported("block_m", c.block_m, "the sm90_ws backward streams query blocks of 64 or 128");
   if ((c.block_m / 64) * (c.hdim_q / 64) % fmha::kSm90BwdConsumerGroups != 0)
@@ -51,8 +55,10 @@ void check_supported_bwd_sm90(const KernelConfig& c) {
     unsupported("block_m", c.block_m,
                 "the tile needs " + std::to_string(bytes) + " bytes of shared memory, over " +
                     std::to_string(fmha::kSm90MaxSharedBytes));
-  // dK and dV, S^T and dP^T (fp32) per consumer thread.
-  const int accumulators = (c.hdim_q + c.hdim_v) / 2 + c.block_m;
+  // dK and dV (a consumer's share of their columns), S^T and dP^T (fp32) per consumer thread.
+  const int column_share =
+      fmha::sm90_bwd_splits_columns(c.hdim_q) ? fmha::kSm90BwdConsumerGroups : 1;
+  const int accumulators = (c.hdim_q + c.hdim_v) / 2 / column_share + c.block_m;
   if (accumulators + kConsumerRegisterOverhead > fmha::kSm90BwdConsumerRegisters)
     unsupported("block_m", c.block_m,
                 "dK, dV, S^T and dP^T need " + std::to_string(accumulators) +

@@ -142,10 +142,7 @@ void check_tile(const TileEntry& tile, const ArchSpec& spec, const std::string& 
                  "block_k", "warps", "stages"});
   std::vector<KernelConfig> configs;
   for (Family family : tile.families) {
-    KernelConfig config;
-    config.family = family;
-    config.arch = spec.arch;
-    tile.apply_to(config);
+    const KernelConfig config = tile.probe(family, spec.arch);
     // Rules first: they say why a tile makes no sense at all, before any shape detail.
     for (const Rule& rule : rules())
       if ((rule.reads & ~tile_fields).none() && !rule.holds(config))
@@ -187,6 +184,17 @@ void TileEntry::apply_to(KernelConfig& config) const {
   config.block_k = shape.block_k;
   config.warps = shape.warps;
   config.stages = shape.stages;
+}
+
+KernelConfig TileEntry::probe(Family family, Arch arch) const {
+  KernelConfig config;
+  config.family = family;
+  config.arch = arch;
+  apply_to(config);
+  // As enumeration pairs them (rule out_dtype_follows_dtype; fp8 attention writes bf16): a
+  // kernel template states the resources only of a config it supports.
+  config.out_dtype = is_fp8(dtype) && family != Family::fwd_appendkv ? DType::bf16 : dtype;
+  return config;
 }
 
 std::string TileEntry::describe() const {

@@ -52,6 +52,9 @@ struct TileEntry {
 
   // The tile's fields on a KernelConfig of `family` (identity, pipeline, head dims, tile).
   void apply_to(KernelConfig& config) const;
+  // A config of `family` on `arch` with the tile's fields and the out_dtype enumeration pairs
+  // with its dtype: what the arch checks judge the tile's resources by.
+  KernelConfig probe(Family family, Arch arch) const;
   // "sm90_ws bf16 hdim 128/128 m128.n192.k128.w12.s2" for messages.
   std::string describe() const;
 };

@@ -1,7 +1,7 @@
 // The Hopper backward (bwd_dq_dk_dv on sm90_ws, kernels/fmha/bwd_sm90.h): TMA producer, two wgmma
-// consumer warpgroups of 64 keys each. It runs between the portable row stages (bwd_dot_do_o,
-// bwd_convert_dq) in the backward's three-stage plan; problems it cannot take fall back to
-// sm80_mma through the dispatcher's candidate list.
+// consumer warpgroups (64 keys each, or at hdim 256 half the columns of 64 shared keys). It runs
+// between the portable row stages (bwd_dot_do_o, bwd_convert_dq) in the backward's three-stage
+// plan; problems it cannot take fall back to sm80_mma through the dispatcher's candidate list.
 #include "codegen/bwd_sm90.hpp"
 #include "runtime/bwd_sm90_params.hpp"
 #include "templates/attention_templates.hpp"
