@@ -260,19 +260,24 @@ TILEFMHA_DEVICE int sm90_bwd_staggered_turn(int j, int n, int queries, int keys)
   return turn;
 }
 
-// The producer's warp 2, one thread: each visited block's dQ tile from shared memory into the
-// fp32 accumulator with one bulk add reduction, so the consumers never wait on global
-// memory. The accumulator is head-major, so a block's rows are contiguous; the copy stops at
-// the sequence's last row. Deterministic mode adds in a fixed order: the key blocks that see a
-// query block take turns by a counter (BwdParams::dq_semaphores), in a fixed key order.
+// The dQ writers, one thread per dQ tile of the ring (warps 2 and 3 of the producer), writer w
+// taking the blocks of tile w: each block's dQ tile from shared memory into the fp32
+// accumulator with one bulk add reduction, so the consumers never wait on global memory. The
+// accumulator is head-major, so a block's rows are contiguous; the copy stops at the sequence's
+// last row. Deterministic mode adds in a fixed order: the key blocks that see a query block take
+// turns by a counter (BwdParams::dq_semaphores), in a fixed key order. There a writer waits for
+// its turn and then for its add to complete before it hands the turn on; with a writer per tile,
+// the next block's add waits on its own query block's turn, not behind this one's completion.
 template <class Traits>
 TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, const SeqInfo& seq, int batch,
                                        int n_block, int kv_head, tile::u32 smem,
-                                       const Sm90BwdBarriers<Traits::kStages>& barriers) {
+                                       const Sm90BwdBarriers<Traits::kStages>& barriers,
+                                       int writer) {
   const FwdParams& p = bp.fwd;
   const long long query_blocks = (p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
   sm90_bwd_for_each_block<Traits>(
       p, seq, n_block, kv_head, [&](int h, int m_begin, const auto& mask, int step) {
+        if (ring_stage<Traits::kDqRing>(step) != writer) return;
         constexpr int kBuffers = Traits::kDqRing;
         const int buffer = ring_stage<kBuffers>(step);
         tile::mbarrier_wait(barriers.dq_full(buffer), ring_phase<kBuffers>(step));
@@ -582,8 +587,9 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
     } else if (threadIdx.x / 32 == 1) {
       sm90_bwd_stage_rows<Traits>(bp, seq, n_block, kv_head, shared_base, barriers,
                                   threadIdx.x % 32);
-    } else if (threadIdx.x == 64) {
-      sm90_bwd_write_dq<Traits>(bp, seq, b, n_block, kv_head, smem, barriers);
+    } else if (const int writer = int(threadIdx.x / 32) - 2;
+               threadIdx.x % 32 == 0 && writer < Traits::kDqRing) {
+      sm90_bwd_write_dq<Traits>(bp, seq, b, n_block, kv_head, smem, barriers, writer);
     }
     return;
   }
