@@ -321,20 +321,20 @@ TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, const SeqInfo& seq, 
           tile::bulk_reduce_add_f32(destination + kHalfRows * bp.dq_acc_strides.seq, tile.halves[1],
                                     tile::u32((rows - kHalfRows) * Traits::kSmem.dq_row_bytes));
         tile::tma_store_commit_group();
+        // The tile is free once the reduction has read it: where it lay over the block's stage,
+        // the stage goes back to the producer.
+        tile::tma_store_wait_group_read<0>();
+        if constexpr (Traits::kDqInStage)
+          tile::mbarrier_arrive(barriers.q_empty(buffer));
+        else
+          tile::mbarrier_arrive(barriers.dq_empty(buffer));
         if constexpr (Traits::kDeterministic) {
           // The next key block may add once this add is complete in global memory. (Handing
           // the turn on only at the next block, to overlap the completion, measured slower.)
           tile::tma_store_wait_group<0>();
           tile::fence_proxy_async();
           tile::add_release_gpu(turn, 1);
-        } else {
-          tile::tma_store_wait_group_read<0>();
         }
-        // Where the tile lay over the block's stage, the stage goes back to the producer now.
-        if constexpr (Traits::kDqInStage)
-          tile::mbarrier_arrive(barriers.q_empty(buffer));
-        else
-          tile::mbarrier_arrive(barriers.dq_empty(buffer));
       });
 }
 
