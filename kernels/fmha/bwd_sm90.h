@@ -64,6 +64,10 @@ struct Sm90BwdTraits {
   // over dO), which the dQ writer hands back to the producer.
   static constexpr bool kDqInStage = kSmem.dq_buffers == 0;
   static constexpr int kDqRing = kDqInStage ? Stages : kSmem.dq_buffers;
+  // dK and dV complete before the dQ GEMM is issued: split columns, so that dQ's registers are
+  // never live beside P^T's and dS^T's (ptxas would spill); dQ over the stage, so that no wgmma
+  // still reads the stage's Q and dO when dQ overwrites them.
+  static constexpr bool kKeyGradientsBeforeDq = kSplitColumns || kDqInStage;
   static constexpr int kQPanelBytes = BlockM * kSm90RowBytes;   // a 64-column panel of Q, dO
   static constexpr int kKPanelBytes = kBlockN * kSm90RowBytes;  // of K, V and dS^T
   // dQ = dS K in 64 x 64 tiles (query rows x hdim_q columns), dealt to the two consumers.
@@ -277,9 +281,9 @@ TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, const SeqInfo& seq, 
   const long long query_blocks = (p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
   sm90_bwd_for_each_block<Traits>(
       p, seq, n_block, kv_head, [&](int h, int m_begin, const auto& mask, int step) {
-        if (ring_stage<Traits::kDqRing>(step) != writer) return;
         constexpr int kBuffers = Traits::kDqRing;
         const int buffer = ring_stage<kBuffers>(step);
+        if (buffer != writer) return;
         tile::mbarrier_wait(barriers.dq_full(buffer), ring_phase<kBuffers>(step));
         float* destination = bp.dq_acc + seq.view_batch * bp.dq_acc_strides.batch +
                              (seq.q_start + m_begin) * bp.dq_acc_strides.seq +
@@ -642,16 +646,14 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
         const tile::u32 ds_buffer =
             smem + Traits::kSmem.ds_offset + (step % kSm90BwdDsBuffers) * Traits::kSmem.ds_bytes;
         consumer.store_ds(ds_frag, ds_buffer);
-        // Split columns: dQ's 64 registers must not be live beside P^T's and dS^T's (ptxas would
-        // spill), so dK and dV complete first. They also read the stage's Q and dO, which dQ
-        // overwrites where the stage holds it: the barrier below then also says that neither
-        // warpgroup reads them any more.
-        if constexpr (Traits::kSplitColumns || Traits::kDqInStage) tile::wgmma_wait_group<0>();
+        // Where dK and dV complete first, the barrier below also says that neither warpgroup
+        // reads the stage's Q and dO any more.
+        if constexpr (Traits::kKeyGradientsBeforeDq) tile::wgmma_wait_group<0>();
         // wgmma reads shared memory through the async proxy; both halves of dS^T must be written.
         tile::fence_proxy_async_shared();
         tile::named_barrier_sync(kSm90BwdDsBarrier, kSm90BwdConsumerGroups * 128);
         float dq[Traits::kDqTilesPerGroup][32];
-        if constexpr (Traits::kSplitColumns || Traits::kDqInStage) tile::wgmma_fence();
+        if constexpr (Traits::kKeyGradientsBeforeDq) tile::wgmma_fence();
         consumer.issue_dq(dq, ds_buffer);
         tile::wgmma_wait_group<0>();
 #pragma unroll

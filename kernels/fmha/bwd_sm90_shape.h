@@ -12,10 +12,10 @@
 // Query blocks of block_m rows stream through a ring. Tiles are 64-element panels of 128-byte
 // rows in 128B-swizzled 1024-byte atoms, as TMA writes them and wgmma reads them; dS^T is
 // written in that layout too, so dQ = dS K reads it through an M-major descriptor. The consumers
-// leave each block's dQ in shared memory, and one producer thread adds it to the accumulator
-// (head-major, so the block's rows are contiguous) with a bulk reduction, off the consumers'
-// path. Where no dQ tile of its own fits (hdim 256), dQ is written over the ring stage whose Q
-// and dO the block has just consumed: the tile is exactly as large (fp32 against two 16-bit
+// leave each block's dQ in shared memory, and a producer thread per dQ tile adds it to the
+// accumulator (head-major, so the block's rows are contiguous) with a bulk reduction, off the
+// consumers' path. Where no dQ tile of its own fits (hdim 256), dQ is written over the ring stage
+// whose Q and dO the block has just consumed: the tile is exactly as large (fp32 against two 16-bit
 // tiles), and the stage goes back to the producer once the reduction has read it.
 #pragma once
 
@@ -91,11 +91,13 @@ constexpr Sm90BwdSmemLayout sm90_bwd_smem_layout(int hdim_q, int hdim_v, int blo
   layout.dq_bytes = block_m * layout.dq_row_bytes;
   const int rows_bytes = 2 * stages * block_m * 4;  // LSE and D
   const int tail = rows_bytes + 8 * sm90_bwd_barrier_count(stages) + kSm90AtomBytes;
+  const auto fits = [&](int dq_tiles) {
+    return layout.dq_offset + dq_tiles * layout.dq_bytes + tail <= kSm90MaxSharedBytes;
+  };
   const bool stage_holds_dq = layout.dq_bytes == layout.q_stage_bytes + layout.do_stage_bytes;
-  layout.dq_buffers =
-      layout.dq_offset + 2 * layout.dq_bytes + tail <= kSm90MaxSharedBytes                  ? 2
-      : layout.dq_offset + layout.dq_bytes + tail <= kSm90MaxSharedBytes || !stage_holds_dq ? 1
-                                                                                            : 0;
+  // Without room for a tile of its own, over the stage where it is as large; otherwise one tile
+  // (the launcher then refuses the layout as too large).
+  layout.dq_buffers = fits(2) ? 2 : (fits(1) || !stage_holds_dq) ? 1 : 0;
   layout.lse_offset = layout.dq_offset + layout.dq_buffers * layout.dq_bytes;
   layout.d_offset = layout.lse_offset + stages * block_m * 4;
   layout.barrier_offset = layout.d_offset + stages * block_m * 4;
