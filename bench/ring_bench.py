@@ -48,8 +48,9 @@ class _Local:
     def __init__(self, world, rank):
         self.world, self.rank = world, rank
 
-    def pass_on(self, tensor, received):
-        received.copy_(tensor)
+    def pass_on(self, tensors, received):
+        for tensor, arriving in zip(tensors, received):
+            arriving.copy_(tensor)
         copied = torch.cuda.Event()
         copied.record()
         return [_Copied(copied)]
@@ -121,16 +122,15 @@ def measure(args, seqlen, world, rank):
     row["one_gpu_fwd_s"] = timed(one_gpu, repeats)
     row["ring_fwd_s"] = timed(lambda: ring(*local[:3]), repeats)
     row["ring_compute_fwd_s"] = timed(lambda: ring_compute(*local[:3]), repeats)
-    kv = _ring._Pair.pack(local[1], local[2])
     real = _ring.Ring(None)
 
     def passes():
-        flat = kv.flat
+        kv = (local[1], local[2])
         for _ in range(world - 1):
-            received = torch.empty_like(flat)
-            for request in real.pass_on(flat, received):
+            received = tuple(torch.empty_like(x) for x in kv)
+            for request in real.pass_on(kv, received):
                 request.wait()
-            flat = received
+            kv = received
 
     row["ring_comm_fwd_s"] = timed(passes, repeats) if world > 1 else 0.0
     if args.heads % world == 0 and args.kv_heads % world == 0:

@@ -696,6 +696,35 @@ const std::vector<InvalidCase>& invalid_cases() {
        [](Fixture& f) { f.problem.sink_logits = f.tensor(kF32, {2}); },
        {"sink_logits.shape = [2]"}},
 
+      // Accumulation into the output.
+      {"AccumulateOnPagedFamily",
+       paged_vllm,
+       [](Fixture& f) { f.problem.accumulate = true; },
+       {"accumulate = true", "family fwd", "fwd_pagedkv"}},
+      {"AccumulateFp8",
+       fwd_fp8_tensor,
+       [](Fixture& f) { f.problem.accumulate = true; },
+       {"accumulate = true", "fp16 or bf16", "fp8_e5m2"}},
+      {"AccumulateWithSinkLogit",
+       fwd_features,
+       [](Fixture& f) { f.problem.accumulate = true; },
+       {"accumulate = true", "sink_logits", "merge_states"}},
+      {"AccumulateWithSplits",
+       fwd_batch,
+       [](Fixture& f) {
+         f.problem.accumulate = true;
+         f.problem.split.num_splits = 3;
+       },
+       {"accumulate = true", "one pass", "split.num_splits = 3"}},
+      {"AccumulateWithoutLse",
+       fwd_batch,
+       [](Fixture& f) {
+         f.problem.accumulate = true;
+         f.problem.return_lse = false;
+         f.problem.lse = {};
+       },
+       {"accumulate = true", "needs lse"}},
+
       // Dropout.
       {"DropoutOne",
        fwd_features,

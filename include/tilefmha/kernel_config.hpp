@@ -56,6 +56,10 @@ struct KernelConfig {
   // positions x g heads), for short query rows (sm90_ws). Derived by the dispatcher like
   // `persistent`, never enumerated.
   bool pack_gqa = false;
+  // Launch form, not a trait: the epilogue merges the tile's result into the state O and LSE
+  // already hold (Problem::accumulate), sm90_ws only. Derived from the problem by the
+  // dispatcher, never enumerated.
+  bool accumulate = false;
 
   bool operator==(const KernelConfig&) const = default;
 
@@ -108,7 +112,8 @@ inline constexpr auto kKernelConfigFields = std::make_tuple(
     KernelConfigField<bool>{"deterministic", "det-", &KernelConfig::deterministic},
     KernelConfigField<bool>{"dbias", "dbias-", &KernelConfig::dbias},
     KernelConfigField<bool>{"persistent", "persist-", &KernelConfig::persistent},
-    KernelConfigField<bool>{"pack_gqa", "packgqa-", &KernelConfig::pack_gqa});
+    KernelConfigField<bool>{"pack_gqa", "packgqa-", &KernelConfig::pack_gqa},
+    KernelConfigField<bool>{"accumulate", "acc-", &KernelConfig::accumulate});
 
 // Calls visit(field) for each entry of kKernelConfigFields, in order.
 template <class Visitor>

@@ -188,6 +188,13 @@ struct Problem {
   TensorView sink_logits;   // fp32 [nhead_q], finite; empty = no sink logit. Validation
                             // checks host values; device values are not read on the host.
   bool return_lse = false;
+  // Family fwd: O and LSE already hold an attention state of these query rows over other keys
+  // (O normalized, LSE natural log; LSE -inf: no key, O not read), and the result is merged
+  // into it, as merge_states merges two states:
+  //   LSE' = log(exp(LSE) + exp(LSE_new)),  O' = exp(LSE - LSE') O + exp(LSE_new - LSE') O_new.
+  // Context parallelism folds each ring step into the output this way instead of keeping
+  // partial states to merge at the end. Needs lse; one pass (no split-KV), no sink logit.
+  bool accumulate = false;
 
   TensorView q, k, v, o;
   TensorView lse;  // fp32 [batch, nhead_q, seqlen_q] (group mode [1, nhead_q, total_q])
@@ -289,7 +296,8 @@ class ProblemBuilder {
   ProblemBuilder& k(TensorView view);
   ProblemBuilder& v(TensorView view);
   ProblemBuilder& o(TensorView view);
-  ProblemBuilder& lse(TensorView view);  // also sets return_lse
+  ProblemBuilder& lse(TensorView view);                       // also sets return_lse
+  ProblemBuilder& accumulate(bool merge_into_output = true);  // Problem::accumulate
 
   ProblemBuilder& paged(PagedKv paged);
   ProblemBuilder& append(AppendKv append);

@@ -1,5 +1,6 @@
 // A consumer warpgroup's epilogue: normalize O by the softmax totals (and, for fp8 inputs, V's
-// descale), write it as 16-bit values
+// descale), merge it into the state O and LSE hold when the problem accumulates, write it as
+// 16-bit values
 // into its 64 rows of the O tile (its own buffer, or the now free Q tile) in the swizzled panel
 // layout, then store it to
 // global memory, and write LSE. Batch mode stores with TMA, whose box clipping drops rows past
@@ -54,6 +55,62 @@ TILEFMHA_DEVICE void sm90_apply_v_unit(const Sm90ConsumerState<Traits>& state,
   }
 }
 
+// Accumulate (Problem::accumulate): O and LSE already hold a state of these rows over other keys.
+// Merges this tile's normalized O and its LSE into it, in the accumulators' layout (row
+// tile_row(r), columns 8j + 2 (thread % 4) + {0, 1}), before O leaves through shared memory:
+//   LSE' = log(e^LSE + e^LSE_new),  O' = e^(LSE - LSE') O + e^(LSE_new - LSE') O_new.
+// A state of LSE -inf carries no weight and its O is not read (it may hold anything); rows of
+// neither state get O = 0, LSE = -inf; a NaN in either LSE reaches O and LSE. The tile's own
+// stores of these rows come after the loads, and no other CTA touches them.
+template <class Traits>
+TILEFMHA_DEVICE void sm90_merge_previous_state(const FwdParams& p, const SeqInfo& seq,
+                                               const Sm90Tile& tile_id,
+                                               const Sm90TileRows<Traits>& tile_rows,
+                                               const Sm90Consumer<Traits>& consumer,
+                                               Sm90ConsumerState<Traits>& state, float (&lse)[2]) {
+  using T = typename Traits::Output;
+  constexpr int kDv = Traits::kHdimV;
+  constexpr float kLn2 = 0.6931471805599453f;
+  const float none = sm90_negative_infinity();
+  const int column = 2 * (consumer.thread % 4);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int tile_row = consumer.tile_row(r);
+    const int i = tile_rows.position(tile_row);
+    if (i >= seq.len_q) continue;
+    const int head = tile_rows.head(tile_id.head, tile_row);
+    const long long row = seq.q_start + i;
+    const float previous = p.lse[seq.view_batch * p.lse_batch_stride + head * p.lse_head_stride +
+                                 row * p.lse_seq_stride];
+    const float top = tile::max_f32(previous, lse[r]);
+    const float previous_weight =
+        previous == none ? 0.0f : tile::exp2_approx((previous - top) * kLog2e);
+    const float new_weight = lse[r] == none ? 0.0f : tile::exp2_approx((lse[r] - top) * kLog2e);
+    const float total = previous_weight + new_weight;
+    const bool empty = top == none;
+    const float keep = empty ? 0.0f : previous_weight / total;
+    const float take = empty ? 0.0f : new_weight / total;
+    lse[r] = empty ? none : top + tile::log2_approx(total) * kLn2;
+    const T* previous_o = static_cast<const T*>(p.o) + seq.view_batch * p.o_strides.batch +
+                          head * p.o_strides.head + row * p.o_strides.seq;
+#pragma unroll
+    for (int j = 0; j < kDv / 8; ++j) {
+      float& low = state.o[4 * j + 2 * r];
+      float& high = state.o[4 * j + 2 * r + 1];
+      low *= take;
+      high *= take;
+      const int d = 8 * j + column;
+      if (keep != 0.0f && d < p.hdim_v) {  // NaN != 0: a NaN weight reaches O
+        float previous_low, previous_high;
+        tile::unpack2<T>(*reinterpret_cast<const tile::u32*>(previous_o + d), previous_low,
+                         previous_high);
+        low += keep * previous_low;
+        high += keep * previous_high;
+      }
+    }
+  }
+}
+
 template <class Traits>
 TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& seq,
                                    const Sm90Tile& tile_id, const Sm90Consumer<Traits>& consumer,
@@ -73,6 +130,8 @@ TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& s
                                                     lse);
   sm90_apply_v_unit<Traits>(state, normalizer);
   Sm90Consumer<Traits>::rescale(state.o, normalizer);
+  if constexpr (Traits::kAccumulate)
+    sm90_merge_previous_state<Traits>(p, seq, tile_id, tile_rows, consumer, state, lse);
 
   // Registers -> swizzled shared tile (this warpgroup's rows of every panel). In its own buffer,
   // the previous tile's O must have left this warpgroup's rows first: the TMA store has read

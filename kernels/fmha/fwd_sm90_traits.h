@@ -16,7 +16,8 @@ namespace tilefmha::fmha {
 template <class Element_, int HdimQ, int HdimV, int BlockM, int BlockN, int Stages, bool GroupMode,
           class Mask_, class Logits_, class Dropout_, bool StoreLse, bool SinkLogit,
           Sm90Schedule Schedule, bool Persistent, bool PackGqa = false, bool SplitKv = false,
-          bool Paged = false, class Output_ = Element_, Sm90Descale Descale = Sm90Descale::none>
+          bool Paged = false, class Output_ = Element_, Sm90Descale Descale = Sm90Descale::none,
+          bool Accumulate = false>
 struct Sm90FwdTraits {
   using Element = Element_;  // Q, K and V
   using Output = Output_;    // O: the input type, or bf16/fp16 for fp8 inputs
@@ -50,6 +51,8 @@ struct Sm90FwdTraits {
   // pages hold whole blocks, else one box per page it spans (pages of 8 keys or more, so every
   // box starts on a whole swizzle atom; the host checks that pages and blocks nest).
   static constexpr bool kPaged = Paged;
+  // The epilogue merges into the state O and LSE hold (sm90_merge_previous_state).
+  static constexpr bool kAccumulate = Accumulate;
   static constexpr bool kOverlap = Schedule != Sm90Schedule::serial;
   static constexpr bool kPingpong = Schedule == Sm90Schedule::pingpong && kConsumerGroups > 1;
 

@@ -9,7 +9,7 @@ namespace py = pybind11;
 
 namespace {
 
-constexpr size_t kScalarFeatureCount = 11;
+constexpr size_t kScalarFeatureCount = 12;
 
 }  // namespace
 
@@ -31,6 +31,7 @@ ScalarFeatures read_scalar_features(const py::tuple& values) {
   f.seed = py::cast<uint64_t>(values[8]);
   f.offset = py::cast<uint64_t>(values[9]);
   f.num_splits = py::cast<int64_t>(values[10]);
+  f.accumulate = py::cast<bool>(values[11]);
   return f;
 }
 
@@ -48,6 +49,7 @@ void apply(ProblemBuilder& builder, const ScalarFeatures& f) {
   // The split count alone: partials attached before (split.o_acc / lse_acc) stay attached.
   const SplitKv& split = builder.peek().split;
   builder.splits(f.num_splits, split.o_acc, split.lse_acc);
+  builder.accumulate(f.accumulate);
 }
 
 }  // namespace tilefmha::python

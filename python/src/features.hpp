@@ -24,12 +24,14 @@ struct ScalarFeatures {
   double dropout_p = 0.0;
   uint64_t seed = 0;
   uint64_t offset = 0;
-  int64_t num_splits = 0;  // 0: the engine chooses; 1: one pass; n > 1: n splits
+  int64_t num_splits = 0;   // 0: the engine chooses; 1: one pass; n > 1: n splits
+  bool accumulate = false;  // Problem::accumulate: merge into the state O and LSE hold
 };
 
 // Reads (mask kind, mask align, window_left, window_right, sink_tokens, scale or None, softcap,
-// dropout_p, seed, offset, num_splits). Enum names are the engine's ("causal", "top_left"...).
-// Throws Error(invalid_argument) for a tuple of another length or an unknown enum name.
+// dropout_p, seed, offset, num_splits, accumulate). Enum names are the engine's ("causal",
+// "top_left"...). Throws Error(invalid_argument) for a tuple of another length or an unknown enum
+// name.
 ScalarFeatures read_scalar_features(const pybind11::tuple& values);
 
 // Sets the features on `builder`; the engine validates them when the problem is planned or run.

@@ -80,14 +80,17 @@ class _Ring:
         self.ranks, self.rank, self.world = ranks, rank, ranks.world
         self.posted = 0
 
-    def pass_on(self, tensor, received):
-        index, self.posted = self.posted, self.posted + 1
-        # The clone is queued on this rank's current stream after the kernels that wrote
-        # `tensor`; the receiving thread reads it on its own stream, so wait for it here.
-        clone = tensor.clone()
-        torch.cuda.current_stream().synchronize()
-        self.ranks._post(((self.rank + 1) % self.world, index), clone)
-        return [_Request(self.ranks, (self.rank, index), received)]
+    def pass_on(self, tensors, received):
+        requests = []
+        for tensor, arriving in zip(tensors, received):
+            index, self.posted = self.posted, self.posted + 1
+            # The clone is queued on this rank's current stream after the kernels that wrote
+            # `tensor`; the receiving thread reads it on its own stream, so wait for it here.
+            clone = tensor.clone()
+            torch.cuda.current_stream().synchronize()
+            self.ranks._post(((self.rank + 1) % self.world, index), clone)
+            requests.append(_Request(self.ranks, (self.rank, index), arriving))
+        return requests
 
 
 class _Collective:

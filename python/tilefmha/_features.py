@@ -68,10 +68,11 @@ def _uint64(value, name):
 
 
 def scalar_features(causal=False, window=None, window_align="top_left", sink_tokens=0,
-                    softcap=0.0, scale=None, dropout_p=0.0, seed=0, offset=0, num_splits=0):
+                    softcap=0.0, scale=None, dropout_p=0.0, seed=0, offset=0, num_splits=0,
+                    accumulate=False):
     """The scalar features as the tuple the extension reads (python/src/features.hpp): mask
     kind, align, window_left, window_right, sink_tokens, scale (None: 1 / sqrt(hdim_q)),
-    softcap, dropout_p, seed, offset, num_splits. Both the general path (Features.configure)
+    softcap, dropout_p, seed, offset, num_splits, accumulate. Both the general path (Features.configure)
     and the PyTorch fast path hand this tuple over, so they cannot disagree."""
     kind, align, left, right = mask_spec(causal, window, window_align)
     if dropout_p:
@@ -79,7 +80,7 @@ def scalar_features(causal=False, window=None, window_align="top_left", sink_tok
     else:
         dropout = (0.0, 0, 0)  # without dropout, seed and offset are not read
     return (kind, align, left, right, int(sink_tokens), None if scale is None else float(scale),
-            float(softcap)) + dropout + (split_count(num_splits),)
+            float(softcap)) + dropout + (split_count(num_splits), bool(accumulate))
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,8 @@ class Features:
     dropout_p, seed, offset: dropout probability and its Philox seed and offset.
     num_splits: split-KV of the GPU forward: 0 lets the engine choose split-KV + combine where
         it pays, 1 forbids splitting, n > 1 forces n splits. The CPU reference ignores it.
+    accumulate: merge the result into the state the given out and lse_out hold (attention's
+        out, lse_out and accumulate).
     """
 
     causal: object = False
@@ -114,6 +117,7 @@ class Features:
     seed: int = 0
     offset: int = 0
     num_splits: int = 0
+    accumulate: bool = False
 
     def mask(self):
         """(kind, align, window_left, window_right) in the engine's terms."""
@@ -128,7 +132,7 @@ class Features:
         """The scalar_features tuple of these features."""
         return scalar_features(self.causal, self.window, self.window_align, self.sink_tokens,
                                self.softcap, self.scale, self.dropout_p, self.seed, self.offset,
-                               self.num_splits)
+                               self.num_splits, self.accumulate)
 
     def configure(self, problem):
         """Sets the mask, scale, soft cap, dropout and split count of an engine problem."""

@@ -36,24 +36,26 @@ def call_dtypes(q, dtype, out_dtype, kv, **descales):
 
 
 def run_forward(family, backend, dtype, q, k, v, features, return_lse, *, seqstarts=None,
-                key_lengths=None, pages=None, fp8=None):
+                key_lengths=None, pages=None, fp8=None, out=None, lse_out=None):
     """Builds and runs one forward problem from engine views (arguments as build_forward).
     Returns (o, lse) as engine views (lse None unless return_lse)."""
     problem, o, lse = build_forward(family, backend, dtype, q, k, v, features, return_lse,
                                     seqstarts=seqstarts, key_lengths=key_lengths, pages=pages,
-                                    fp8=fp8)
+                                    fp8=fp8, out=out, lse_out=lse_out)
     backend.run(problem)
     return o, lse
 
 
 def build_forward(family, backend, dtype, q, k, v, features, return_lse, *, seqstarts=None,
-                  key_lengths=None, pages=None, fp8=None):
+                  key_lengths=None, pages=None, fp8=None, out=None, lse_out=None):
     """Builds one forward problem from engine views, with its outputs allocated.
 
     q: [rows, seq, nhead_q, hdim_q] (group mode: rows = 1, seq = total tokens). k, v: the same
     layout, or page pools [num_pages, page_size, nhead_k, hdim] when `pages` is given.
     seqstarts: (seqstart_q, seqstart_k) for group mode (seqstart_k may be empty when paged), or
     DeviceSeqstarts. fp8: the call's Fp8Inputs (None: inputs of `dtype`, not fp8).
+    out, lse_out: the caller's O and LSE to write instead of allocating (lse_out implies
+    return_lse).
     Returns (problem, o, lse), o and lse as engine views (lse None unless return_lse).
     """
     fp8 = fp8 or Fp8Inputs(dtype, dtype)
@@ -86,16 +88,30 @@ def build_forward(family, backend, dtype, q, k, v, features, return_lse, *, seqs
                                   "seqlen_q": seqlen_q, "seqlen_k": seqlen_k,
                                   "num_pages": int(k.shape[0]) if pages else 0})
 
-    o = backend.empty_like_layout(q, (rows, seq, nhead_q, hdim_v),
-                                  None if fp8.out_dtype == dtype else fp8.out_dtype)
+    if out is None:
+        o = backend.empty_like_layout(q, (rows, seq, nhead_q, hdim_v),
+                                      None if fp8.out_dtype == dtype else fp8.out_dtype)
+    else:
+        o = _given_output(backend, out, "out", (rows, seq, nhead_q, hdim_v))
     for field, x in (("q", q), ("k", k), ("v", v)):
         backend.attach(problem, field, x, as_dtype=fp8.codes_dtype)
     backend.attach(problem, "o", o, writable=True)
     lse = None
-    if return_lse:
+    if lse_out is not None:
+        lse = _given_output(backend, lse_out, "lse_out", (rows, nhead_q, seq))
+    elif return_lse:
         lse = backend.empty_float32((rows, nhead_q, seq))
+    if lse is not None:
         backend.attach(problem, "lse", lse, writable=True)
     return problem, o, lse
+
+
+def _given_output(backend, x, field, shape):
+    view = backend.tensor(x, field)
+    if tuple(int(d) for d in view.shape) != shape:
+        raise ValueError(f"{field} has shape {list(view.shape)} but this attention writes "
+                         f"{list(shape)}")
+    return view
 
 
 def explain(q, k, v, *, q_descale=None, k_descale=None, v_descale=None, out_dtype=None,
@@ -133,7 +149,8 @@ def _results(backend, o, lse, return_lse):
 def attention(q, k, v, *, causal=False, window=None, window_align="top_left", sink_tokens=0,
               softcap=0.0, scale=None, bias=None, alibi_slopes=None, sink_logits=None,
               dropout_p=0.0, seed=0, offset=0, num_splits=0, q_descale=None, k_descale=None,
-              v_descale=None, out_dtype=None, return_lse=False, dtype=None, backend="auto"):
+              v_descale=None, out_dtype=None, return_lse=False, dtype=None, backend="auto",
+              out=None, lse_out=None, accumulate=False):
     """Attention over [batch, seq, head, dim] tensors: O = softmax(scale * Q K^T + bias) V.
 
     q: [batch, seqlen_q, nhead_q, hdim_q]; k: [batch, seqlen_k, nhead_k, hdim_q];
@@ -162,22 +179,42 @@ def attention(q, k, v, *, causal=False, window=None, window_align="top_left", si
     as uint16 bit patterns, or ml_dtypes bfloat16 beside ml_dtypes inputs) and memory order,
     and with return_lse the float32 log-sum-exp [batch, nhead_q, seqlen_q] (natural log; -inf
     for rows that see no key).
+
+    out, lse_out: write O (and LSE) into these instead of allocating; they are what is
+    returned. accumulate=True: out and lse_out already hold an attention state of the same
+    query rows over other keys (as attention(..., return_lse=True) or merge_states give it;
+    LSE -inf: no key, O not read), and the result over k and v is merged into them, as
+    merge_states would merge the two (context parallelism folds each ring step in this way).
+    It needs out and lse_out, 16-bit inputs, no sink_logits and one pass (num_splits 0 or 1);
+    on the GPU it runs on Hopper's sm90_ws kernels.
     """
+    if accumulate and (out is None or lse_out is None):
+        raise ValueError("accumulate=True merges into the state out and lse_out hold: pass both")
     if (type(q) is _fast.Tensor and dtype is None and backend != "cpu" and bias is None
             and alibi_slopes is None and sink_logits is None and q_descale is None
             and k_descale is None and v_descale is None and out_dtype is None):
-        result = _fast.forward(q, k, v, scalar_features(causal, window, window_align, sink_tokens,
-                                                        softcap, scale, dropout_p, seed, offset,
-                                                        num_splits), return_lse)
-        if result is not None:
-            return result
+        scalars = scalar_features(causal, window, window_align, sink_tokens, softcap, scale,
+                                  dropout_p, seed, offset, num_splits, accumulate)
+        if out is None and lse_out is None:
+            result = _fast.forward(q, k, v, scalars, return_lse)
+            if result is not None:
+                return result
+        elif (type(out) is _fast.Tensor and (lse_out is None or type(lse_out) is _fast.Tensor)
+              and _fast.forward_into(q, k, v, out, lse_out, scalars)):
+            return (out, lse_out) if return_lse else out
     features = Features(causal, window, window_align, sink_tokens, softcap, scale, bias,
-                        alibi_slopes, sink_logits, dropout_p, seed, offset, num_splits)
+                        alibi_slopes, sink_logits, dropout_p, seed, offset, num_splits,
+                        accumulate)
     be = select_backend(backend, q)
     engine_dtype, fp8 = call_dtypes(q, dtype, out_dtype, {"k": k, "v": v}, q_descale=q_descale,
                                     k_descale=k_descale, v_descale=v_descale)
     q, k, v = inputs(be, BSHD, q=q, k=k, v=v)
-    o, lse = run_forward("fwd", be, engine_dtype, q, k, v, features, return_lse, fp8=fp8)
+    o, lse = run_forward("fwd", be, engine_dtype, q, k, v, features, return_lse, fp8=fp8,
+                         out=out, lse_out=lse_out)
+    if out is not None:
+        o = out
+    if lse_out is not None:
+        lse = lse_out
     return _results(be, o, lse, return_lse)
 
 

@@ -35,13 +35,15 @@ class Ring:
         self.next = dist.get_global_rank(whole, (self.rank + 1) % self.world)
         self.previous = dist.get_global_rank(whole, (self.rank - 1) % self.world)
 
-    def pass_on(self, tensor, received):
-        """Starts sending `tensor` to the next rank and receiving the previous rank's tensor of
-        the same shape into `received`, after the work the current stream holds; returns the
-        requests. Wait on them before reading `received` (the current stream then waits; the
-        host does not)."""
-        operations = [dist.P2POp(dist.isend, tensor, self.next, self.group),
-                      dist.P2POp(dist.irecv, received, self.previous, self.group)]
+    def pass_on(self, tensors, received):
+        """Starts sending `tensors` to the next rank and receiving the previous rank's tensors of
+        the same shapes into `received`, one NCCL group after the work the current stream holds;
+        returns the requests. Wait on them before reading `received` (the current stream then
+        waits; the host does not)."""
+        operations = []
+        for tensor, arriving in zip(tensors, received):
+            operations += [dist.P2POp(dist.isend, tensor, self.next, self.group),
+                           dist.P2POp(dist.irecv, arriving, self.previous, self.group)]
         return dist.batch_isend_irecv(operations)
 
 
@@ -50,36 +52,28 @@ class _Transfer:
     the current stream wait for the previous rank's pair and returns it."""
 
     def __init__(self, ring, pair):
-        self.pair = pair
-        self.arriving = torch.empty_like(pair.flat)
-        self.requests = ring.pass_on(pair.flat, self.arriving)
+        self.arriving = _Pair(*(torch.empty_like(x) for x in pair.views()))
+        self.requests = ring.pass_on(pair.views(), self.arriving.views())
 
     def finish(self):
         for request in self.requests:
             request.wait()
-        return self.pair.with_flat(self.arriving)
+        return self.arriving
 
 
 class _Pair:
-    """K and V (or dK and dV) in one flat buffer, so that one message carries both."""
+    """K and V (or dK and dV), which travel in one message group. (Two messages, not one packed
+    buffer: packing cost a copy of the shard on the compute stream before the first block.)"""
 
-    def __init__(self, flat, k_shape, v_shape):
-        self.flat, self.k_shape, self.v_shape = flat, k_shape, v_shape
-
-    @classmethod
-    def pack(cls, k, v):
-        return cls(torch.cat((k.reshape(-1), v.reshape(-1))), k.shape, v.shape)
+    def __init__(self, k, v):
+        self.k, self.v = k, v
 
     @classmethod
     def zeros_like(cls, pair, dtype):
-        return cls(torch.zeros_like(pair.flat, dtype=dtype), pair.k_shape, pair.v_shape)
-
-    def with_flat(self, flat):
-        return _Pair(flat, self.k_shape, self.v_shape)
+        return cls(torch.zeros_like(pair.k, dtype=dtype), torch.zeros_like(pair.v, dtype=dtype))
 
     def views(self):
-        k_size = self.k_shape.numel()
-        return self.flat[:k_size].view(self.k_shape), self.flat[k_size:].view(self.v_shape)
+        return self.k, self.v
 
 
 class Layout:
@@ -100,12 +94,17 @@ class Layout:
         dim = (1 if self.packed else 2) if lse else (0 if self.packed else 1)
         return x.narrow(dim, 0 if part == "front" else self.half, self.half)
 
-    def forward_into(self, q, k, v, causal, features, o, lse):
-        """Attention of one block written into o and lse (views of the partials' slots)."""
+    def forward_into(self, q, k, v, causal, features, o, lse, accumulate=False):
+        """Attention of one block written into o and lse (views of the partials' slots), or with
+        accumulate merged into the state they hold (the fast path's tensors only:
+        _Output.folds)."""
         starts = (self.half_seqstarts, self.half_seqstarts) if self.packed else None
-        if _fast.forward_into(q, k, v, o, lse, scalar_features(causal=causal, **features),
+        if _fast.forward_into(q, k, v, o, lse,
+                              scalar_features(causal=causal, accumulate=accumulate, **features),
                               starts):
             return
+        if accumulate:
+            raise AssertionError("the ring folds blocks only on the fast path's tensors")
         # Tensors the fast path does not take (a subclass of torch.Tensor...): the general path.
         if self.packed:
             result = attention_varlen(q, k, v, *starts, causal=causal, return_lse=True,
@@ -198,6 +197,45 @@ class _Partials:
                 merge_states(states_o, states_lse, out=out, lse_out=lse_out)
 
 
+class _Output:
+    """The rank's O and LSE, into which every block folds its state in the attention's epilogue
+    (Problem::accumulate): the first block over a query part writes it, later ones merge into
+    it. No partial states are kept and no merge runs at the end. Hopper's sm90_ws kernels fold;
+    elsewhere the ring keeps _Partials."""
+
+    def __init__(self, layout, q, v):
+        self.layout = layout
+        self.o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
+        lse_shape = (q.shape[1], q.shape[0]) if layout.packed else (q.shape[0], q.shape[2],
+                                                                    q.shape[1])
+        self.lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+        self.written = set()
+
+    @staticmethod
+    def folds(q, k, v):
+        return (all(type(x) is torch.Tensor for x in (q, k, v)) and q.is_cuda
+                and q.dtype in (torch.float16, torch.bfloat16)
+                and torch.cuda.get_device_capability(q.device)[0] == 9)
+
+    def parts(self, queries):
+        """[(part, accumulate)]: the block's query part, or its halves where only one of them
+        holds a state yet."""
+        halves = HALVES if queries == "all" else (queries,)
+        seen = [half in self.written for half in halves]
+        self.written.update(halves)
+        if all(seen) or not any(seen):
+            return [(queries, seen[0])]
+        return list(zip(halves, seen))
+
+    def result(self):
+        """(o, lse), with rows that no block covered set to the state of no key."""
+        for half in HALVES:
+            if half not in self.written:
+                self.layout.part(self.o, half).zero_()
+                self.layout.part(self.lse, half, lse=True).fill_(float("-inf"))
+        return self.o, self.lse
+
+
 def ring_forward(ring, layout, schedule, q, k, v, features):
     """O and LSE of this rank's queries over every rank's keys; q, k, v in the layout's form.
 
@@ -205,19 +243,29 @@ def ring_forward(ring, layout, schedule, q, k, v, features):
     attention fills them, and the transfer overlaps the blocks. (Issued after them, on a side
     stream, the pass saved the host's NCCL call before the first kernel, 0.3 ms at 8k tokens,
     but its kernel waited for the attention to free SMs: 0.4 ms exposed at 32k.)"""
-    partials = _Partials(layout, schedule, q, v)
-    kv = _Pair.pack(k, v)
+    folded = _Output(layout, q, v) if _Output.folds(q, k, v) else None
+    partials = None if folded else _Partials(layout, schedule, q, v)
+    kv = _Pair(k.contiguous(), v.contiguous())  # NCCL sends contiguous buffers
     for step, (_, blocks) in enumerate(schedule):
         last = step + 1 == len(schedule)
         if not last:
             transfer = _Transfer(ring, kv)
         k_now, v_now = kv.views()
         for queries, keys, causal in blocks:
-            o, lse = partials.slot(step, queries)
-            layout.forward_into(layout.part(q, queries), layout.part(k_now, keys),
-                                layout.part(v_now, keys), causal, features, o, lse)
+            k_part, v_part = layout.part(k_now, keys), layout.part(v_now, keys)
+            if folded is None:
+                o, lse = partials.slot(step, queries)
+                layout.forward_into(layout.part(q, queries), k_part, v_part, causal, features, o,
+                                    lse)
+                continue
+            for part, accumulate in folded.parts(queries):
+                layout.forward_into(layout.part(q, part), k_part, v_part, causal, features,
+                                    layout.part(folded.o, part),
+                                    layout.part(folded.lse, part, lse=True), accumulate)
         if not last:
             kv = transfer.finish()
+    if folded is not None:
+        return folded.result()
     whole = partials.whole()
     if whole is not None:
         return whole
@@ -232,7 +280,7 @@ def ring_forward(ring, layout, schedule, q, k, v, features):
 def ring_backward(ring, layout, schedule, q, k, v, o, lse, do, features, deterministic):
     """dQ, dK, dV of this rank's shard (the layout's form) for the output gradient do."""
     dq = torch.zeros_like(q, dtype=torch.float32)
-    kv = _Pair.pack(k, v)
+    kv = _Pair(k, v)
     gradients = None  # dK/dV of the shard held now, accumulated by the ranks it visited
     for step, (_, blocks) in enumerate(schedule):
         last = step + 1 == len(schedule)

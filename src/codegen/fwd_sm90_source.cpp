@@ -168,6 +168,10 @@ void check_supported_sm90(const KernelConfig& c) {
                   std::string(*field));
   }
   if (c.family == Family::fwd_splitkv) check_splitkv_fields(c);
+  if (c.accumulate && (c.family != Family::fwd || fp8 || !c.lse || c.sink_logit))
+    unsupported("accumulate", c.accumulate,
+                "the epilogue merges into O and LSE for family fwd with 16-bit inputs, an LSE "
+                "output and no sink logit");
 }
 
 Sm90Variant default_sm90_variant(const KernelConfig& c) {
@@ -223,6 +227,10 @@ std::string generate_sm90_source(const KernelConfig& c, const Sm90Variant& varia
      << (split || reads_paged_kv(c) || fp8 ? std::string(", /*split_kv=*/") + boolean(split) : "")
      << (reads_paged_kv(c) || fp8 ? std::string(", /*paged=*/") + boolean(reads_paged_kv(c)) : "")
      << (fp8 ? ", tilefmha::tile::bfloat16_t, " + std::string(descale_name(c.fp8_scale)) : "")
+     << (c.accumulate
+             ? ", /*split_kv=*/false, /*paged=*/false, " + std::string(element_type(c.dtype)) +
+                   ", " + std::string(descale_name(c.fp8_scale)) + ", /*accumulate=*/true"
+             : "")
      << ">;\n"
      << "}  // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << threads_per_block_sm90(c) << ", "

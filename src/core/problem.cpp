@@ -77,6 +77,7 @@ std::string Problem::describe() const {
         << " page=" << paged.page_size;
   if (fp8.kind != Fp8ScaleKind::none) out << " fp8_scale=" << to_string(fp8.kind);
   if (split.num_splits > 1) out << " splits=" << split.num_splits;
+  if (accumulate) out << " accumulate";
   return out.str();
 }
 
@@ -259,6 +260,11 @@ ProblemBuilder& ProblemBuilder::o(TensorView view) {
 ProblemBuilder& ProblemBuilder::lse(TensorView view) {
   problem_.lse = view;
   problem_.return_lse = true;
+  return *this;
+}
+
+ProblemBuilder& ProblemBuilder::accumulate(bool merge_into_output) {
+  problem_.accumulate = merge_into_output;
   return *this;
 }
 

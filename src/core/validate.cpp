@@ -14,6 +14,7 @@ void validate(const Problem& problem) {
   check_family_paging(problem);
   check_page_table(problem);
   check_logits(problem);
+  check_accumulate(problem);
   check_dropout(problem);
   check_fp8(problem);
   check_append(problem);

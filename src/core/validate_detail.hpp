@@ -91,6 +91,7 @@ void check_enums(const Problem& problem);
 void check_sizes(const Problem& problem);
 void check_sequences(const Problem& problem);
 void check_logits(const Problem& problem);
+void check_accumulate(const Problem& problem);
 void check_dropout(const Problem& problem);
 void check_fp8(const Problem& problem);
 void check_family_paging(const Problem& problem);

@@ -1,5 +1,5 @@
-// validate(): the logit features (scale, soft cap, mask, bias, ALiBi, sink logit), dropout and
-// the fp8 descale factors.
+// validate(): the logit features (scale, soft cap, mask, bias, ALiBi, sink logit), accumulation
+// into the output, dropout and the fp8 descale factors.
 #include <cmath>
 
 #include "core/numeric.hpp"
@@ -110,6 +110,23 @@ void check_logits(const Problem& p) {
   check_bias(p);
   check_view(p.sink_logits, {"sink_logits", {DType::fp32}, {{"nhead_q", p.nhead_q}}});
   check_sink_values(p.sink_logits);
+}
+
+void check_accumulate(const Problem& p) {
+  if (!p.accumulate) return;
+  if (p.family != Family::fwd)
+    fail(cat("accumulate = true needs family fwd, but family = ", to_string(p.family)));
+  if (is_fp8(p.dtype))
+    fail(cat("accumulate = true needs fp16 or bf16 inputs, but dtype = ", to_string(p.dtype)));
+  if (present(p.sink_logits))
+    fail(
+        "accumulate = true with sink_logits: the sink logit must join the denominator once; "
+        "merge the states with merge_states(sink_logits=...) instead");
+  if (p.split.num_splits > 1)
+    fail(cat("accumulate = true runs in one pass, but split.num_splits = ", p.split.num_splits,
+             " asks for split-KV"));
+  if (!p.return_lse)
+    fail("accumulate = true needs lse: the LSE it holds weighs the state already in O (set lse)");
 }
 
 void check_dropout(const Problem& p) {

@@ -34,12 +34,15 @@ void check_seqstart(const std::vector<int64_t>& starts, std::string_view field, 
 void check_device_group_mode(const Problem& p) {
   const DeviceIndexArrays& device = p.device_indices;
   if (!p.seqstart_q.empty() || !p.seqstart_k.empty())
-    fail(cat("seqstart_q/seqstart_k have host entries and device_indices.seqstart_q is set: give "
-             "the prefix sums one way"));
+    fail(
+        cat("seqstart_q/seqstart_k have host entries and device_indices.seqstart_q is set: give "
+            "the prefix sums one way"));
   if (device.seqstart_k == nullptr && !p.is_paged())
-    fail("device_indices.seqstart_k is null but device_indices.seqstart_q is set: group mode "
-         "needs both prefix sums on the device");
-  if (p.batch < 1) fail(cat("batch = ", p.batch, ": group mode on device indices needs batch >= 1"));
+    fail(
+        "device_indices.seqstart_k is null but device_indices.seqstart_q is set: group mode "
+        "needs both prefix sums on the device");
+  if (p.batch < 1)
+    fail(cat("batch = ", p.batch, ": group mode on device indices needs batch >= 1"));
 }
 
 void check_group_mode(const Problem& p) {

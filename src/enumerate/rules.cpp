@@ -154,6 +154,10 @@ bool pack_gqa_is_a_launch_form(const KernelConfig& c) {
   return !c.pack_gqa;
 }
 
+bool accumulate_is_a_launch_form(const KernelConfig& c) {
+  return !c.accumulate;
+}
+
 // A trait the family does not carry stays at its default value.
 Rule family_carries_rule(std::string_view field) {
   const size_t index = field_index(field);
@@ -245,6 +249,10 @@ std::vector<Rule> build_rules() {
        "the dispatcher derives a kernel's GQA-packed form at launch for short query rows; it is "
        "never a separate enumerated kernel",
        field_set({"pack_gqa"}), pack_gqa_is_a_launch_form},
+      {"accumulate_is_a_launch_form",
+       "the dispatcher derives a kernel's accumulating epilogue from the problem; it is never a "
+       "separate enumerated kernel",
+       field_set({"accumulate"}), accumulate_is_a_launch_form},
   };
   for (std::string_view field : trait_fields()) out.push_back(family_carries_rule(field));
   return out;

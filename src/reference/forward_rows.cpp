@@ -76,11 +76,29 @@ void store_output_row(const Problem& problem, int64_t b, int64_t h, int64_t i, c
   const RowIndex row = query_row(problem, b, i);
   const TensorView& o = problem.o;
   const int64_t base = o.offset({row.batch, row.seq, h, 0});
-  for (int64_t d = 0; d < problem.hdim_v; ++d)
-    numeric::store(o.data, o.dtype, base + d * o.stride[3], out[d]);
-  if (problem.return_lse)
-    numeric::store(problem.lse.data, problem.lse.dtype, lse_offset(problem, problem.lse, b, h, i),
-                   lse);
+  const int64_t lse_at = problem.return_lse ? lse_offset(problem, problem.lse, b, h, i) : 0;
+  // Problem::accumulate: merge with the state O and LSE hold (merge_states' rule; a state of
+  // LSE -inf has no weight and its O is not read; NaN in either LSE reaches the row).
+  double take = 1.0, keep = 0.0;
+  if (problem.accumulate) {
+    const double previous = numeric::load(problem.lse.data, problem.lse.dtype, lse_at);
+    const double top = std::fmax(previous, lse);
+    const double none = -std::numeric_limits<double>::infinity();
+    const double previous_weight = previous == none ? 0.0 : std::exp(previous - top);
+    const double new_weight = lse == none ? 0.0 : std::exp(lse - top);
+    const double total = previous_weight + new_weight;
+    const bool empty = top == none;
+    keep = empty ? 0.0 : previous_weight / total;
+    take = empty ? 0.0 : new_weight / total;
+    lse = empty ? none : top + std::log(total);
+  }
+  for (int64_t d = 0; d < problem.hdim_v; ++d) {
+    const int64_t at = base + d * o.stride[3];
+    double value = take * out[d];
+    if (keep != 0.0) value += keep * numeric::load(o.data, o.dtype, at);
+    numeric::store(o.data, o.dtype, at, value);
+  }
+  if (problem.return_lse) numeric::store(problem.lse.data, problem.lse.dtype, lse_at, lse);
 }
 
 void parallel_over_heads(const Problem& problem, const HeadRowsTask& body) {

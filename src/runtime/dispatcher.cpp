@@ -24,6 +24,7 @@ namespace {
 KernelConfig enumerated_form(KernelConfig kernel) {
   kernel.persistent = false;
   kernel.pack_gqa = false;
+  kernel.accumulate = false;
   return kernel;
 }
 

@@ -79,7 +79,9 @@ KernelConfig launch_form(KernelConfig kernel, const Problem& problem) {
   // Launch forms are derived here, never carried in from a registry entry or a caller's config.
   kernel.pack_gqa = false;
   kernel.persistent = false;
+  kernel.accumulate = false;
   if (kernel.pipeline != Pipeline::sm90_ws) return kernel;
+  kernel.accumulate = problem.accumulate && kernel.family == Family::fwd;
   // Paged decode packs its GQA groups like the contiguous one (K/V rows come from pages either
   // way); batch prefill is group mode, which a packed tile does not hold.
   if (kernel.family != Family::fwd && kernel.family != Family::fwd_splitkv &&
@@ -111,7 +113,9 @@ bool split_kv_allowed(const Problem& problem) {
   // pages too); batch prefill has query rows enough to fill the device.
   const bool splittable_family =
       problem.family == Family::fwd || problem.family == Family::fwd_pagedkv;
-  return splittable_family && !problem.has_dropout() && problem.split.num_splits != 1;
+  // An accumulating forward merges into O in its epilogue, which split partials never reach.
+  return splittable_family && !problem.has_dropout() && !problem.accumulate &&
+         problem.split.num_splits != 1;
 }
 
 int64_t choose_num_splits(const Problem& problem, const KernelConfig& split_kernel,

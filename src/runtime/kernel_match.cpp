@@ -107,6 +107,11 @@ std::optional<Rejection> match_rejection(const KernelConfig& config, const Probl
   if (config.pipeline == Pipeline::sm90_ws && arch != Arch::sm90)
     return Rejection{"pipeline",
                      "pipeline: sm90_ws needs sm90, device is " + std::string(to_string(arch))};
+  if (problem.accumulate && config.pipeline != Pipeline::sm90_ws)
+    return Rejection{"pipeline",
+                     "pipeline: accumulate = true merges into O in the sm90_ws "
+                     "epilogue only, kernel is " +
+                         std::string(to_string(config.pipeline))};
   if (config.dtype != problem.dtype) return mismatch("dtype", config.dtype, problem.dtype);
   if (config.out_dtype != stage_out_dtype(problem, stage))
     return mismatch("out_dtype", config.out_dtype, stage_out_dtype(problem, stage));

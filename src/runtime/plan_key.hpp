@@ -62,6 +62,7 @@ inline const auto kPlanKeyFields = std::make_tuple(
     PlanKeyField{"softcap", [](const Problem& p) { return p.softcap > 0; }},
     PlanKeyField{"sink_logit", [](const Problem& p) { return !p.sink_logits.empty(); }},
     PlanKeyField{"return_lse", [](const Problem& p) { return p.return_lse; }},
+    PlanKeyField{"accumulate", [](const Problem& p) { return p.accumulate; }},
     PlanKeyField{"dropout", [](const Problem& p) { return p.has_dropout(); }},
     PlanKeyField{"paged.table", [](const Problem& p) { return p.paged.table; }},
     PlanKeyField{"paged.layout", [](const Problem& p) { return p.paged.layout; }},
