@@ -15,6 +15,8 @@ Per sequence length (causal bf16, batch 1):
   communication, clipped to [0, 1];
 - Ulysses: tilefmha.distributed.ulysses_attention;
 - the cost model's prediction (bench/ring_cost_model.py) beside the measured ring.
+Times are per call over --calls calls issued back to back (throughput, as a training loop runs
+them); the forward's latency from an idle GPU (one call, host work included) is reported too.
 NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and the others are set here before NCCL starts).
 """
 
@@ -64,8 +66,12 @@ class _Copied:
         torch.cuda.current_stream().wait_event(self.event)
 
 
-def timed(call, repeats):
-    """Median seconds of `call` over `repeats` runs after one warm-up, all ranks in step."""
+def timed(call, repeats, calls=1):
+    """Median seconds per call of `call` over `repeats` rounds after one warm-up, all ranks in
+    step. A round of calls > 1 times that many calls issued back to back: throughput, where each
+    call's host work (the ring's NCCL calls and launches) runs under the previous call's GPU
+    work, as in a training loop. A round of one call starts from an idle GPU: its latency, host
+    work before the first kernel included."""
     call()
     times = []
     for _ in range(repeats):
@@ -73,10 +79,11 @@ def timed(call, repeats):
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        call()
+        for _ in range(calls):
+            call()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
+        times.append(start.elapsed_time(end) / 1e3 / calls)
     seconds = torch.tensor([statistics.median(times)], device="cuda")
     dist.all_reduce(seconds, op=dist.ReduceOp.MAX)  # the slowest rank sets the pace
     return float(seconds)
@@ -119,9 +126,16 @@ def measure(args, seqlen, world, rank):
         return distributed.ulysses_attention(q_, k_, v_, causal=True)
 
     repeats = args.repeats
-    row["one_gpu_fwd_s"] = timed(one_gpu, repeats)
-    row["ring_fwd_s"] = timed(lambda: ring(*local[:3]), repeats)
-    row["ring_compute_fwd_s"] = timed(lambda: ring_compute(*local[:3]), repeats)
+
+    def throughput(call):
+        return timed(call, repeats, args.calls)
+
+    row["one_gpu_fwd_s"] = throughput(one_gpu)
+    row["ring_fwd_s"] = throughput(lambda: ring(*local[:3]))
+    row["ring_compute_fwd_s"] = throughput(lambda: ring_compute(*local[:3]))
+    row["one_gpu_fwd_latency_s"] = timed(one_gpu, repeats)
+    row["ring_fwd_latency_s"] = timed(lambda: ring(*local[:3]), repeats)
+    row["ring_fwd_latency_speedup"] = row["one_gpu_fwd_latency_s"] / row["ring_fwd_latency_s"]
     real = _ring.Ring(None)
 
     def passes():
@@ -132,21 +146,20 @@ def measure(args, seqlen, world, rank):
                 request.wait()
             kv = received
 
-    row["ring_comm_fwd_s"] = timed(passes, repeats) if world > 1 else 0.0
+    row["ring_comm_fwd_s"] = throughput(passes) if world > 1 else 0.0
     if args.heads % world == 0 and args.kv_heads % world == 0:
-        row["ulysses_fwd_s"] = timed(lambda: ulysses(*local[:3]), repeats)
+        row["ulysses_fwd_s"] = throughput(lambda: ulysses(*local[:3]))
     if backward:
-        row["one_gpu_fwd_bwd_s"] = timed(
+        row["one_gpu_fwd_bwd_s"] = throughput(
             lambda: forward_backward(lambda a, b, c: tilefmha_torch.attention(a, b, c,
                                                                               causal=True),
-                                     (q, k, v), do), repeats)
-        row["ring_fwd_bwd_s"] = timed(lambda: forward_backward(ring, local[:3], local[3]),
-                                      repeats)
-        row["ring_compute_fwd_bwd_s"] = timed(
-            lambda: forward_backward(ring_compute, local[:3], local[3]), repeats)
+                                     (q, k, v), do))
+        row["ring_fwd_bwd_s"] = throughput(lambda: forward_backward(ring, local[:3], local[3]))
+        row["ring_compute_fwd_bwd_s"] = throughput(
+            lambda: forward_backward(ring_compute, local[:3], local[3]))
         if "ulysses_fwd_s" in row:
-            row["ulysses_fwd_bwd_s"] = timed(lambda: forward_backward(ulysses, local[:3],
-                                                                      local[3]), repeats)
+            row["ulysses_fwd_bwd_s"] = throughput(lambda: forward_backward(ulysses, local[:3],
+                                                                           local[3]))
     for pass_name, with_backward in (("fwd", False), ("fwd_bwd", True)):
         if f"ring_{pass_name}_s" not in row:
             continue
@@ -209,7 +222,12 @@ def report(rows):
               f"{cell('ulysses_fwd_speedup', 5, 1, 2)} {cell('one_gpu_fwd_bwd_s', 9)} "
               f"{cell('ring_fwd_bwd_s', 9)} {cell('ring_fwd_bwd_speedup', 5, 1, 2)} "
               f"{cell('ulysses_fwd_bwd_s', 8)} {cell('ulysses_fwd_bwd_speedup', 5, 1, 2)}")
-    print("times in ms; x = one GPU / sharded; overlap = share of the ring's K/V passes hidden")
+    print("times in ms per call, back to back (throughput); x = one GPU / sharded; overlap = "
+          "share of the ring's K/V passes hidden")
+    for row in rows:
+        print(f"latency from an idle GPU, {row['seqlen']} tokens: one GPU "
+              f"{row['one_gpu_fwd_latency_s'] * 1e3:.2f} ms, ring {row['ring_fwd_latency_s'] * 1e3:.2f}"
+              f" ms ({row['ring_fwd_latency_speedup']:.2f}x)")
     for row in rows:
         if "model_ring_fwd_speedup" in row:
             print(f"model, {row['seqlen']} tokens on {row['gpus']} GPUs: ring fwd "
@@ -226,7 +244,11 @@ def main():
     parser.add_argument("--heads", type=int, default=32)
     parser.add_argument("--kv-heads", type=int, default=8)
     parser.add_argument("--hdim", type=int, default=128)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed rounds per measurement (the median is reported)")
+    parser.add_argument("--calls", type=int, default=4,
+                        help="back-to-back calls per round for throughput (latency rounds time "
+                             "one call from an idle GPU)")
     parser.add_argument("--backward-max-seqlen", type=int, default=131072,
                         help="longest sequence whose backward is timed (the one-GPU backward "
                              "of a million tokens takes minutes)")
