@@ -12,6 +12,11 @@ def random(rng, *shape):
     return rng.uniform(-1, 1, shape).astype(np.float32)
 
 
+def assert_matches(o, lse, expected):
+    np.testing.assert_allclose(o, expected[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(lse, expected[1], rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("bounds", [[0, 13, 40], [0, 1, 7, 22, 40]], ids=["two", "four"])
 def test_folding_key_chunks_gives_the_attention_over_all_keys(bounds):
     rng = np.random.default_rng(len(bounds))
@@ -21,9 +26,7 @@ def test_folding_key_chunks_gives_the_attention_over_all_keys(bounds):
         result = tilefmha.attention(q, k[:, begin:end], v[:, begin:end], out=o, lse_out=lse,
                                     accumulate=True, return_lse=True)
         assert result[0] is o and result[1] is lse
-    expected_o, expected_lse = ref.attention(q, k, v)
-    np.testing.assert_allclose(o, expected_o, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(lse, expected_lse, rtol=1e-5, atol=1e-5)
+    assert_matches(o, lse, ref.attention(q, k, v))
 
 
 def test_causal_chunks_fold_with_a_bottom_right_second_chunk():
@@ -34,9 +37,7 @@ def test_causal_chunks_fold_with_a_bottom_right_second_chunk():
     o, lse = tilefmha.attention(q, k[:, :9], v[:, :9], causal=True, return_lse=True)
     tilefmha.attention(q, k[:, 9:], v[:, 9:], causal="bottom_right", out=o, lse_out=lse,
                        accumulate=True)
-    expected_o, expected_lse = ref.attention(q, k, v, causal=True)
-    np.testing.assert_allclose(o, expected_o, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(lse, expected_lse, rtol=1e-5, atol=1e-5)
+    assert_matches(o, lse, ref.attention(q, k, v, causal=True))
 
 
 def test_a_state_of_no_key_is_not_read():
@@ -45,9 +46,7 @@ def test_a_state_of_no_key_is_not_read():
     o = np.full((1, 4, 2, 16), np.nan, dtype=np.float32)
     lse = np.full((1, 2, 4), -np.inf, dtype=np.float32)
     tilefmha.attention(q, k, v, out=o, lse_out=lse, accumulate=True)
-    expected_o, expected_lse = ref.attention(q, k, v)
-    np.testing.assert_allclose(o, expected_o, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(lse, expected_lse, rtol=1e-5, atol=1e-5)
+    assert_matches(o, lse, ref.attention(q, k, v))
 
 
 def test_given_outputs_without_accumulate_are_overwritten():
@@ -57,9 +56,7 @@ def test_given_outputs_without_accumulate_are_overwritten():
     lse = np.full((1, 2, 4), 3.0, dtype=np.float32)
     returned = tilefmha.attention(q, k, v, out=o, lse_out=lse)
     assert returned is o
-    expected_o, expected_lse = ref.attention(q, k, v)
-    np.testing.assert_allclose(o, expected_o, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(lse, expected_lse, rtol=1e-5, atol=1e-5)
+    assert_matches(o, lse, ref.attention(q, k, v))
 
 
 def test_bad_calls_name_the_problem():

@@ -11,7 +11,9 @@ from ._dtypes import FP8_DTYPES, attention_dtype, require_same_dtype, require_te
 from ._features import Features, scalar_features
 from ._fp8 import Fp8Inputs
 from ._paging import DeviceKeyLengths, PageTable, key_lengths, page_pools
-from ._shapes import index_list, longest, require_rank
+from ._shapes import given_output, index_list, longest, require_rank
+
+_WRITES = "this attention writes"  # who writes a caller-given output, for its shape message
 
 # Rank and dimension names of the caller's tensors, for messages about a wrong rank.
 BSHD = {
@@ -92,26 +94,19 @@ def build_forward(family, backend, dtype, q, k, v, features, return_lse, *, seqs
         o = backend.empty_like_layout(q, (rows, seq, nhead_q, hdim_v),
                                       None if fp8.out_dtype == dtype else fp8.out_dtype)
     else:
-        o = _given_output(backend, out, "out", (rows, seq, nhead_q, hdim_v))
+        o = given_output(backend, out, "out", (rows, seq, nhead_q, hdim_v), _WRITES)
     for field, x in (("q", q), ("k", k), ("v", v)):
         backend.attach(problem, field, x, as_dtype=fp8.codes_dtype)
     backend.attach(problem, "o", o, writable=True)
     lse = None
     if lse_out is not None:
-        lse = _given_output(backend, lse_out, "lse_out", (rows, nhead_q, seq))
+        lse = given_output(backend, lse_out, "lse_out", (rows, nhead_q, seq), _WRITES)
     elif return_lse:
         lse = backend.empty_float32((rows, nhead_q, seq))
     if lse is not None:
         backend.attach(problem, "lse", lse, writable=True)
     return problem, o, lse
 
-
-def _given_output(backend, x, field, shape):
-    view = backend.tensor(x, field)
-    if tuple(int(d) for d in view.shape) != shape:
-        raise ValueError(f"{field} has shape {list(view.shape)} but this attention writes "
-                         f"{list(shape)}")
-    return view
 
 
 def explain(q, k, v, *, q_descale=None, k_descale=None, v_descale=None, out_dtype=None,

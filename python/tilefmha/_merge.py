@@ -10,15 +10,9 @@ from . import _core
 from ._backends import select_backend
 from ._dtypes import attention_dtype
 from ._features import scalar_features
-from ._shapes import require_rank
+from ._shapes import given_output, require_rank
 
-
-def _given_output(be, x, field, shape):
-    view = be.tensor(x, field)
-    if tuple(int(d) for d in view.shape) != shape:
-        raise ValueError(f"{field} has shape {list(view.shape)} but the merged states need "
-                         f"{list(shape)}")
-    return view
+_WRITES = "the merged states need"  # for a caller-given output's shape message
 
 
 def merge_states(o_states, lse_states, *, sink_logits=None, return_lse=True, out=None,
@@ -56,7 +50,7 @@ def merge_states(o_states, lse_states, *, sink_logits=None, return_lse=True, out
     if out is None:
         o = be.empty_like_layout(o_states[0], (batch, seq, heads, dim))
     else:
-        o = _given_output(be, out, "out", (batch, seq, heads, dim))
+        o = given_output(be, out, "out", (batch, seq, heads, dim), _WRITES)
     be.attach(problem, "o", o, writable=True)
     lse = None
     if lse_out is not None and not return_lse:
@@ -65,7 +59,7 @@ def merge_states(o_states, lse_states, *, sink_logits=None, return_lse=True, out
         if lse_out is None:
             lse = be.empty_float32((batch, heads, seq))
         else:
-            lse = _given_output(be, lse_out, "lse_out", (batch, heads, seq))
+            lse = given_output(be, lse_out, "lse_out", (batch, heads, seq), _WRITES)
         be.attach(problem, "lse", lse, writable=True)
     if sink_logits is not None:
         be.attach(problem, "sink_logits", be.float32_array(sink_logits, "sink_logits"))

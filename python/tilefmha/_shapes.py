@@ -11,6 +11,15 @@ def require_rank(x, rank, field, dims):
         raise ValueError(f"{field} must be {rank}-D {dims}, got shape {list(x.shape)}")
 
 
+def given_output(backend, x, field, shape, writer):
+    """The backend's view of a caller-given output, which must have `shape`; `writer` says who
+    writes it, for the message ('the merged states need')."""
+    view = backend.tensor(x, field)
+    if tuple(int(d) for d in view.shape) != shape:
+        raise ValueError(f"{field} has shape {list(view.shape)} but {writer} {list(shape)}")
+    return view
+
+
 def index_array(x, field, ndim):
     """An int64 NumPy copy of integer metadata (a list, array or tensor, on any device)."""
     values = np.asarray(x.tolist() if hasattr(x, "tolist") else x)
