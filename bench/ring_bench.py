@@ -226,8 +226,8 @@ def report(rows):
           "share of the ring's K/V passes hidden")
     for row in rows:
         print(f"latency from an idle GPU, {row['seqlen']} tokens: one GPU "
-              f"{row['one_gpu_fwd_latency_s'] * 1e3:.2f} ms, ring {row['ring_fwd_latency_s'] * 1e3:.2f}"
-              f" ms ({row['ring_fwd_latency_speedup']:.2f}x)")
+              f"{row['one_gpu_fwd_latency_s'] * 1e3:.2f} ms, ring "
+              f"{row['ring_fwd_latency_s'] * 1e3:.2f} ms ({row['ring_fwd_latency_speedup']:.2f}x)")
     for row in rows:
         if "model_ring_fwd_speedup" in row:
             print(f"model, {row['seqlen']} tokens on {row['gpus']} GPUs: ring fwd "

@@ -72,8 +72,9 @@ def scalar_features(causal=False, window=None, window_align="top_left", sink_tok
                     accumulate=False):
     """The scalar features as the tuple the extension reads (python/src/features.hpp): mask
     kind, align, window_left, window_right, sink_tokens, scale (None: 1 / sqrt(hdim_q)),
-    softcap, dropout_p, seed, offset, num_splits, accumulate. Both the general path (Features.configure)
-    and the PyTorch fast path hand this tuple over, so they cannot disagree."""
+    softcap, dropout_p, seed, offset, num_splits, accumulate. Both the general path
+    (Features.configure) and the PyTorch fast path hand this tuple over, so they cannot
+    disagree."""
     kind, align, left, right = mask_spec(causal, window, window_align)
     if dropout_p:
         dropout = (float(dropout_p), _uint64(seed, "seed"), _uint64(offset, "offset"))

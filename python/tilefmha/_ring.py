@@ -66,7 +66,7 @@ class _Pair:
     buffer: packing cost a copy of the shard on the compute stream before the first block.)"""
 
     def __init__(self, k, v):
-        self.k, self.v = k, v
+        self.k, self.v = k.contiguous(), v.contiguous()  # NCCL sends contiguous buffers
 
     @classmethod
     def zeros_like(cls, pair, dtype):
@@ -119,6 +119,14 @@ class Layout:
                                              "cu_seqlens_k": self.half_seqstarts}
         return attention_backward(q, k, v, o, lse, do, causal=causal,
                                   deterministic=deterministic, **starts, **features)
+
+    def empty_state(self, q, v):
+        """Uninitialized O and LSE for the shard's query rows: o like q with v's head dim, lse
+        float32 [batch, head, seq] ([head, tokens] packed)."""
+        o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
+        lse_shape = (q.shape[1], q.shape[0]) if self.packed else (q.shape[0], q.shape[2],
+                                                                  q.shape[1])
+        return o, torch.empty(lse_shape, dtype=torch.float32, device=q.device)
 
     def as_batch(self, o, lse):
         """merge_states' [batch, seq, head, dim] / [batch, head, seq] views of a state."""
@@ -205,10 +213,7 @@ class _Output:
 
     def __init__(self, layout, q, v):
         self.layout = layout
-        self.o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
-        lse_shape = (q.shape[1], q.shape[0]) if layout.packed else (q.shape[0], q.shape[2],
-                                                                    q.shape[1])
-        self.lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+        self.o, self.lse = layout.empty_state(q, v)
         self.written = set()
 
     @staticmethod
@@ -245,7 +250,7 @@ def ring_forward(ring, layout, schedule, q, k, v, features):
     but its kernel waited for the attention to free SMs: 0.4 ms exposed at 32k.)"""
     folded = _Output(layout, q, v) if _Output.folds(q, k, v) else None
     partials = None if folded else _Partials(layout, schedule, q, v)
-    kv = _Pair(k.contiguous(), v.contiguous())  # NCCL sends contiguous buffers
+    kv = _Pair(k, v)
     for step, (_, blocks) in enumerate(schedule):
         last = step + 1 == len(schedule)
         if not last:
@@ -269,10 +274,7 @@ def ring_forward(ring, layout, schedule, q, k, v, features):
     whole = partials.whole()
     if whole is not None:
         return whole
-    o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
-    lse_shape = (q.shape[1], q.shape[0]) if layout.packed else (q.shape[0], q.shape[2],
-                                                                 q.shape[1])
-    lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+    o, lse = layout.empty_state(q, v)
     partials.merge_into(o, lse)
     return o, lse
 
