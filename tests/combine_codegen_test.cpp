@@ -191,6 +191,11 @@ TEST(CombineCodegen, LaunchShapeCoversEveryRow) {
   EXPECT_EQ(shape.grid[2], 1u);
   EXPECT_EQ(shape.block[0], 128u);
   EXPECT_EQ(shape.dynamic_shared_bytes, 0u);  // the staged LSEs are static shared memory
+  // Hopper combines wait for the split grid in the kernel, so they launch behind it with
+  // programmatic dependency; older arches have no griddepcontrol and launch after it.
+  EXPECT_TRUE(shape.programmatic_dependency);
+  EXPECT_FALSE(codegen::launch_shape_combine(combine_config(DType::bf16, 128, Arch::sm80), batch)
+                   .programmatic_dependency);
   // Group mode: the plan is reused for every packing of 3 sequences of at most 41 tokens, so
   // the grid covers 3 x 41 tokens, not this packing's 61.
   const Problem group = testing::group_problem(pool, Family::fwd, DType::bf16, {0, 20, 20, 61},
@@ -265,10 +270,15 @@ TEST(CombineCodegen, CompilesForSm80AndSm90a) {
   std::vector<CompileCase> cases;
   for (DType dtype : {DType::fp16, DType::bf16, DType::fp32}) {
     for (int hdim : {64, 128, 256}) {
-      KernelConfig c = combine_config(dtype, hdim);
-      // Both epilogue traits on for one head dim per dtype, off for the others.
-      c.lse = c.sink_logit = hdim == 128;
-      cases.push_back({c, codegen::generate_combine_source(c)});
+      // The arch data's rows of one warp (hdim > 64) or half of one, and 16-row tiles (8 lanes a
+      // row), whose wide rows keep fewer splits in flight.
+      for (int block_m : {hdim > 64 ? 4 : 8, 16}) {
+        KernelConfig c = combine_config(dtype, hdim);
+        c.block_m = block_m;
+        // Both epilogue traits on for one head dim per dtype, off for the others.
+        c.lse = c.sink_logit = hdim == 128;
+        cases.push_back({c, codegen::generate_combine_source(c)});
+      }
     }
   }
   expect_compiles(cases, "sm_80");

@@ -24,6 +24,7 @@
 #include "fmha/fwd_sm90_traits.h"
 #include "fmha/fwd_sm90_transpose.h"
 #include "fmha/seq_info.h"
+#include "tile/grid_dependency.h"
 #include "tile/setmaxnreg.h"
 
 namespace tilefmha::fmha {
@@ -52,6 +53,9 @@ TILEFMHA_DEVICE void fwd_sm90_body(const Sm90FwdParams& params) {
   constexpr bool kLongestFirst = !tile::same_type<typename Traits::Mask, NoMask>::value;
   const Sm90TileScheduler<kLongestFirst, Traits::kSplitKv> scheduler{params};
 
+  // The combine (launched with programmatic dependency) may take the SMs this grid leaves idle
+  // and wait there for its end, instead of being launched after it.
+  if constexpr (Traits::kSplitKv) tile::allow_dependent_grid_launch();
   if (threadIdx.x == 0)
     barriers.init(Traits::kConsumerWarps, Traits::kTransposerThreads,
                   Gather ? kSm90GatherThreads : 1);

@@ -19,6 +19,7 @@
 #include "fmha/combine_params.h"
 #include "tile/device.h"
 #include "tile/fast_math.h"
+#include "tile/grid_dependency.h"
 #include "tile/numeric_types.h"
 #include "tile/warp_reduce.h"
 
@@ -36,10 +37,13 @@ struct CombineTraits {
   // Vectors per thread: the head dim rounded up to whole strides of the row's lanes.
   static constexpr int kChunks =
       (HdimV + kVector * kThreadsPerRow - 1) / (kVector * kThreadsPerRow);
-  // Splits whose partial loads are issued together (accumulate_pass). Wide head dims keep one:
-  // at hdim 256 two in flight, or one body per partial type, spilled under sm_90a's
-  // 128-register cap.
-  static constexpr int kSplitsInFlight = kChunks <= 2 ? 4 : (kChunks <= 6 ? 2 : 1);
+  // Splits whose partial loads are issued together (accumulate_pass): about 64 registers of
+  // loaded values. The arch data gives a row a warp or half of one, so a row is one or two
+  // vectors a lane and a decode's splits (up to ~16) arrive in one round trip. Wide rows on few
+  // lanes keep one: at hdim 256 on 8 lanes two in flight, or one body per partial type, spilled
+  // under sm_90a's 128-register cap.
+  static constexpr int kSplitsInFlight =
+      kChunks == 1 ? 16 : (kChunks == 2 ? 8 : (kChunks <= 6 ? 2 : 1));
   static constexpr bool kStoreLse = StoreLse;
   static constexpr bool kSinkLogit = SinkLogit;
 
@@ -166,8 +170,9 @@ TILEFMHA_DEVICE void accumulate_split(const void* o_acc, long long offset, bool 
 }
 
 // acc += weights[s] * partial s for the `count` splits of one pass (elements of type T). The
-// partials were just written and sit in L2, so the time goes into round trips: the loads of
-// kInFlight splits are issued before any of them is used. A split of weight 0 (LSE -inf) is
+// partials were just written and sit in L2, so the time goes into round trips: the loads of up
+// to kInFlight splits are issued before any of them is used, the last batch of a pass too (a
+// decode's 15 splits are one batch, not 15 dependent loads). A split of weight 0 (LSE -inf) is
 // loaded but never multiplied: its partial may hold anything, NaN included, and every split's
 // rows lie inside the partials' allocation.
 template <class Traits, class T>
@@ -176,32 +181,23 @@ TILEFMHA_DEVICE void accumulate_pass(const void* o_acc, long long offset, long l
                                      int hdim, float (&acc)[Traits::kChunks][Traits::kVector]) {
   constexpr int kInFlight = Traits::kSplitsInFlight;
   const T* partial = static_cast<const T*>(o_acc) + offset;
-  int s = 0;
-  for (; s + kInFlight <= count; s += kInFlight) {
+  for (int s = 0; s < count; s += kInFlight) {
     float values[kInFlight][Traits::kChunks][Traits::kVector];
 #pragma unroll
-    for (int u = 0; u < kInFlight; ++u)
-      load_partial<Traits>(partial + (s + u) * split_stride, vector, lane, hdim, values[u]);
+    for (int u = 0; u < kInFlight; ++u) {
+      // Past the pass's end nothing is loaded and nothing used (its weight is 0 below).
+      load_partial<Traits>(partial + (s + u) * split_stride, vector, lane, s + u < count ? hdim : 0,
+                           values[u]);
+    }
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
-      const float weight = weights[s + u];
+      const float weight = s + u < count ? weights[s + u] : 0.0f;
       if (weight == 0.0f) continue;
 #pragma unroll
       for (int c = 0; c < Traits::kChunks; ++c) {
 #pragma unroll
         for (int e = 0; e < Traits::kVector; ++e) acc[c][e] += weight * values[u][c][e];
       }
-    }
-  }
-  for (; s < count; ++s) {
-    const float weight = weights[s];
-    if (weight == 0.0f) continue;
-    float values[Traits::kChunks][Traits::kVector];
-    load_partial<Traits>(partial + s * split_stride, vector, lane, hdim, values);
-#pragma unroll
-    for (int c = 0; c < Traits::kChunks; ++c) {
-#pragma unroll
-      for (int e = 0; e < Traits::kVector; ++e) acc[c][e] += weight * values[c][e];
     }
   }
 }
@@ -361,6 +357,9 @@ template <class Traits>
 TILEFMHA_DEVICE void splitkv_combine(const CombineParams& p) {
   // The +1 column keeps the rows of one warp in different banks.
   __shared__ float staged[Traits::kBlockM][Traits::kSplitsPerPass + 1];
+  // Launched behind the split kernel with programmatic dependency on sm_90 (codegen/
+  // combine_source.cpp): the partials are complete only once that grid is.
+  tile::wait_for_previous_grid();
   combine::combine_rows<Traits>(p, staged);
 }
 

@@ -115,6 +115,9 @@ jit::LaunchShape launch_shape_combine(const KernelConfig& c, const Problem& prob
   // A grid needs one block even with no rows; its threads find none and exit.
   shape.grid[0] = static_cast<unsigned>(blocks > 0 ? blocks : 1);
   shape.block[0] = static_cast<unsigned>(threads_per_block_combine(c));
+  // Hopper kernels wait for the split grid in the kernel (griddepcontrol), so their launch can
+  // overlap its tail.
+  shape.programmatic_dependency = c.arch == Arch::sm90;
   return shape;
 }
 

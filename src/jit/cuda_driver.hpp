@@ -29,14 +29,36 @@ constexpr int cu_device_attribute_multiprocessor_count = 16;
 constexpr int cu_func_attribute_max_dynamic_shared_size_bytes = 8;
 constexpr int cu_device_attribute_clock_rate_khz = 13;         // peak SM clock
 constexpr int cu_device_attribute_memory_clock_rate_khz = 36;  // peak memory clock
-constexpr unsigned cu_stream_non_blocking = 1;  // no implicit sync with the legacy stream
-constexpr unsigned cu_event_default = 0;        // timing enabled
+constexpr unsigned cu_stream_non_blocking = 1;   // no implicit sync with the legacy stream
+constexpr unsigned cu_event_default = 0;         // timing enabled
 constexpr unsigned cu_event_disable_timing = 2;  // ordering only: cheaper to record
 
 // The 128-byte CUtensorMap (64-byte aligned), filled by cuTensorMapEncodeTiled.
 struct alignas(64) CuTensorMap {
   unsigned long long opaque[16];
 };
+
+// cuLaunchKernelEx's configuration (CUlaunchConfig, CUlaunchAttribute: a 4-byte id padded to 8,
+// then a 64-byte value union whose members hold pointers).
+constexpr int cu_launch_attribute_programmatic_stream_serialization = 6;
+struct CuLaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int programmatic_stream_serialization_allowed;
+    void* align;
+  } value;
+};
+struct CuLaunchConfig {
+  unsigned grid_x, grid_y, grid_z;
+  unsigned block_x, block_y, block_z;
+  unsigned shared_bytes;
+  CUstream stream;
+  CuLaunchAttribute* attributes;
+  unsigned attribute_count;
+};
+static_assert(sizeof(CuLaunchAttribute) == 72, "CUlaunchAttribute is 72 bytes in cuda.h");
 
 struct CudaDriverApi {
   CUresult (*init)(unsigned int flags);
@@ -60,6 +82,9 @@ struct CudaDriverApi {
                             unsigned block_x, unsigned block_y, unsigned block_z,
                             unsigned shared_bytes, CUstream stream, void** parameters,
                             void** extra);
+  // Null on drivers older than CUDA 11.8: launches then go through launch_kernel.
+  CUresult (*launch_kernel_ex)(const CuLaunchConfig* config, CUfunction function, void** parameters,
+                               void** extra);
   CUresult (*mem_alloc)(CUdeviceptr* pointer, size_t bytes);
   CUresult (*mem_free)(CUdeviceptr pointer);
   CUresult (*memcpy_htod)(CUdeviceptr destination, const void* source, size_t bytes);

@@ -133,6 +133,16 @@ void launch_kernel(CUfunction function, const LaunchShape& shape, void** argumen
                "cuFuncSetAttribute(max dynamic shared memory " +
                    std::to_string(shape.dynamic_shared_bytes) + ")");
   }
+  if (shape.programmatic_dependency && api.launch_kernel_ex != nullptr) {
+    CuLaunchAttribute attribute{};
+    attribute.id = cu_launch_attribute_programmatic_stream_serialization;
+    attribute.value.programmatic_stream_serialization_allowed = 1;
+    const CuLaunchConfig config{shape.grid[0],  shape.grid[1], shape.grid[2],
+                                shape.block[0], shape.block[1], shape.block[2],
+                                shape.dynamic_shared_bytes, stream, &attribute, 1};
+    check_cuda(api.launch_kernel_ex(&config, function, arguments, nullptr), "cuLaunchKernelEx");
+    return;
+  }
   check_cuda(api.launch_kernel(function, shape.grid[0], shape.grid[1], shape.grid[2],
                                shape.block[0], shape.block[1], shape.block[2],
                                shape.dynamic_shared_bytes, stream, arguments, nullptr),

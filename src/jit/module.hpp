@@ -59,6 +59,12 @@ struct LaunchShape {
   // Set by prepare_launch: the function's limit already allows dynamic_shared_bytes, so a launch
   // skips the attribute call (a plan raises it once, not on every run).
   bool shared_limit_raised = false;
+  // Programmatic dependent launch (sm_90+): the grid may be scheduled while the stream's previous
+  // kernel still runs, once that kernel's CTAs signal (griddepcontrol.launch_dependents), so its
+  // launch latency hides under their tail. Only for kernels that execute griddepcontrol.wait
+  // before their first global memory access: that waits for the previous grid to complete and
+  // its writes to be visible.
+  bool programmatic_dependency = false;
 };
 
 // Raises `function`'s dynamic shared-memory limit to what `shape` needs and marks the shape.
