@@ -108,7 +108,6 @@ def build_forward(family, backend, dtype, q, k, v, features, return_lse, *, seqs
     return problem, o, lse
 
 
-
 def explain(q, k, v, *, q_descale=None, k_descale=None, v_descale=None, out_dtype=None,
             return_lse=False, dtype=None, backend="auto", **features):
     """How attention(q, k, v, **features) would run, as text: on the GPU, one line per stage
