@@ -109,12 +109,17 @@ def label(shape):
             f"{shape['nhead_k']} d{shape['hdim']} page{shape['page_size']}")
 
 
-def paged_copy(torch, k, v, page_size, generator):
+def paged_copy(torch, k, v, page_size, generator, page_order="shuffled"):
     """K/V [batch, seqlen, heads, dim] scattered over a shuffled pool of pages: (k_pool, v_pool,
-    block_table int32 [batch, pages per sequence] on the device)."""
+    block_table int32 [batch, pages per sequence] on the device). page_order "sequential" keeps
+    each sequence's pages in order and adjacent, the same bytes as the contiguous cache: beside
+    "shuffled" it tells the pool's scatter apart from the kernel's own cost."""
     batch, seqlen, heads, dim = k.shape
     per_seq = -(-seqlen // page_size)
-    order = torch.randperm(batch * per_seq, generator=generator).cuda()
+    if page_order == "sequential":
+        order = torch.arange(batch * per_seq).cuda()
+    else:
+        order = torch.randperm(batch * per_seq, generator=generator).cuda()
     pools = []
     for x in (k, v):
         padded = torch.zeros(batch, per_seq * page_size, heads, dim, dtype=x.dtype, device="cuda")
@@ -130,13 +135,13 @@ def agree(torch, a, b):
     return (a.float() - b.float()).abs().max().item() <= compare.TOLERANCE["bf16"]
 
 
-def run_decode(torch, tilefmha, shape, warmup, repeat, copy_gbps):
+def run_decode(torch, tilefmha, shape, warmup, repeat, copy_gbps, page_order="shuffled"):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     g = torch.Generator().manual_seed(shape["batch"] * 7 + shape["page_size"])
     b, hq, hk, d, sk = (shape[x] for x in ("batch", "nhead_q", "nhead_k", "hdim", "seqlen_k"))
     draw = lambda *s: torch.randn(s, generator=g).to(torch.bfloat16).cuda()  # noqa: E731
     q, k, v = draw(b, 1, hq, d), draw(b, sk, hk, d), draw(b, sk, hk, d)
-    k_pool, v_pool, table = paged_copy(torch, k, v, shape["page_size"], g)
+    k_pool, v_pool, table = paged_copy(torch, k, v, shape["page_size"], g, page_order)
     lengths = torch.full((b,), sk, dtype=torch.int32, device="cuda")
     paged = lambda: tilefmha.paged_attention(q, k_pool, v_pool, table, lengths,  # noqa: E731
                                              max_seqlen_k=sk)
@@ -289,11 +294,18 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--json", type=pathlib.Path, help="also write the rows here")
     parser.add_argument("--list-shapes", action="store_true")
+    parser.add_argument("--page-size", type=int, nargs="+",
+                        help="only the decode and prefill shapes of these page sizes")
+    parser.add_argument("--page-order", choices=("shuffled", "sequential"), default="shuffled",
+                        help="decode pools: pages shuffled (the default, as a serving cache "
+                             "ends up) or each sequence's pages in order (the scatter's cost)")
     args = parser.parse_args(argv)
     sweep = load_sweep(args.sweep)
     shapes = decode_shapes(sweep) if args.only in (None, "decode") else []
     shapes += prefill_shapes(sweep) if args.only in (None, "prefill") else []
     shapes += append_shapes(sweep) if args.only in (None, "append") else []
+    if args.page_size:
+        shapes = [s for s in shapes if s["kind"] == "append" or s["page_size"] in args.page_size]
     if args.list_shapes:
         for shape in shapes:
             print(label(shape))
@@ -310,7 +322,8 @@ def main(argv=None):
     rows = []
     for shape in shapes:
         if shape["kind"] == "decode":
-            row = run_decode(torch, tilefmha, shape, args.warmup, args.repeat, copy["gbps"])
+            row = run_decode(torch, tilefmha, shape, args.warmup, args.repeat, copy["gbps"],
+                             args.page_order)
         elif shape["kind"] == "append":
             row = run_append(torch, tilefmha, shape, args.warmup, args.repeat, copy["gbps"])
         else:

@@ -127,8 +127,12 @@ TEST(PagedCodegen, CompilesForSm90a) {
   KernelConfig hopper_prefill =
       sm90_paged_config(Family::batch_prefill, PageTableKind::sglang_page_list);
   hopper_prefill.lse = true;
+  // The decode tile: 64 rows, one consumer warpgroup beside the producer.
+  KernelConfig hopper_decode_64 = hopper_decode;
+  hopper_decode_64.block_m = 64;
+  hopper_decode_64.warps = 8;
   // Each paged module holds two entries (TMA per page, row gathers); both compile spill-free.
-  for (const KernelConfig& c : {hopper_decode, hopper_prefill})
+  for (const KernelConfig& c : {hopper_decode, hopper_prefill, hopper_decode_64})
     cases.push_back({c, codegen::generate_sm90_source(c)});
   testing::expect_compiles(cases, "sm_90a");
 }
@@ -182,6 +186,31 @@ TEST(PagedDispatch, HopperGathersPagesBelowASwizzleAtom) {
   const std::string source = codegen::generate_sm90_source(chosen);
   EXPECT_NE(source.find(chosen.symbol() + "_gather("), std::string::npos);
   EXPECT_NE(source.find("fwd_sm90_gather<Traits>"), std::string::npos);
+}
+
+// A decode's packed GQA group (4 query rows here) fills a sliver of any tile: paged decode takes
+// the 64-row tile (one consumer warpgroup) over the 128-row prefill tiles, for TMA pages and for
+// gathered ones alike. With 128 rows only, page-1 decode at b32 read K/V at 50% of copy bandwidth
+// against 67-70% on 64 rows (H100, bench/serving_bench.py, docs/performance.md).
+TEST(PagedDispatch, PagedDecodeTakesTheSixtyFourRowTile) {
+  runtime::Registry registry;
+  runtime::DispatcherOptions options;
+  options.candidates = runtime::default_candidates(Arch::sm90, {Family::fwd_pagedkv});
+  runtime::Dispatcher dispatcher(registry, {Arch::sm90, 132, "test"}, options);
+  for (int64_t page_size : {1, 16}) {
+    SCOPED_TRACE(page_size);
+    Problem problem = paged_decode(64 / page_size);
+    problem.paged.page_size = page_size;
+    problem.k.shape[1] = problem.v.shape[1] = page_size;
+    problem.seqlen_k = 64;
+    problem.seqlen_k_per_batch = {64, 20, 1};
+    const auto verdicts = dispatcher.explain(problem);
+    ASSERT_FALSE(verdicts.empty());
+    ASSERT_TRUE(verdicts[0].rejection.empty()) << verdicts[0].rejection;
+    EXPECT_EQ(verdicts[0].kernel.pipeline, Pipeline::sm90_ws);
+    EXPECT_EQ(verdicts[0].kernel.block_m, 64);
+    EXPECT_EQ(verdicts[0].kernel.hdim_q, 128);
+  }
 }
 
 // Gathers move 16-byte chunks of 16-bit elements: a head dim that is not a multiple of 8 would

@@ -62,3 +62,12 @@ def test_the_summary_counts_rows_below_each_target():
     assert "8192 tok 0.97x (400 TFLOP/s)" in text
     assert "append (>= 16 MiB moved): 1 of 1 below 85% of copy bandwidth" in text
     assert "mismatches: 1 of 4" in text
+
+
+def test_page_size_picks_decode_and_prefill_shapes_and_keeps_appends(capsys):
+    assert serving.main(["--list-shapes", "--page-size", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and all(line.endswith("page1") or line.startswith("append") for line in lines)
+    assert any(line.startswith("decode") for line in lines)
+    assert any(line.startswith("append") for line in lines)
+    assert not any(line.startswith("prefill") for line in lines)  # the sweep has no page-1 prefill
