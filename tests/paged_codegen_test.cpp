@@ -159,19 +159,30 @@ Problem paged_decode(int64_t pages_per_seq = 4) {
   return builder.build();
 }
 
-// Pages of 4 keys are below the 8 rows a TMA box needs: the Hopper kernel gathers them row by
-// row with its producer warpgroup (fmha/fwd_sm90_gather.h) and still wins the dispatch.
-TEST(PagedDispatch, HopperGathersPagesBelowASwizzleAtom) {
+// The same three sequences over 64 keys in pages of `page_size` keys.
+Problem paged_decode_in_pages_of(int64_t page_size) {
+  Problem problem = paged_decode(64 / page_size);
+  problem.paged.page_size = page_size;
+  problem.k.shape[1] = problem.v.shape[1] = page_size;
+  problem.seqlen_k = 64;
+  problem.seqlen_k_per_batch = {64, 20, 1};
+  return problem;
+}
+
+// The sm90 dispatcher's verdicts on `problem` among the paged-decode kernels, best first.
+std::vector<runtime::CandidateVerdict> hopper_paged_verdicts(const Problem& problem) {
   runtime::Registry registry;
   runtime::DispatcherOptions options;
   options.candidates = runtime::default_candidates(Arch::sm90, {Family::fwd_pagedkv});
-  runtime::Dispatcher dispatcher(registry, {Arch::sm90, 132, "test"}, options);
-  Problem problem = paged_decode(16);  // 16 pages of 4 keys hold 64
-  problem.paged.page_size = 4;
-  problem.k.shape[1] = problem.v.shape[1] = 4;
-  problem.seqlen_k = 64;
-  problem.seqlen_k_per_batch = {64, 20, 1};
-  const auto verdicts = dispatcher.explain(problem);
+  const runtime::Dispatcher dispatcher(registry, {Arch::sm90, 132, "test"}, options);
+  return dispatcher.explain(problem);
+}
+
+// Pages of 4 keys are below the 8 rows a TMA box needs: the Hopper kernel gathers them row by
+// row with its producer warpgroup (fmha/fwd_sm90_gather.h) and still wins the dispatch.
+TEST(PagedDispatch, HopperGathersPagesBelowASwizzleAtom) {
+  const Problem problem = paged_decode_in_pages_of(4);
+  const auto verdicts = hopper_paged_verdicts(problem);
   ASSERT_FALSE(verdicts.empty());
   ASSERT_TRUE(verdicts[0].rejection.empty()) << verdicts[0].rejection;
   const KernelConfig& chosen = verdicts[0].kernel;
@@ -193,18 +204,9 @@ TEST(PagedDispatch, HopperGathersPagesBelowASwizzleAtom) {
 // gathered ones alike. With 128 rows only, page-1 decode at b32 read K/V at 50% of copy bandwidth
 // against 67-70% on 64 rows (H100, bench/serving_bench.py, docs/performance.md).
 TEST(PagedDispatch, PagedDecodeTakesTheSixtyFourRowTile) {
-  runtime::Registry registry;
-  runtime::DispatcherOptions options;
-  options.candidates = runtime::default_candidates(Arch::sm90, {Family::fwd_pagedkv});
-  runtime::Dispatcher dispatcher(registry, {Arch::sm90, 132, "test"}, options);
   for (int64_t page_size : {1, 16}) {
     SCOPED_TRACE(page_size);
-    Problem problem = paged_decode(64 / page_size);
-    problem.paged.page_size = page_size;
-    problem.k.shape[1] = problem.v.shape[1] = page_size;
-    problem.seqlen_k = 64;
-    problem.seqlen_k_per_batch = {64, 20, 1};
-    const auto verdicts = dispatcher.explain(problem);
+    const auto verdicts = hopper_paged_verdicts(paged_decode_in_pages_of(page_size));
     ASSERT_FALSE(verdicts.empty());
     ASSERT_TRUE(verdicts[0].rejection.empty()) << verdicts[0].rejection;
     EXPECT_EQ(verdicts[0].kernel.pipeline, Pipeline::sm90_ws);
@@ -216,11 +218,7 @@ TEST(PagedDispatch, PagedDecodeTakesTheSixtyFourRowTile) {
 // Gathers move 16-byte chunks of 16-bit elements: a head dim that is not a multiple of 8 would
 // read past the row, so such problems stay on the portable kernel, with the reason named.
 TEST(PagedDispatch, GathersNeedHeadDimsInWholeChunks) {
-  Problem problem = paged_decode(16);
-  problem.paged.page_size = 4;
-  problem.k.shape[1] = problem.v.shape[1] = 4;
-  problem.seqlen_k = 64;
-  problem.seqlen_k_per_batch = {64, 20, 1};
+  Problem problem = paged_decode_in_pages_of(4);
   problem.hdim_q = problem.hdim_v = 100;
   KernelConfig padded = sm90_paged_config(Family::fwd_pagedkv, PageTableKind::vllm_block_table);
   padded.pad_hdim_q = padded.pad_hdim_v = true;
@@ -264,16 +262,12 @@ TEST(PagedDispatch, LongPagedDecodeSplitsItsKeys) {
 // Pages of 128 keys hold whole key blocks, pages of 16 nest in them: the Hopper kernel serves
 // both, a box per block or per page.
 TEST(PagedDispatch, NestingPagesRunOnHopper) {
-  runtime::Registry registry;
-  runtime::DispatcherOptions options;
-  options.candidates = runtime::default_candidates(Arch::sm90, {Family::fwd_pagedkv});
-  runtime::Dispatcher dispatcher(registry, {Arch::sm90, 132, "test"}, options);
   for (int64_t page_size : {16, 128}) {
     SCOPED_TRACE(page_size);
     Problem problem = paged_decode();
     problem.paged.page_size = page_size;
     problem.k.shape[1] = problem.v.shape[1] = page_size;
-    const auto verdicts = dispatcher.explain(problem);
+    const auto verdicts = hopper_paged_verdicts(problem);
     ASSERT_FALSE(verdicts.empty());
     ASSERT_TRUE(verdicts[0].rejection.empty()) << verdicts[0].rejection;
     EXPECT_EQ(verdicts[0].kernel.pipeline, Pipeline::sm90_ws);
