@@ -305,7 +305,11 @@ def main(argv=None):
     shapes += prefill_shapes(sweep) if args.only in (None, "prefill") else []
     shapes += append_shapes(sweep) if args.only in (None, "append") else []
     if args.page_size:
+        sizes = sorted({s["page_size"] for s in shapes if s["kind"] != "append"})
         shapes = [s for s in shapes if s["kind"] == "append" or s["page_size"] in args.page_size]
+        if sizes and not any(s["kind"] != "append" for s in shapes):
+            parser.error(f"--page-size {' '.join(map(str, args.page_size))}: the sweep's decode "
+                         f"and prefill shapes have page sizes {sizes}")
     if args.list_shapes:
         for shape in shapes:
             print(label(shape))

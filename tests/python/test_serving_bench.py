@@ -71,3 +71,9 @@ def test_page_size_picks_decode_and_prefill_shapes_and_keeps_appends(capsys):
     assert any(line.startswith("decode") for line in lines)
     assert any(line.startswith("append") for line in lines)
     assert not any(line.startswith("prefill") for line in lines)  # the sweep has no page-1 prefill
+
+
+def test_a_page_size_the_sweep_lacks_is_named(capsys):
+    with pytest.raises(SystemExit):
+        serving.main(["--list-shapes", "--only", "decode", "--page-size", "3"])
+    assert "page sizes [1, 16, 1024]" in capsys.readouterr().err
