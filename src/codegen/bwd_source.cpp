@@ -44,8 +44,7 @@ void check_backward_fields(const KernelConfig& c) {
   if (c.persistent) unsupported("persistent", c.persistent, "backward runs one CTA per key block");
   if (c.pack_gqa)
     unsupported("pack_gqa", c.pack_gqa, "the backward loops over the GQA group's heads in its CTA");
-  if (c.accumulate)
-    unsupported("accumulate", c.accumulate, "only the sm90_ws forward merges into O");
+  check_no_accumulate(c);
 }
 
 void check_supported_bwd_rows(const KernelConfig& c) {

@@ -25,4 +25,9 @@ void check_paged_fields(const KernelConfig& c) {
                 "paged K/V needs pad_seqlen_q and pad_seqlen_k (per-sequence key counts)");
 }
 
+void check_no_accumulate(const KernelConfig& c) {
+  if (c.accumulate)
+    unsupported("accumulate", c.accumulate, "only the sm90_ws forward merges into O");
+}
+
 }  // namespace tilefmha::codegen

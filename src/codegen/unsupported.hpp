@@ -38,5 +38,7 @@ bool reads_paged_kv(const KernelConfig& config);
 // What every paged forward kernel needs: a page table, and bounds-checked sequences (paged
 // sequences carry their own key counts).
 void check_paged_fields(const KernelConfig& config);
+// Refuses `accumulate` for every template but the sm90_ws forward, whose epilogue merges into O.
+void check_no_accumulate(const KernelConfig& config);
 
 }  // namespace tilefmha::codegen
