@@ -30,47 +30,74 @@ TILEFMHA_DEVICE void sm90_gather_arrive(tile::u32 barrier) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(barrier) : "memory");
 }
 
+// The page ids of the rows one producer thread looks up in a key block: thread t holds row
+// t + 128 g's (g < kGroups), so that warp w's lanes hold the page ids of rows w * 32 + 128 g
+// + [0, 32), the 32-row groups it copies. The producer reads them a block ahead of their K
+// load (Sm90GatherPages::fetch, then its slot wait and another block's copies hide the
+// latency of those dependent reads) and keeps them for the block's V load: one table read per
+// row and block, none on the path from a freed slot to its copies.
+template <class Traits>
+struct Sm90GatherPages {
+  static constexpr int kGroups = (Traits::kBlockN + kSm90GatherThreads - 1) / kSm90GatherThreads;
+  int id[kGroups];
+
+  // Rows at or past the sequence's keys get -1: their table entries are not the sequence's.
+  TILEFMHA_DEVICE void fetch(const PagedKeys& keys, int key_begin, int len_k, int thread) {
+    // Page sizes are powers of two (validation), so the page of a key is a shift away.
+    const int page_shift = __ffs(int(keys.page_size)) - 1;
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+      const int row = g * kSm90GatherThreads + thread;
+      const int key = key_begin + row;
+      id[g] = row < Traits::kBlockN && key < len_k ? keys.pages[key >> page_shift] : -1;
+    }
+  }
+};
+
 // Rows [key_begin, key_begin + BlockN) of one KV head into `panels` 64-column panels at
-// `destination`. Each warp takes 32-row groups in turn; a lane reads its row's page id once and
-// the warp's lanes then share it by shuffle, so that a warp's copies cover whole rows (16-byte
-// chunks, consecutive lanes on consecutive chunks) and no lane waits on more than one page-id
-// load. Rows at or past the sequence's keys are not read (their table entries are not the
-// sequence's); columns past the real head dim are zero-filled, as TMA fills them. The producer
-// runs on 24 registers, so only the page id (32 bits) crosses lanes and each chunk's 64-bit
-// offset is formed where it is used.
+// `destination`, their page ids in `pages`. Each warp copies its 32-row groups: a lane forms
+// its own row's offset in the pool once, and each copy step takes the offset of the row it
+// copies from the lane that holds it by shuffle, so that a warp's copies cover whole rows
+// (16-byte chunks, consecutive lanes on consecutive chunks) and a chunk costs a shuffle, an
+// add and its address in shared memory. Profiled on a compute-bound prefill, the producer's
+// instructions per chunk were what starved the consumers (a 64-bit multiply and a shuffle per
+// chunk, some 40 instructions). Rows past the sequence's keys (page id -1) are zero-filled
+// without a read, as are columns past the real head dim, as TMA fills them.
 template <class Traits, int kPanels>
 TILEFMHA_DEVICE void sm90_gather_block(tile::u32 destination, int panel_bytes,
                                        const typename Traits::Element* head_pool,
-                                       const TokenStrides& strides, const PagedKeys& keys,
-                                       int key_begin, int len_k, int hdim, int thread,
-                                       tile::u32 full) {
+                                       const TokenStrides& strides,
+                                       const Sm90GatherPages<Traits>& pages, int page_size,
+                                       int key_begin, int hdim, int thread, tile::u32 full) {
   using Element = typename Traits::Element;
   constexpr int kChunkElements = 16 / int(sizeof(Element));
   constexpr int kChunksPerPanelRow = kSm90RowBytes / 16;
+  constexpr int kChunksPerRow = kPanels * kChunksPerPanelRow;
   const int lane = thread & 31;
-  constexpr int chunks_per_row = kPanels * kChunksPerPanelRow;
-  // Page sizes are powers of two (validation), so the slot is a mask.
-  const int slot_mask = int(keys.page_size) - 1;
-  for (int group = (thread >> 5) * 32; group < Traits::kBlockN; group += kSm90GatherThreads) {
-    const int my_key = key_begin + group + lane;
-    const int my_page =
-        my_key < len_k && group + lane < Traits::kBlockN ? keys.pages[my_key / keys.page_size] : -1;
-    // chunks_per_row is a multiple of 8 and the group has 32 rows, so every lane runs the same
-    // number of steps and the shuffles see the whole warp.
-    for (int index = lane; index < 32 * chunks_per_row; index += 32) {
-      const int row = index / chunks_per_row;
-      const int page = __shfl_sync(0xffffffffu, my_page, row);
-      if (page < 0) continue;
-      const int chunk = index - row * chunks_per_row;
+  const int slot_mask = page_size - 1;  // page sizes are powers of two
+#pragma unroll
+  for (int g = 0; g < Sm90GatherPages<Traits>::kGroups; ++g) {
+    const int group = g * kSm90GatherThreads + (thread >> 5) * 32;
+    if (group >= Traits::kBlockN) break;  // the same for every lane of the warp
+    const int my_page = pages.id[g];
+    const long long my_row =
+        my_page < 0
+            ? -1
+            : my_page * strides.batch + ((key_begin + group + lane) & slot_mask) * strides.seq;
+    // 32 rows of kChunksPerRow chunks: kChunksPerRow steps of one chunk per lane.
+#pragma unroll 4
+    for (int step = 0; step < kChunksPerRow; ++step) {
+      const int index = step * 32 + lane;
+      const int row = index / kChunksPerRow;
+      const int chunk = index % kChunksPerRow;
+      const long long source = __shfl_sync(0xffffffffu, my_row, row);
       const int block_row = group + row;
       const tile::u32 target = destination + tile::u32((chunk / kChunksPerPanelRow) * panel_bytes) +
                                tile::u32(block_row * kSm90RowBytes) +
                                tile::u32(((chunk % kChunksPerPanelRow) ^ (block_row & 7)) * 16);
       const int column = chunk * kChunkElements;
-      const bool real = column < hdim;
-      const long long offset =
-          page * strides.batch + ((key_begin + block_row) & slot_mask) * strides.seq + column;
-      sm90_gather_chunk(target, head_pool + (real ? offset : 0), real);
+      const bool real = source >= 0 && column < hdim;
+      sm90_gather_chunk(target, head_pool + (real ? source + column : 0), real);
     }
   }
   sm90_gather_arrive(full);
