@@ -32,10 +32,8 @@ TILEFMHA_DEVICE void sm90_gather_arrive(tile::u32 barrier) {
 
 // The page ids of the rows one producer thread looks up in a key block: thread t holds row
 // t + 128 g's (g < kGroups), so that warp w's lanes hold the page ids of rows w * 32 + 128 g
-// + [0, 32), the 32-row groups it copies. The producer reads them a block ahead of their K
-// load (Sm90GatherPages::fetch, then its slot wait and another block's copies hide the
-// latency of those dependent reads) and keeps them for the block's V load: one table read per
-// row and block, none on the path from a freed slot to its copies.
+// + [0, 32), the 32-row groups it copies. (Reading them a block ahead of the slot wait, and
+// keeping them for the block's V load, measured no faster: 2026-11-27, docs/performance.md.)
 template <class Traits>
 struct Sm90GatherPages {
   static constexpr int kGroups = (Traits::kBlockN + kSm90GatherThreads - 1) / kSm90GatherThreads;

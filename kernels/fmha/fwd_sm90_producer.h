@@ -62,18 +62,6 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
     const int batch = int(seq.view_batch);
     const int head = tile_id.head;  // the KV head itself when GQA groups are packed
     const int kv_head = Traits::kPackGqa ? head : int(head / p.head_group);
-    // Gather: the page ids of block step + 1 are read as block step's K load begins
-    // (gather_next), become gather_k at block step + 1's K load and gather_v for its V load.
-    // The table's start and the page size are formed again for each read (from the constant
-    // bank, or the page list's indptr a block ahead of need) rather than held across the loop:
-    // the producer has 40 registers.
-    Sm90GatherPages<Traits> gather_next{}, gather_k{}, gather_v{};
-    const int steps = blocks.count();
-    auto fetch_pages = [&](int step) {
-      if (step < steps)
-        gather_next.fetch(PagedKeys::make(p, tile_id.batch), blocks.block(step) * Traits::kBlockN,
-                          seq.len_k, thread);
-    };
     // Block `step` of the tile into its ring slot: wait until the consumers freed the slot,
     // announce the bytes, then one TMA box per 64-column panel.
     auto load_block = [&](int step, tile::u32 empty, tile::u32 full, tile::u32 destination,
@@ -86,14 +74,16 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
         const auto* pool = static_cast<const typename Traits::Element*>(is_k ? p.k : p.v);
         tile::mbarrier_wait(empty, ring_phase<kStages>(step_base + step) ^ 1u);
         const int hdim = int(is_k ? p.hdim_q : p.hdim_v);
+        Sm90GatherPages<Traits> pages;
+        pages.fetch(PagedKeys::make(p, tile_id.batch), key_begin, seq.len_k, thread);
         const auto* head_pool = pool + kv_head * strides.head;
         if (is_k)
           sm90_gather_block<Traits, Traits::kHdimQ / Traits::kPanelElements>(
-              destination, panel_bytes, head_pool, strides, gather_k, int(p.page_size), key_begin,
+              destination, panel_bytes, head_pool, strides, pages, int(p.page_size), key_begin,
               hdim, thread, full);
         else
           sm90_gather_block<Traits, Traits::kHdimV / Traits::kPanelElements>(
-              destination, panel_bytes, head_pool, strides, gather_v, int(p.page_size), key_begin,
+              destination, panel_bytes, head_pool, strides, pages, int(p.page_size), key_begin,
               hdim, thread, full);
         return;
       }
@@ -139,11 +129,6 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
       }
     };
     auto load_k = [&](int step) {
-      if constexpr (Gather) {
-        gather_v = gather_k;
-        gather_k = gather_next;
-        fetch_pages(step + 1);
-      }
       const int stage = ring_stage<kStages>(step_base + step);
       load_block(step, barriers.k_empty(stage), barriers.k_full(stage),
                  smem + Traits::kSmem.k_offset + stage * Traits::kSmem.k_stage_bytes,
@@ -160,7 +145,7 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
 
     // Persistent CTAs load K0 first: it can land while the consumers still finish the previous
     // tile (and, where O shares the Q buffer, store its O from there).
-    if constexpr (Gather) fetch_pages(0);
+    const int steps = blocks.count();
     if (Traits::kPersistent && steps > 0) load_k(0);
     // A split with no visible key needs no Q: its consumers write O = 0 and LSE = -inf at once.
     if constexpr (Traits::kSplitKv) {
@@ -195,7 +180,6 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
         load_k(step);
         load_v(step - 1);
       }
-      if constexpr (Gather) gather_v = gather_k;
       load_v(steps - 1);
     }
     step_base += steps;

@@ -66,9 +66,9 @@ constexpr int sm90_consumer_registers(int consumer_groups, bool fp8 = false, int
   return consumer_groups == 3 ? 160 : (consumer_groups == 2 ? 240 : 232);
 }
 // The gather entry of a paged 16-bit kernel (fwd_sm90_gather.h): its producer warpgroup's
-// addressing, and the page ids it holds a block ahead of their copies, do not fit 24 registers
-// (nor 40: 128-row tiles spilled there), so it takes 56, as fp8's transposers do, and the
-// consumers the rest: 56 + 3 x 152, 56 + 2 x 224, 56 + 200.
+// addressing (several 64-bit row offsets in flight between shuffles and copies) does not fit 24
+// registers, nor 40 (128-row tiles spilled there), so it takes 56, as fp8's transposers do, and
+// the consumers the rest: 56 + 3 x 152, 56 + 2 x 224, 56 + 200.
 constexpr int sm90_gather_producer_registers(int /*consumer_groups*/) {
   return 56;
 }
