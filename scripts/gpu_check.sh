@@ -18,8 +18,9 @@
 #            without dropout, softcap, bias or sink (every match of 114 smoke shapes)
 #   serve    tilefmha sweep --category smoke --variant pagedkv, then batch_prefill, timed and
 #            validated against the CPU reference: every paged shape through the paged kernels the
-#            dispatcher picks (sm90_ws for pages of 8+ keys, sm80_mma below; both KV layouts,
-#            any-size and specialized pages); a mismatch fails the stage
+#            dispatcher picks (sm90_ws: TMA boxes for pages of 8+ keys, its gather entry below;
+#            sm80_mma where sm90_ws does not fit; both KV layouts, any-size and specialized
+#            pages); a mismatch fails the stage
 #   sass     cuobjdump of the hdim-128 sm90_ws kernels: HGMMA count, registers, spills
 #   serving_bench  bench/serving_bench.py: paged decode beside contiguous decode and SDPA
 #            cuDNN, batch
