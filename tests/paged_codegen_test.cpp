@@ -107,6 +107,18 @@ TEST(PagedCodegen, HopperReadsWholeBlocksFromPages) {
             std::string::npos);
 }
 
+// A paged module carries the gather entry, whose producer takes 56 registers: beside two
+// consumer warpgroups that leaves 224, too few for the 128x192 tile's S, P and O, which the
+// contiguous forward (240 registers) keeps.
+TEST(PagedCodegen, RefusesTheWideTileItsGatherEntryWouldSpill) {
+  KernelConfig wide = sm90_paged_config(Family::batch_prefill, PageTableKind::vllm_block_table);
+  wide.block_n = 192;
+  const std::string refusal = sm90_refusal(wide);
+  EXPECT_EQ(refusal.rfind("block_n = 192", 0), 0u) << refusal;
+  EXPECT_NE(refusal.find("over the 224"), std::string::npos) << refusal;
+  EXPECT_EQ(sm90_refusal(testing::sm90_fwd_config(DType::bf16, 128, 128, 128, 192)), "");
+}
+
 TEST(PagedCodegen, CompilesForSm90a) {
   if (!testing::nvrtc_available()) GTEST_SKIP() << "NVRTC not found";
   std::vector<testing::CompileCase> cases;
