@@ -42,7 +42,7 @@ TILEFMHA_DEVICE int sm90_opaque(int value) {
 template <class Traits, bool Gather>
 TILEFMHA_DEVICE void fwd_sm90_body(const Sm90FwdParams& params) {
   constexpr int kProducerRegisters =
-      Gather ? sm90_gather_producer_registers(Traits::kConsumerGroups) : Traits::kProducerRegisters;
+      Gather ? kSm90GatherProducerRegisters : Traits::kProducerRegisters;
   constexpr int kConsumerRegisters =
       Gather ? sm90_gather_consumer_registers(Traits::kConsumerGroups) : Traits::kConsumerRegisters;
   const FwdParams& p = params.base;

@@ -69,13 +69,9 @@ constexpr int sm90_consumer_registers(int consumer_groups, bool fp8 = false, int
 // addressing (several 64-bit row offsets in flight between shuffles and copies) does not fit 24
 // registers, nor 40 (128-row tiles spilled there), so it takes 56, as fp8's transposers do, and
 // the consumers the rest: 56 + 3 x 152, 56 + 2 x 224, 56 + 200.
-constexpr int sm90_gather_producer_registers(int /*consumer_groups*/) {
-  return 56;
-}
+constexpr int kSm90GatherProducerRegisters = 56;
 constexpr int sm90_gather_consumer_registers(int consumer_groups) {
-  return (sm90_launch_registers(consumer_groups) -
-          sm90_gather_producer_registers(consumer_groups)) /
-         consumer_groups;
+  return (sm90_launch_registers(consumer_groups) - kSm90GatherProducerRegisters) / consumer_groups;
 }
 
 // How a consumer warpgroup orders its two GEMMs and the softmax:
