@@ -290,8 +290,8 @@ TEST(AppendKvDispatch, LaunchCoversKeyValueAndQueryRows) {
       "rope");
 }
 
-// A token's heads split into runs of at most kAppendKvRunHeads, as even as that allows; a plain
-// copy moves one head per group; Q has no groups unless it rotates.
+// A token's heads split into runs of at most kAppendKvRunHeads, as even as that allows, with or
+// without RoPE; Q has no groups unless it rotates.
 TEST(AppendKvDispatch, HeadRunsAreEvenAndCapped) {
   Problem p = paged_append(false, true);
   const auto runs_for = [&](int64_t heads_k, int64_t heads_q) {
@@ -318,9 +318,10 @@ TEST(AppendKvDispatch, HeadRunsAreEvenAndCapped) {
   p.append.rotate_q = false;
   EXPECT_EQ(runs_for(8, 32).q_groups, 0);
   p.append.rope = RopeKind::none;
-  const codegen::AppendKvRuns copy = runs_for(8, 32);
-  EXPECT_EQ(copy.k_run, 1);
-  EXPECT_EQ(copy.k_groups, 3 * 8);
+  // A plain copy moves runs too: a run's loads go out together and its page lookup is shared.
+  const codegen::AppendKvRuns copy = runs_for(12, 32);
+  EXPECT_EQ(copy.k_run, 6);
+  EXPECT_EQ(copy.k_groups, 3 * 2);
   EXPECT_EQ(copy.q_groups, 0);
 }
 

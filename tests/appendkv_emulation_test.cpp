@@ -46,12 +46,14 @@ void emulate(const fmha::AppendKvParams& params, const jit::LaunchShape& shape) 
     std::vector<std::unique_ptr<std::barrier<>>> warps;
     for (unsigned w = 0; w < shape.block[0] / 32; ++w)
       warps.push_back(std::make_unique<std::barrier<>>(32));
+    std::vector<unsigned> slots(shape.block[0]);
     std::vector<std::thread> threads;
     for (unsigned t = 0; t < shape.block[0]; ++t)
       threads.emplace_back([&, t] {
         threadIdx = {t, 0, 0};
         blockIdx = {block, 0, 0};
         emulated_warp = warps[t / 32].get();
+        emulated_warp_slots = slots.data() + t / 32 * 32;
         fmha::append_kv<Traits>(params);
       });
     for (std::thread& thread : threads) thread.join();
@@ -232,8 +234,8 @@ void check(const Case& c) {
   if (c.q_run > 0) {
     EXPECT_EQ(params.q_run, c.q_run);
   }
-  ASSERT_LE(params.k_run, c.rope == RopeKind::none ? 1 : fmha::kAppendKvRunHeads);
-  ASSERT_LE(params.q_run, c.rope == RopeKind::none ? 1 : fmha::kAppendKvRunHeads);
+  ASSERT_LE(params.k_run, fmha::kAppendKvRunHeads);
+  ASSERT_LE(params.q_run, fmha::kAppendKvRunHeads);
   emulate<fmha::AppendKvTraits<Element, Hdim, 4, Paged, Rope>>(
       params, codegen::launch_shape_appendkv(config, device));
 
@@ -445,8 +447,9 @@ TEST(AppendKvEmulation, Fp8HeadRunsHalfRotated) {
   check<tile::float_e4m3_t, 128, true, fmha::RopeMode::half_rotated>(c);
 }
 
-// Without RoPE nothing is shared: one head per group, however many heads.
-TEST(AppendKvEmulation, PlainCopiesMoveOneHeadPerGroup) {
+// Without RoPE a group still moves a run of heads (11 heads: runs of 6 and 5), so a run's loads
+// go out together and its page lookup is shared; paged, so that the shared lookup is exercised.
+TEST(AppendKvEmulation, PlainCopiesMoveRunsOfHeads) {
   Case c{"copy 11 heads",
          DType::bf16,
          128,
@@ -459,8 +462,13 @@ TEST(AppendKvEmulation, PlainCopiesMoveOneHeadPerGroup) {
          3};
   c.heads_k = 11;
   c.heads_q = 11;
-  c.k_run = 1;
+  c.k_run = 6;
   check<tile::bfloat16_t, 128, false, fmha::RopeMode::none>(c);
+  Case paged = c;
+  paged.name = "copy 11 heads, vllm page 16";
+  paged.table = PageTableKind::vllm_block_table;
+  paged.page_size = 16;
+  check<tile::bfloat16_t, 128, true, fmha::RopeMode::none>(paged);
 }
 
 }  // namespace

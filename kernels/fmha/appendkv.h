@@ -18,10 +18,11 @@
 //     rounded back (fp8: round to nearest even, saturating, as numeric::store), so V, unrotated
 //     K and the dims past rotary_dim are byte copies, and an fp8 cache (one per-tensor scale
 //     shared with the new tokens and Q, so rotating codes is rotating values) is moved as codes;
-//   * half-rotated RoPE pairs dim f with f + rotary_dim / 2, which another lane may hold: every
-//     lane reads a batch's chunks and their partners before any lane of the warp writes that
-//     batch (one __syncwarp per batch, the same count for every lane of the warp), which keeps
-//     the in-place rotation of Q race-free;
+//   * half-rotated RoPE pairs dim f with f + rotary_dim / 2, which another lane holds: it comes by
+//     shuffle where a lane holds one chunk of a row and the half is whole chunks, else it is read
+//     again from the row. Every lane rotates a batch's chunks before any lane of the warp writes
+//     that batch (one __syncwarp per batch, the same count for every lane of the warp), which
+//     keeps the in-place rotation of Q race-free;
 //   * block 0 also writes seqlen_k[b] + seqlen_knew for an attention stage that follows.
 #pragma once
 
@@ -50,9 +51,10 @@ struct AppendKvTraits {
   static constexpr int kGroupsPerCta = kThreads / kLanes;
   static constexpr bool kPaged = Paged;
   static constexpr RopeMode kRope = Rope;
-  // Heads one group moves. A plain copy has no angles to share and keeps one head per group
-  // (the fewest registers, the most groups), as codegen::appendkv_runs assumes.
-  static constexpr int kRunHeads = Rope == RopeMode::none ? 1 : kAppendKvRunHeads;
+  // Heads one group moves (codegen::appendkv_runs assumes the same): a plain copy too, so that a
+  // lane has a run's loads in flight together and its index math and page lookup are paid once
+  // per run rather than per head (one head per group: 78% of copy bandwidth into page-16 pools).
+  static constexpr int kRunHeads = kAppendKvRunHeads;
   // Heads loaded before any is stored: about kAppendKvRunHeads chunks in flight per lane.
   static constexpr int kHeadBatch = kRunHeads / kChunksPerLane > 0 ? kRunHeads / kChunksPerLane : 1;
   static constexpr int kBatches = (kRunHeads + kHeadBatch - 1) / kHeadBatch;
@@ -72,25 +74,69 @@ struct AppendKvTraits {
 
 namespace appendkv {
 
+enum class RunKind { key, value, query };
+
 // What one group moves: `heads` rows of one token and kind, head j's row at source +
 // j * source_head (to target + j * target_head; equal for Q, rotated in place), their head dim,
 // whether they rotate and at which RoPE position. heads = 0: a group past the last run, which
-// still takes part in its warp's barriers.
+// still takes part in its warp's barriers. The position and target depend on the sequence's key
+// count (and, paged, its page-table entry): two dependent global reads, read by find_position
+// and used by find_target where their latencies overlap the run's loads (move_run).
 template <class T>
 struct Run {
   const T* source = nullptr;
-  T* target = nullptr;
+  T* target = nullptr;  // set by find_target
   long long source_head = 0;
   long long target_head = 0;
   int heads = 0;
   int dim = 0;
   bool vector = false;
   bool rotate = false;
-  long long position = 0;
+  long long position = 0;  // set by find_position
+  RunKind kind = RunKind::key;
+  long long sequence = 0;  // b
+  long long row = 0;       // the new token t, or the query row i
+  long long first_head = 0;
+  long long key = 0;   // cache key of a K/V run: seqlen_k[b] + t (find_position)
+  long long page = 0;  // its page in a paged cache (find_position)
 };
 
+// The run's RoPE position, its cache key and (paged) page id: new K/V token t goes to cache key
+// seqlen_k[b] + t, query row i rotates at position seqlen_k[b] + i. The page id is read here but
+// used only by find_target, so that its read overlaps whatever comes between.
 template <class Traits>
-TILEFMHA_DEVICE void move_run(const AppendKvParams& p, const Run<typename Traits::Element>& run,
+TILEFMHA_DEVICE void find_position(const AppendKvParams& p, Run<typename Traits::Element>& run) {
+  if (run.heads == 0) return;
+  const long long b = run.sequence;
+  run.key = p.seqlen_k[b] + run.row;
+  run.position = run.key + (p.position_offsets != nullptr ? p.position_offsets[b] : 0);
+  if constexpr (Traits::kPaged) {
+    if (run.kind != RunKind::query) {
+      const long long first = p.page_indptr != nullptr ? p.page_indptr[b] : b * p.page_table_stride;
+      run.page = p.page_table[first + run.key / p.page_size];
+    }
+  }
+}
+
+// Where the run's rows go: Q in place; K/V at their cache key, one page lookup for the run (its
+// heads share the token's page and slot).
+template <class Traits>
+TILEFMHA_DEVICE void find_target(const AppendKvParams& p, Run<typename Traits::Element>& run) {
+  using T = typename Traits::Element;
+  if (run.heads == 0) return;
+  if (run.kind == RunKind::query) {
+    run.target = const_cast<T*>(run.source);
+    return;
+  }
+  const bool is_k = run.kind == RunKind::key;
+  const TokenStrides& to = is_k ? p.k_strides : p.v_strides;
+  const long long offset = Traits::kPaged ? run.page * to.batch + (run.key % p.page_size) * to.seq
+                                          : run.sequence * to.batch + run.key * to.seq;
+  run.target = static_cast<T*>(is_k ? p.k : p.v) + offset + run.first_head * to.head;
+}
+
+template <class Traits>
+TILEFMHA_DEVICE void move_run(const AppendKvParams& p, Run<typename Traits::Element> run,
                               int lane) {
   using T = typename Traits::Element;
   constexpr int kVector = Traits::kVector;
@@ -102,13 +148,16 @@ TILEFMHA_DEVICE void move_run(const AppendKvParams& p, const Run<typename Traits
   const int rotary = int(p.rotary_dim);
   const bool rotates = kRotates && run.rotate;
 
+  // A rotating run needs its position for the angles, which come right after the first loads:
+  // its lookups go first (the paged target's page id is then used only at the stores). A plain
+  // copy reads them after its first loads, so that the loads' latency covers theirs.
+  if constexpr (kRotates) find_position<Traits>(p, run);
   LaneAngles<Traits> angles;
 #pragma unroll 1
   for (int batch = 0; batch < Traits::kBatches; ++batch) {
     // Zeroed only so that no path reads an unset chunk in the compiler's eyes (the guards below
     // skip the chunks a lane does not load); the stores fold away.
     Chunk x[kBatch][kChunks] = {};
-    Chunk partner[kHalf ? kBatch : 1][kHalf ? kChunks : 1] = {};
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int head = batch * kBatch + j;
@@ -119,18 +168,37 @@ TILEFMHA_DEVICE void move_run(const AppendKvParams& p, const Run<typename Traits
         const int d = (c * kLanes + lane) * kVector;
         if (d >= run.dim) continue;
         load_chunk<T, kVector>(source + d, run.vector, run.dim - d, x[j][c]);
-        if constexpr (kHalf) {
-          if (rotates && d < rotary)
-            load_partners<Traits>(source, run.vector, run.dim, d, rotary, partner[j][c]);
-        }
       }
     }
-    // After the first batch's loads are issued, so that their latency covers the angle work.
-    if constexpr (kRotates) {
-      if (batch == 0 && rotates) angles.compute(p, run.position, run.dim, lane);
+    if (batch == 0) {
+      if constexpr (!kRotates) find_position<Traits>(p, run);
+      if constexpr (kRotates) {
+        if (rotates) angles.compute(p, run.position, run.dim, lane);
+      }
+      find_target<Traits>(p, run);
     }
-    // Q rotates in place: a partner another lane of this warp writes must be read first.
-    if constexpr (kHalf) __syncwarp();
+
+    if constexpr (kRotates) {
+      // Every chunk rotates before any is stored: half-rotated partners come from the other
+      // lanes' registers or, where they cannot, from the source row, which Q (rotated in place)
+      // overwrites only after the __syncwarp below.
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int head = batch * kBatch + j;
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+          const int d = (c * kLanes + lane) * kVector;
+          const bool wanted = head < run.heads && rotates;
+          Chunk partner{{0, 0, 0, 0}};
+          if constexpr (kHalf)
+            partner = half_partner<Traits>(x[j][c], run.source + head * run.source_head, wanted,
+                                           run.vector, run.dim, d, rotary, lane);
+          if (wanted && d < run.dim && d < rotary)
+            rotate_chunk<Traits>(rotary, d, x[j][c], partner, angles.cosine[c], angles.sine[c]);
+        }
+      }
+      if constexpr (kHalf) __syncwarp();
+    }
 
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
@@ -141,32 +209,14 @@ TILEFMHA_DEVICE void move_run(const AppendKvParams& p, const Run<typename Traits
       for (int c = 0; c < kChunks; ++c) {
         const int d = (c * kLanes + lane) * kVector;
         if (d >= run.dim) continue;
-        if constexpr (kRotates) {
-          if (rotates && d < rotary)
-            rotate_chunk<Traits>(rotary, d, x[j][c], partner[kHalf ? j : 0][kHalf ? c : 0],
-                                 angles.cosine[c], angles.sine[c]);
-        }
         store_chunk<T, kVector>(target + d, run.vector, run.dim - d, x[j][c]);
       }
     }
   }
 }
 
-// Element offset of cache key `key` of sequence b, head h.
-template <bool Paged>
-TILEFMHA_DEVICE long long cache_offset(const AppendKvParams& p, const TokenStrides& s, long long b,
-                                       long long key, long long h) {
-  if constexpr (Paged) {
-    const long long first = p.page_indptr != nullptr ? p.page_indptr[b] : b * p.page_table_stride;
-    const long long page = p.page_table[first + key / p.page_size];
-    return page * s.batch + (key % p.page_size) * s.seq + h * s.head;
-  } else {
-    return b * s.batch + key * s.seq + h * s.head;
-  }
-}
-
 // The run of K (or V) group `group` (V groups follow the K groups): heads
-// [h, h + k_run) of new token t of sequence b, at cache key seqlen_k[b] + t.
+// [h, h + k_run) of new token t of sequence b.
 template <class Traits>
 TILEFMHA_DEVICE Run<typename Traits::Element> key_value_run(const AppendKvParams& p,
                                                             long long group) {
@@ -178,7 +228,6 @@ TILEFMHA_DEVICE Run<typename Traits::Element> key_value_run(const AppendKvParams
   const long long bt = g / runs;
   const long long t = bt % p.seqlen_knew;
   const long long b = bt / p.seqlen_knew;
-  const long long key = p.seqlen_k[b] + t;
   const TokenStrides& from = is_k ? p.k_new_strides : p.v_new_strides;
   const TokenStrides& to = is_k ? p.k_strides : p.v_strides;
   const void* source = is_k ? p.k_new : p.v_new;
@@ -187,20 +236,21 @@ TILEFMHA_DEVICE Run<typename Traits::Element> key_value_run(const AppendKvParams
   run.heads = int(p.k_run < p.nhead_k - h ? p.k_run : p.nhead_k - h);
   run.dim = int(is_k ? p.hdim_q : p.hdim_v);
   run.source = static_cast<const T*>(source) + b * from.batch + t * from.seq + h * from.head;
-  // One page lookup for the run: its heads share the token's page and slot.
-  run.target = static_cast<T*>(target) + cache_offset<Traits::kPaged>(p, to, b, key, h);
   run.source_head = from.head;
   run.target_head = to.head;
   // Paged rows are as aligned as the pool's page, slot and head strides.
   run.vector = vectorizable<Traits::kVector>(source, from, run.dim) &&
                vectorizable<Traits::kVector>(target, to, run.dim);
   run.rotate = is_k;
-  run.position = key + (p.position_offsets != nullptr ? p.position_offsets[b] : 0);
+  run.kind = is_k ? RunKind::key : RunKind::value;
+  run.sequence = b;
+  run.row = t;
+  run.first_head = h;
   return run;
 }
 
 // The run of Q group `group`: heads [h, h + q_run) of query row i of sequence b, rotated in
-// place at position seqlen_k[b] + i.
+// place.
 template <class Traits>
 TILEFMHA_DEVICE Run<typename Traits::Element> query_run(const AppendKvParams& p, long long group) {
   using T = typename Traits::Element;
@@ -214,12 +264,14 @@ TILEFMHA_DEVICE Run<typename Traits::Element> query_run(const AppendKvParams& p,
   run.heads = int(p.q_run < p.nhead_q - h ? p.q_run : p.nhead_q - h);
   run.dim = int(p.hdim_q);
   run.source = q;
-  run.target = q;
   run.source_head = p.q_strides.head;
   run.target_head = p.q_strides.head;
   run.vector = vectorizable<Traits::kVector>(p.q, p.q_strides, run.dim);
   run.rotate = true;
-  run.position = p.seqlen_k[b] + i + (p.position_offsets != nullptr ? p.position_offsets[b] : 0);
+  run.kind = RunKind::query;
+  run.sequence = b;
+  run.row = i;
+  run.first_head = h;
   return run;
 }
 

@@ -64,26 +64,45 @@ struct LaneAngles {
   }
 };
 
-// The half-rotated partners of the chunk at dim `d` of the row at `source` (dims below
-// rotary_dim; dim f pairs with f + rotary_dim / 2): one 16-byte load when the half is a multiple
-// of the chunk (the partner chunk then lies wholly on the other side), else element by element.
+// The half-rotated partners of `chunk`, the lane's chunk at dim `d` of the row at `source` (dims
+// below rotary_dim; dim f pairs with f + rotary_dim / 2). Where a lane holds one chunk of the row
+// and the half is a multiple of the chunk, the partner chunk is wholly another lane's of the same
+// group, half / kVector lanes away, and comes by shuffle: no second read of the row, and no
+// registers held for partners across a batch. Else a 16-byte load where the half allows it, or
+// element by element. Every lane of the warp calls it (the shuffle), whatever it holds; only a
+// lane whose chunk is `wanted` (a real row that rotates) reads memory, and the result matters
+// only for chunks below rotary_dim.
 template <class Traits>
-TILEFMHA_DEVICE void load_partners(const typename Traits::Element* source, bool vector, int dim,
-                                   int d, int rotary, Chunk& out) {
+TILEFMHA_DEVICE Chunk half_partner(const Chunk& chunk, const typename Traits::Element* source,
+                                   bool wanted, bool vector, int dim, int d, int rotary, int lane) {
   using T = typename Traits::Element;
   constexpr int kVector = Traits::kVector;
+  static_assert(Traits::kRope == RopeMode::half_rotated, "only half-rotated RoPE has partners");
+  Chunk out{{0, 0, 0, 0}};
   const int half = rotary / 2;
-  if (vector && half % kVector == 0) {
-    load_chunk<T, kVector>(source + (d < half ? d + half : d - half), true, kVector, out);
-    return;
+  const bool whole_chunks = vector && half % kVector == 0;
+  if constexpr (Traits::kChunksPerLane == 1) {
+    const int shift = half / kVector;
+    const int from = d < half ? lane + shift : lane - shift;
+    const int source_lane = d < rotary && whole_chunks ? from : lane;
+#pragma unroll
+    for (int w = 0; w < 4; ++w)
+      out.word[w] = __shfl_sync(0xffffffffu, chunk.word[w], source_lane, Traits::kLanes);
+    if (whole_chunks) return out;
+    out = Chunk{{0, 0, 0, 0}};
   }
-  out = Chunk{{0, 0, 0, 0}};
+  if (!wanted || d >= rotary || d >= dim) return out;
+  if (whole_chunks) {
+    load_chunk<T, kVector>(source + (d < half ? d + half : d - half), true, kVector, out);
+    return out;
+  }
 #pragma unroll
   for (int e = 0; e < kVector; ++e) {
     const int index = d + e;
     if (index < rotary && index < dim)
       set_element<T>(out, e, bits_of(source[index < half ? index + half : index - half]));
   }
+  return out;
 }
 
 // Rotates the dims below rotary_dim of the chunk at dim `d` in place with the lane's angles of

@@ -117,8 +117,8 @@ int64_t appendkv_rows(const Problem& p) {
 }
 
 AppendKvRuns appendkv_runs(const Problem& p) {
-  // AppendKvTraits::kRunHeads: the kernel of the problem's RoPE kind holds this many heads.
-  const int64_t most = p.append.rope == RopeKind::none ? 1 : fmha::kAppendKvRunHeads;
+  // AppendKvTraits::kRunHeads: a group moves up to this many heads of one token.
+  const int64_t most = fmha::kAppendKvRunHeads;
   const auto run_length = [&](int64_t heads) {
     const int64_t runs = (heads + most - 1) / most;
     return runs > 0 ? (heads + runs - 1) / runs : int64_t{1};

@@ -23,6 +23,19 @@ inline void __syncwarp(unsigned = 0xFFFFFFFFu) {
   emulated_warp->arrive_and_wait();
 }
 
+// The calling thread's warp's 32 exchange slots, for __shfl_sync: every lane of the warp posts its
+// value, then reads lane `source` of its `width`-lane segment (the hardware's shfl.sync.idx).
+inline thread_local unsigned* emulated_warp_slots = nullptr;
+inline unsigned __shfl_sync(unsigned, unsigned value, int source, int width = 32) {
+  const unsigned lane = threadIdx.x % 32;
+  emulated_warp_slots[lane] = value;
+  emulated_warp->arrive_and_wait();
+  const unsigned result =
+      emulated_warp_slots[(lane & ~unsigned(width - 1)) + unsigned(source) % unsigned(width)];
+  emulated_warp->arrive_and_wait();
+  return result;
+}
+
 struct uint4 {
   unsigned x, y, z, w;
 };
