@@ -161,7 +161,15 @@ TILEFMHA_DEVICE void move_run(const AppendKvParams& p, Run<typename Traits::Elem
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int head = batch * kBatch + j;
-      if (head >= run.heads) continue;
+      if (head >= run.heads) {
+        // Heads ascend, so a copy stops at the first past the run. Rotating kernels keep the
+        // loop's shape: with `break` ptxas spilled the half-rotated paged kernel (80 registers),
+        // with `continue` an fp8 copy on sm_89 (AppendKvCodegen's compile tests).
+        if constexpr (kRotates)
+          continue;
+        else
+          break;
+      }
       const T* source = run.source + head * run.source_head;
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
