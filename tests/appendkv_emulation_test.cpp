@@ -1,15 +1,16 @@
 // The append-KV kernel's own code (kernels/fmha/appendkv.h), compiled for the host against the
 // stand-ins of tests/emulation/ and run with one std::thread per CUDA thread (a std::barrier per
-// warp for __syncwarp), on the parameters runtime::make_appendkv_params builds and the grid
-// codegen::launch_shape_appendkv sizes, against the CPU reference: contiguous caches and paged
-// pools (vLLM and SGLang, NHD and HND, pages of 1, 16 and 1024), every RoPE kind from tables or
-// a base with position offsets, Q rotated in place, 16-byte and element-wise paths, fp32, fp16,
-// bf16 and fp8 (codes compared byte for byte: copies exactly, rotated dims within one rounding
-// step of the reference's double rotation), and the key counts after the append; runs of heads
-// per thread group (codegen::appendkv_runs) with shorter last runs, GQA and MQA, V narrower than
-// K, unrotated Q, and fp32 rows whose runs move in two batches. It checks indexing, the vector
-// and scalar paths, the warp ordering of the in-place rotation and that the grid covers every
-// row; the GPU itself (PTX, memory model) is appendkv_gpu_test's.
+// warp for __syncwarp, and an exchange array beside it for __shfl_sync), on the parameters
+// runtime::make_appendkv_params builds and the grid codegen::launch_shape_appendkv sizes, against
+// the CPU reference: contiguous caches and paged pools (vLLM and SGLang, NHD and HND, pages of 1,
+// 16 and 1024), every RoPE kind from tables or a base with position offsets, Q rotated in place,
+// 16-byte and element-wise paths, fp32, fp16, bf16 and fp8 (codes compared byte for byte: copies
+// exactly, rotated dims within one rounding step of the reference's double rotation), and the key
+// counts after the append; runs of heads per thread group (codegen::appendkv_runs) with shorter
+// last runs, GQA and MQA, V narrower than K, unrotated Q, and fp32 rows whose runs move in two
+// batches. It checks indexing, the vector and scalar paths, the warp ordering of the in-place
+// rotation and that the grid covers every row; the GPU itself (PTX, memory model) is
+// appendkv_gpu_test's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
