@@ -27,6 +27,14 @@ def test_the_shipped_sweep_lists_decode_and_prefill_shapes():
                for s in prefill)
 
 
+def test_the_page_size_sweep_lists_the_pages_between_the_targets():
+    sweep = serving.load_sweep(ROOT / "bench" / "serving_page_sizes.json")
+    assert {s["page_size"] for s in serving.decode_shapes(sweep)} == {16, 32}
+    prefill = serving.prefill_shapes(sweep)
+    assert {s["page_size"] for s in prefill} == {8, 16, 32, 64}
+    assert len(prefill) == 4 * 2  # page sizes x prompt lengths
+
+
 def test_the_kv_cap_drops_larger_shapes(tmp_path):
     sweep = json.loads(serving.DEFAULT_SWEEP.read_text())
     sweep["decode"]["max_kv_bytes"] = 2 * 1 * 1024 * 8 * 128 * 2  # b1 sk1024 only
