@@ -76,22 +76,21 @@ namespace appendkv {
 
 enum class RunKind { key, value, query };
 
-// What one group moves: `heads` rows of one token and kind, head j's row at source +
-// j * source_head (to target + j * target_head; equal for Q, rotated in place), their head dim,
-// whether they rotate and at which RoPE position. heads = 0: a group past the last run, which
+// What one group moves: `heads` rows of one token and kind (K and Q rotate, V does not), head
+// j's row at source + j * source_head (to target + j * target_head; equal for Q, rotated in
+// place), their head dim and RoPE position. heads = 0: a group past the last run, which
 // still takes part in its warp's barriers. The position and target depend on the sequence's key
 // count (and, paged, its page-table entry): two dependent global reads, read by find_position
 // and used by find_target where their latencies overlap the run's loads (move_run).
 template <class T>
 struct Run {
   const T* source = nullptr;
-  T* target = nullptr;  // set by find_target
+  T* target = nullptr;  // Q: the source; K/V: set by find_target
   long long source_head = 0;
   long long target_head = 0;
   int heads = 0;
   int dim = 0;
   bool vector = false;
-  bool rotate = false;
   long long position = 0;  // set by find_position
   RunKind kind = RunKind::key;
   long long sequence = 0;  // b
@@ -118,16 +117,12 @@ TILEFMHA_DEVICE void find_position(const AppendKvParams& p, Run<typename Traits:
   }
 }
 
-// Where the run's rows go: Q in place; K/V at their cache key, one page lookup for the run (its
-// heads share the token's page and slot).
+// Where a K/V run's rows go: at their cache key, one page lookup for the run (its heads share
+// the token's page and slot). Q rows stay where they are.
 template <class Traits>
 TILEFMHA_DEVICE void find_target(const AppendKvParams& p, Run<typename Traits::Element>& run) {
   using T = typename Traits::Element;
-  if (run.heads == 0) return;
-  if (run.kind == RunKind::query) {
-    run.target = const_cast<T*>(run.source);
-    return;
-  }
+  if (run.heads == 0 || run.kind == RunKind::query) return;
   const bool is_k = run.kind == RunKind::key;
   const TokenStrides& to = is_k ? p.k_strides : p.v_strides;
   const long long offset = Traits::kPaged ? run.page * to.batch + (run.key % p.page_size) * to.seq
@@ -146,7 +141,7 @@ TILEFMHA_DEVICE void move_run(const AppendKvParams& p, Run<typename Traits::Elem
   constexpr bool kRotates = Traits::kRope != RopeMode::none;
   constexpr bool kHalf = Traits::kRope == RopeMode::half_rotated;
   const int rotary = int(p.rotary_dim);
-  const bool rotates = kRotates && run.rotate;
+  const bool rotates = kRotates && run.kind != RunKind::value;
 
   // A rotating run needs its position for the angles, which come right after the first loads:
   // its lookups go first (the paged target's page id is then used only at the stores). A plain
@@ -193,10 +188,10 @@ TILEFMHA_DEVICE void move_run(const AppendKvParams& p, Run<typename Traits::Elem
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         const int head = batch * kBatch + j;
+        const bool wanted = head < run.heads && rotates;
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
           const int d = (c * kLanes + lane) * kVector;
-          const bool wanted = head < run.heads && rotates;
           Chunk partner{{0, 0, 0, 0}};
           if constexpr (kHalf)
             partner = half_partner<Traits>(x[j][c], run.source + head * run.source_head, wanted,
@@ -249,7 +244,6 @@ TILEFMHA_DEVICE Run<typename Traits::Element> key_value_run(const AppendKvParams
   // Paged rows are as aligned as the pool's page, slot and head strides.
   run.vector = vectorizable<Traits::kVector>(source, from, run.dim) &&
                vectorizable<Traits::kVector>(target, to, run.dim);
-  run.rotate = is_k;
   run.kind = is_k ? RunKind::key : RunKind::value;
   run.sequence = b;
   run.row = t;
@@ -272,10 +266,10 @@ TILEFMHA_DEVICE Run<typename Traits::Element> query_run(const AppendKvParams& p,
   run.heads = int(p.q_run < p.nhead_q - h ? p.q_run : p.nhead_q - h);
   run.dim = int(p.hdim_q);
   run.source = q;
+  run.target = q;
   run.source_head = p.q_strides.head;
   run.target_head = p.q_strides.head;
   run.vector = vectorizable<Traits::kVector>(p.q, p.q_strides, run.dim);
-  run.rotate = true;
   run.kind = RunKind::query;
   run.sequence = b;
   run.row = i;
