@@ -4,9 +4,10 @@
 // ragged lengths (partial query and key blocks), causal top-left and bottom-right, a window with
 // sink tokens, GQA, soft cap, varlen with an empty sequence, rows that see no key, several key
 // blocks per head, and deterministic mode (bitwise-identical repeats, with the per-query-block turn
-// counters under causal, window and varlen masks), and dSink (batch and varlen, GQA, rows only the
-// sink sees, more heads than rows per row-kernel CTA, bitwise repeats in both modes). Skipped
-// without a GPU, driver or NVRTC, or on a GPU other than sm_90.
+// counters under causal, window and varlen masks, and with more key blocks per head than SMs),
+// and dSink (batch and varlen, GQA, rows only the sink sees, more heads than rows per row-kernel
+// CTA, bitwise repeats in both modes). Skipped without a GPU, driver or NVRTC, or on a GPU other
+// than sm_90.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -98,9 +99,10 @@ TEST_F(BwdSm90Gpu, DeterministicWindowSinksRepeatsAreBitIdentical) {
   expect_bit_identical_repeats(c);
 }
 
-// Unmasked deterministic key blocks start at staggered query blocks: more key blocks than query
-// blocks (8 of 128 keys over 4 of 64 queries), and fewer (2 over 12), under GQA.
-TEST_F(BwdSm90Gpu, DeterministicUnmaskedStaggeredRepeatsAreBitIdentical) {
+// Unmasked deterministic: every key block sees every query block, in turns from the highest key
+// block down; more key blocks than query blocks (8 of 128 keys over 4 of 64 queries), and fewer
+// (2 over 12), under GQA.
+TEST_F(BwdSm90Gpu, DeterministicUnmaskedRepeatsAreBitIdentical) {
   TensorPool pool(32);
   BackwardCase wide =
       make_case(pool, batch(pool, DType::bf16, {2, 4, 2, 200, 1000, 128, 128}).build(), true);
@@ -170,6 +172,24 @@ TEST_F(BwdSm90Gpu, DeterministicHdim256RepeatsAreBitIdentical) {
   BackwardCase unmasked =
       make_case(pool, batch(pool, DType::fp16, {2, 2, 1, 260, 200, 256, 256}).build(), true);
   expect_bit_identical_repeats(unmasked);
+}
+
+// More key blocks per head than CTAs the GPU holds at once (one per SM): a turn that waited on a
+// key block launched later would wait on a CTA that never starts while the resident ones hold
+// every SM (the build before this test hung at hdim 256, 16k keys). The run must finish, match
+// the reference and repeat bit for bit; few query rows keep the CPU reference cheap.
+TEST_F(BwdSm90Gpu, DeterministicMoreKeyBlocksThanSmsFinishes) {
+  const int64_t sms = engine_->sm_count();
+  TensorPool pool(37);
+  BackwardCase unmasked = make_case(
+      pool, batch(pool, DType::bf16, {1, 2, 1, 130, (sms + 6) * 64 + 17, 256, 256}).build(), true);
+  expect_bit_identical_repeats(unmasked);
+  BackwardCase causal = make_case(pool,
+                                  batch(pool, DType::fp16, {1, 2, 2, 70, (sms + 3) * 128, 128, 128})
+                                      .causal(MaskAlign::bottom_right)
+                                      .build(),
+                                  true);
+  expect_bit_identical_repeats(causal);
 }
 
 // What the Hopper kernel does not implement finds no sm90_ws kernel: planning says so, naming the

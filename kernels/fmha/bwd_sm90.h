@@ -16,7 +16,8 @@
 //     is split between them by 64x64 tiles and left in shared memory;
 //   * the producer's warp 2 adds each block's dQ to the fp32 accumulator with one bulk add
 //     reduction; in deterministic mode the key blocks seeing a query block take turns in a
-//     fixed order (a counter per query block), so every run sums in the same order.
+//     fixed order (a counter per query block, highest key block first, the order CTAs take
+//     key blocks), so every run sums in the same order.
 // Visibility is the forward's mask hook (fmha/mask.h), the logit the sm80 kernel's (BwdLogit).
 #pragma once
 
@@ -58,7 +59,6 @@ struct Sm90BwdTraits {
   static constexpr bool kGroupMode = GroupMode;
   static constexpr bool kSoftCap = SoftCap_;
   static constexpr bool kDeterministic = Deterministic;
-  static constexpr bool kStaggered = Deterministic && tile::same_type<Mask_, NoMask>::value;
   static constexpr Sm90BwdSmemLayout kSmem = sm90_bwd_smem_layout(HdimQ, HdimV, BlockM, Stages);
   // dQ is written over the consumed Q/dO stage (rows of the first half over Q, of the second
   // over dO), which the dQ writer hands back to the producer.
@@ -144,10 +144,18 @@ TILEFMHA_DEVICE Sm90BwdDqTile sm90_bwd_dq_tile(tile::u32 smem, int slot) {
   }
 }
 
+// The CTA's key block. Key blocks vary fastest in launch order: the CTAs of one (sequence, head)
+// run together and stream the same Q and dO blocks, which L2 then serves once to all of them.
+// Deterministic, they go from the highest down, the order of every query block's turns
+// (sm90_bwd_write_dq), so a CTA waits only on CTAs launched before it, which are resident or done.
+template <class Traits>
+TILEFMHA_DEVICE int sm90_bwd_key_block(unsigned key_blocks) {
+  const int index = int(blockIdx.x % key_blocks);
+  return Traits::kDeterministic ? int(key_blocks) - 1 - index : index;
+}
+
 // Calls f(head, m_begin, mask, step) for every (query head of the KV head's group, query block)
 // that sees the key block, in the order all the roles walk them; `step` counts the visits.
-// Staggered (deterministic, unmasked), key block n starts at query block n (mod the count), so
-// the key blocks' turns at a query block come one block-time apart instead of all at once.
 template <class Traits, class F>
 TILEFMHA_DEVICE void sm90_bwd_for_each_block(const FwdParams& p, const SeqInfo& seq, int n_block,
                                              int kv_head, F&& f) {
@@ -156,8 +164,7 @@ TILEFMHA_DEVICE void sm90_bwd_for_each_block(const FwdParams& p, const SeqInfo& 
   int step = 0;
   for (int h = kv_head * int(p.head_group); h < head_end; ++h) {
     for (int k = 0; k < query_blocks; ++k) {
-      const int m_block = Traits::kStaggered ? (k + n_block) % query_blocks : k;
-      const int m_begin = m_block * Traits::kBlockM;
+      const int m_begin = k * Traits::kBlockM;
       const typename Traits::Mask mask(p, seq, m_begin, Traits::kBlockM);
       const KeyBlocks visits = mask.key_blocks(Traits::kBlockN);
       if (!(n_block < visits.sink_blocks ||
@@ -243,27 +250,6 @@ TILEFMHA_DEVICE void sm90_bwd_stage_rows(const BwdParams& bp, const SeqInfo& seq
       });
 }
 
-// The turn of key block n at query block j when every one of `keys` key blocks sees all
-// `queries` query blocks and key block n starts at query block n mod queries: the adds come in
-// the order ((j - n) mod queries, n), the order the key blocks reach j. Counts the key blocks
-// before n in that order: the residue classes before n's (a cyclic interval of them), then
-// n's own class below n.
-TILEFMHA_DEVICE int sm90_bwd_staggered_turn(int j, int n, int queries, int keys) {
-  const int r = ((j - n) % queries + queries) % queries;
-  const int per_class = keys / queries, longer_classes = keys % queries;
-  int turn = r * per_class + n / queries;
-  const int first = j - r + 1;  // the earlier classes are [first, j], modulo queries
-  if (first >= 0) {
-    const int last = j < longer_classes - 1 ? j : longer_classes - 1;
-    turn += last - first + 1 > 0 ? last - first + 1 : 0;
-  } else {
-    turn += (j + 1 < longer_classes ? j + 1 : longer_classes);
-    const int wrapped = longer_classes - (queries + first);
-    turn += wrapped > 0 ? wrapped : 0;
-  }
-  return turn;
-}
-
 // The dQ writers, one thread per dQ tile of the ring (warps 2 and 3 of the producer), writer w
 // taking the blocks of tile w: each block's dQ tile from shared memory into the fp32
 // accumulator with one bulk add reduction, so the consumers never wait on global memory. The
@@ -296,24 +282,20 @@ TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, const SeqInfo& seq, 
         const Sm90BwdDqTile tile = sm90_bwd_dq_tile<Traits>(smem, buffer);
         int* turn = nullptr;
         if constexpr (Traits::kDeterministic) {
-          // This key block's turn among those that see the query block, in the order they
-          // reach it. Unmasked: staggered (sm90_bwd_staggered_turn). Under a causal or window
-          // mask, highest key block first: later key blocks start at later query blocks, so
-          // they reach each query block first (increasing order measured 0.59x the default
-          // causal, this 0.97x).
-          int before = 0;
-          if constexpr (Traits::kStaggered) {
-            before = sm90_bwd_staggered_turn(m_begin / Traits::kBlockM, n_block,
-                                             ceil_div(seq.len_q, Traits::kBlockM),
-                                             ceil_div(seq.len_k, Traits::kBlockN));
-          } else {
-            const KeyBlocks visits = mask.key_blocks(Traits::kBlockN);
-            const int sinks_after = visits.sink_blocks - n_block - 1;
-            const int window_after =
-                visits.window_end -
-                (n_block + 1 > visits.window_begin ? n_block + 1 : visits.window_begin);
-            before = (sinks_after > 0 ? sinks_after : 0) + (window_after > 0 ? window_after : 0);
-          }
+          // This key block's turn among those that see the query block: highest key block
+          // first. Under a causal or window mask, later key blocks start at later query blocks,
+          // so that is the order they reach it (increasing order measured 0.59x the default
+          // causal). And CTAs take key blocks in that order (sm90_bwd_key_block), so a turn
+          // never waits on a CTA that has not started: turns that did (a stagger of unmasked
+          // key blocks, or key blocks launched lowest first) hung once a head had more key
+          // blocks than the GPU has SMs (docs/backward.md).
+          const KeyBlocks visits = mask.key_blocks(Traits::kBlockN);
+          const int sinks_after = visits.sink_blocks - n_block - 1;
+          const int window_after =
+              visits.window_end -
+              (n_block + 1 > visits.window_begin ? n_block + 1 : visits.window_begin);
+          const int before =
+              (sinks_after > 0 ? sinks_after : 0) + (window_after > 0 ? window_after : 0);
           turn = bp.dq_semaphores + ((long long)batch * p.nhead_q + h) * query_blocks +
                  m_begin / Traits::kBlockM;
           tile::wait_until_equal(turn, before);
@@ -564,10 +546,8 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
   unsigned char* const shared_base = shared + (smem - window);
   const Sm90BwdBarriers<Traits::kStages> barriers{smem + Traits::kSmem.barrier_offset};
 
-  // Key blocks vary fastest in launch order: the CTAs of one (sequence, head) run together and
-  // stream the same Q and dO blocks, which L2 then serves once to all of them.
   const unsigned key_blocks = unsigned((p.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN);
-  const int n_block = int(blockIdx.x % key_blocks);
+  const int n_block = sm90_bwd_key_block<Traits>(key_blocks);
   const unsigned rest = blockIdx.x / key_blocks;
   const int kv_head = int(rest % unsigned(p.nhead_k));
   const int b = int(rest / unsigned(p.nhead_k));
