@@ -12,8 +12,8 @@ median of CUDA-event timings of CUDA-graph replays, or of eager calls where capt
 dq, dk, dv of each implementation are checked against SDPA's math backend on the same inputs
 in float64 (seqlen <= 2048) or float32, over a slice of the batch and heads whose score matrix
 fits REF_SCORE_ELEMENTS (each (batch, head) pair's gradients depend on that pair alone, so the
-slice is exact), plus a finiteness check of the whole gradients. The GPU backward refuses head
-dims above 128: such rows read "refused: <message>" and the sweep goes on.
+slice is exact), plus a finiteness check of the whole gradients. A shape the GPU backward
+refuses reads "refused: <message>" and the sweep goes on.
 
     PYTHONPATH=build/python python3 bench/compare_backward.py --dtype bf16 --csv b.csv --json b.json
     python3 bench/compare_backward.py --list-shapes --hdim 128     # no torch or GPU needed
