@@ -4,6 +4,7 @@
 // fits, and the sources compile with NVRTC for sm_90a without spills.
 #include <gtest/gtest.h>
 
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -77,7 +78,6 @@ TEST(BwdSm90Codegen, UnsupportedFieldsAreNamed) {
       {"dbias", [](KernelConfig& c) { c.dbias = true; }},
       {"dropout", [](KernelConfig& c) { c.dropout = true; }},
       {"page_table", [](KernelConfig& c) { c.page_table = PageTableKind::vllm_block_table; }},
-      {"persistent", [](KernelConfig& c) { c.persistent = true; }},
       {"pack_gqa", [](KernelConfig& c) { c.pack_gqa = true; }},
   };
   for (const Case& test : cases) {
@@ -104,11 +104,66 @@ TEST(BwdSm90Codegen, LaunchCoversEveryKeyBlock) {
   p.seqlen_q = 300;
   p.seqlen_k = 257;
   p.hdim_q = p.hdim_v = 128;
-  const jit::LaunchShape shape = codegen::launch_shape_bwd_sm90(hopper_config(DType::fp16, 128), p);
-  EXPECT_EQ(shape.grid[0], 3u * 2u * 3u);  // ceil(257 / 128) key blocks x KV heads x sequences
-  EXPECT_EQ(shape.grid[1], 1u);
-  EXPECT_EQ(shape.grid[2], 1u);
-  EXPECT_EQ(shape.block[0], 384u);
+  KernelConfig c = hopper_config(DType::fp16, 128);
+  c.persistent = true;
+  // Fewer tiles than SMs, or an unknown SM count: one CTA per tile.
+  for (int64_t sm_count : {int64_t{132}, int64_t{0}}) {
+    const jit::LaunchShape shape = codegen::launch_shape_bwd_sm90(c, p, sm_count);
+    EXPECT_EQ(shape.grid[0], 3u * 2u * 3u);  // ceil(257 / 128) key blocks x KV heads x sequences
+    EXPECT_EQ(shape.grid[1], 1u);
+    EXPECT_EQ(shape.grid[2], 1u);
+    EXPECT_EQ(shape.block[0], 384u);
+  }
+  // More tiles than SMs: a persistent grid of at most one CTA per SM; one CTA per tile without
+  // the persistent form.
+  p.batch = 64;
+  EXPECT_EQ(codegen::launch_shape_bwd_sm90(c, p, 132).grid[0], 131u);  // 3 key blocks divide 132
+  EXPECT_EQ(codegen::launch_shape_bwd_sm90(c, p, 100).grid[0], 100u);
+  c.persistent = false;
+  EXPECT_EQ(codegen::launch_shape_bwd_sm90(c, p, 132).grid[0], 3u * 2u * 64u);
+}
+
+// The persistent form pays for short tiles alike within a sequence: at most 16 query-block
+// visits (query blocks x the GQA group), batch mode, one key count.
+TEST(BwdSm90Codegen, PersistentGridPaysForShortTiles) {
+  Problem p;
+  p.family = Family::bwd_dq_dk_dv;
+  p.batch = 64;
+  p.nhead_q = 8;
+  p.nhead_k = 4;
+  p.seqlen_q = p.seqlen_k = 512;
+  p.hdim_q = p.hdim_v = 128;
+  const KernelConfig c = hopper_config(DType::bf16, 128);     // 64-query blocks
+  EXPECT_TRUE(codegen::bwd_sm90_persistent_grid_pays(c, p));  // 8 blocks x 2 heads
+  p.nhead_k = 2;
+  EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));  // x 4 heads
+  p.nhead_k = 8;
+  p.seqlen_q = 1024;
+  EXPECT_TRUE(codegen::bwd_sm90_persistent_grid_pays(c, p));  // 16 blocks
+  p.seqlen_q = 1025;
+  EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));
+  p.seqlen_q = 512;
+  p.seqlen_k_per_batch.assign(64, 300);
+  EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));
+  p.seqlen_k_per_batch.clear();
+  p.mode = Mode::group;
+  EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));
+}
+
+// The persistent grid shares no factor with the key-block count, so a CTA's tiles, `grid` apart,
+// go through every key block in turn.
+TEST(BwdSm90Codegen, PersistentGridIsCoprimeWithTheKeyBlocks) {
+  EXPECT_EQ(codegen::bwd_sm90_persistent_grid(100, 4, 132), 100);  // one wave
+  EXPECT_EQ(codegen::bwd_sm90_persistent_grid(4096, 4, 132), 131);
+  EXPECT_EQ(codegen::bwd_sm90_persistent_grid(4096, 1, 132), 132);
+  EXPECT_EQ(codegen::bwd_sm90_persistent_grid(30030 * 2, 30030, 132), 131);
+  EXPECT_EQ(codegen::bwd_sm90_persistent_grid(4096, 132, 132), 131);
+  EXPECT_EQ(codegen::bwd_sm90_persistent_grid(4096, 8, 0), 4096);  // unknown SM count
+  for (int64_t key_blocks = 1; key_blocks <= 300; ++key_blocks) {
+    const int64_t grid = codegen::bwd_sm90_persistent_grid(100000, key_blocks, 132);
+    EXPECT_LE(grid, 132);
+    EXPECT_EQ(std::gcd(grid, key_blocks), 1) << key_blocks;
+  }
 }
 
 TEST(BwdSm90Codegen, SourceSpellsTheConfig) {
@@ -136,7 +191,13 @@ TEST(BwdSm90Codegen, CompilesForSm90aWithinItsSpillBounds) {
       cases.push_back({c, codegen::generate_bwd_sm90_source(c), hdim == 64 ? 64 : 16});
       c.mask = MaskKind::causal;
       c.deterministic = true;
-      cases.push_back({c, codegen::generate_bwd_sm90_source(c), hdim == 64 ? 192 : 128});
+      // (hdim 128/256: 148 bytes since the tile walk, 88 before, in the producer warpgroup.)
+      cases.push_back({c, codegen::generate_bwd_sm90_source(c), hdim == 64 ? 192 : 160});
+      // The persistent form: the producer warpgroup (24 registers a thread after setmaxnreg)
+      // spills in its row staging and dQ writer, which walk the tiles; off the tensor-core path.
+      // The consumers spill at most 8 bytes (hdim 64), found by compiling without those roles.
+      c.persistent = true;
+      cases.push_back({c, codegen::generate_bwd_sm90_source(c), hdim == 64 ? 384 : 336});
     }
   }
   for (int hdim : {64, 128, 256}) {

@@ -3,11 +3,11 @@
 // inputs, gradients poisoned before each run. Cases: head dims 64, 128 and 256, bf16 and fp16,
 // ragged lengths (partial query and key blocks), causal top-left and bottom-right, a window with
 // sink tokens, GQA, soft cap, varlen with an empty sequence, rows that see no key, several key
-// blocks per head, and deterministic mode (bitwise-identical repeats, with the per-query-block turn
-// counters under causal, window and varlen masks, and with more key blocks per head than SMs),
-// and dSink (batch and varlen, GQA, rows only the sink sees, more heads than rows per row-kernel
-// CTA, bitwise repeats in both modes). Skipped without a GPU, driver or NVRTC, or on a GPU other
-// than sm_90.
+// blocks per head, a persistent grid with several tiles per CTA, deterministic mode
+// (bitwise-identical repeats, with the per-query-block turn counters under causal, window and
+// varlen masks, and with more key blocks per head than SMs), and dSink (batch and varlen, GQA,
+// rows only the sink sees, more heads than rows per row-kernel CTA, bitwise repeats in both
+// modes). Skipped without a GPU, driver or NVRTC, or on a GPU other than sm_90.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -190,6 +190,22 @@ TEST_F(BwdSm90Gpu, DeterministicMoreKeyBlocksThanSmsFinishes) {
                                       .build(),
                                   true);
   expect_bit_identical_repeats(causal);
+}
+
+// Short tiles, more of them than SMs: a persistent grid, each CTA walking several tiles with its
+// ring positions carried over (codegen::bwd_sm90_persistent_grid_pays). Unmasked GQA, causal
+// bottom-right, and deterministic repeats, where turns follow the tiles' order.
+TEST_F(BwdSm90Gpu, PersistentGridSeveralTilesPerCta) {
+  const int64_t batch_count = engine_->sm_count() / 3 + 5;  // 3 key blocks x 2 KV heads a sequence
+  TensorPool pool(38);
+  expect_matches_reference(pool,
+                           batch(pool, DType::fp16, {batch_count, 4, 2, 300, 300, 64, 64}).build());
+  expect_matches_reference(pool, batch(pool, DType::bf16, {batch_count, 4, 2, 300, 260, 128, 128})
+                                     .causal(MaskAlign::bottom_right)
+                                     .build());
+  BackwardCase deterministic = make_case(
+      pool, batch(pool, DType::bf16, {batch_count, 4, 2, 260, 300, 64, 64}).causal().build(), true);
+  expect_bit_identical_repeats(deterministic);
 }
 
 // What the Hopper kernel does not implement finds no sm90_ws kernel: planning says so, naming the

@@ -38,6 +38,26 @@ TEST(Precompile, Sm90ForwardGainsItsPersistentAndPackedForms) {
   EXPECT_TRUE(names.contains(plain.name() + ".packgqa-1")) << *names.rbegin();
 }
 
+// The Hopper backward's launch form is its persistent grid; it packs no GQA groups.
+TEST(Precompile, Sm90BackwardGainsOnlyItsPersistentForm) {
+  KernelConfig bwd;
+  bwd.family = Family::bwd_dq_dk_dv;
+  bwd.pipeline = Pipeline::sm90_ws;
+  bwd.arch = Arch::sm90;
+  bwd.dtype = bwd.out_dtype = DType::bf16;
+  bwd.hdim_q = bwd.hdim_v = 64;
+  bwd.block_m = 128;
+  bwd.block_n = 128;
+  bwd.block_k = 64;
+  bwd.warps = 12;
+  bwd.stages = 2;
+  const std::vector<KernelConfig> forms = runtime::with_launch_forms(std::vector{bwd});
+  ASSERT_EQ(forms.size(), 2u);
+  EXPECT_EQ(forms[0], bwd);
+  EXPECT_TRUE(forms[1].persistent);
+  EXPECT_FALSE(forms[1].pack_gqa);
+}
+
 TEST(Precompile, SplitKvGainsOnlyThePackedFormAndSm80Nothing) {
   KernelConfig split = testing::sm90_fwd_config(DType::bf16, 128, 128, 128, 128);
   split.family = Family::fwd_splitkv;

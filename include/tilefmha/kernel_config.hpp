@@ -50,7 +50,8 @@ struct KernelConfig {
   bool dbias = false;
   // Launch form, not a trait: the CTAs loop over tiles on a persistent grid of one CTA per SM
   // (sm90_ws). Never enumerated; the dispatcher derives it from an enumerated kernel where a
-  // persistent grid pays for the problem (codegen::sm90_persistent_grid_pays).
+  // persistent grid pays for the problem (codegen::sm90_persistent_grid_pays, and
+  // codegen::bwd_sm90_persistent_grid_pays for the backward).
   bool persistent = false;
   // Launch form, not a trait: the query heads of a GQA group share one tile (block_m / g query
   // positions x g heads), for short query rows (sm90_ws). Derived by the dispatcher like

@@ -42,7 +42,7 @@
 namespace tilefmha::fmha {
 
 template <class Element_, int HdimQ, int HdimV, int BlockM, int Stages, bool GroupMode, class Mask_,
-          bool SoftCap_, bool Deterministic>
+          bool SoftCap_, bool Deterministic, bool Persistent>
 struct Sm90BwdTraits {
   using Element = Element_;
   using Mask = Mask_;
@@ -59,6 +59,10 @@ struct Sm90BwdTraits {
   static constexpr bool kGroupMode = GroupMode;
   static constexpr bool kSoftCap = SoftCap_;
   static constexpr bool kDeterministic = Deterministic;
+  // A persistent grid: each CTA walks several tiles (sm90_bwd_for_each_tile); otherwise one CTA
+  // per tile, with no looping code (the loop's state spilled in the producer roles and cost
+  // 3-10% on long shapes).
+  static constexpr bool kPersistent = Persistent;
   static constexpr Sm90BwdSmemLayout kSmem = sm90_bwd_smem_layout(HdimQ, HdimV, BlockM, Stages);
   // dQ is written over the consumed Q/dO stage (rows of the first half over Q, of the second
   // over dO), which the dQ writer hands back to the producer.
@@ -89,7 +93,7 @@ struct Sm90BwdTraits {
 
 // Shared-window addresses of the mbarriers: K/V landed, then per ring stage the query block
 // landed (TMA bytes plus the 32 lanes that stage LSE and D) and released (every consumer warp),
-// then the dQ tile's hand-off between the consumers and the dQ writer.
+// then the dQ tile's hand-off between the consumers and the dQ writer, then K/V released.
 template <int Stages>
 struct Sm90BwdBarriers {
   tile::u32 base;
@@ -98,6 +102,9 @@ struct Sm90BwdBarriers {
   TILEFMHA_DEVICE tile::u32 kv_full() const { return base; }
   TILEFMHA_DEVICE tile::u32 q_full(int stage) const { return base + 8u * (1 + stage); }
   TILEFMHA_DEVICE tile::u32 q_empty(int stage) const { return base + 8u * (1 + Stages + stage); }
+  // The consumers are done with the tile's K and V (every consumer warp arrives), so the next
+  // tile's may load.
+  TILEFMHA_DEVICE tile::u32 kv_empty() const { return base + 8u * (5 + 2 * Stages); }
 
   // The block's dQ is in shared memory (every consumer thread arrives), and read out again (the
   // dQ writer arrives).
@@ -112,6 +119,7 @@ struct Sm90BwdBarriers {
   // stage.
   TILEFMHA_DEVICE void init(int consumer_warps, int stage_releasers) const {
     tile::mbarrier_init(kv_full(), 1);
+    tile::mbarrier_init(kv_empty(), consumer_warps);
     for (int stage = 0; stage < Stages; ++stage) {
       tile::mbarrier_init(q_full(stage), 1 + kRowLanes);
       tile::mbarrier_init(q_empty(stage), stage_releasers);
@@ -144,24 +152,63 @@ TILEFMHA_DEVICE Sm90BwdDqTile sm90_bwd_dq_tile(tile::u32 smem, int slot) {
   }
 }
 
-// The CTA's key block. Key blocks vary fastest in launch order: the CTAs of one (sequence, head)
-// run together and stream the same Q and dO blocks, which L2 then serves once to all of them.
-// Deterministic, they go from the highest down, the order of every query block's turns
-// (sm90_bwd_write_dq), so a CTA waits only on CTAs launched before it, which are resident or done.
-template <class Traits>
-TILEFMHA_DEVICE int sm90_bwd_key_block(unsigned key_blocks) {
-  const int index = int(blockIdx.x % key_blocks);
-  return Traits::kDeterministic ? int(key_blocks) - 1 - index : index;
+// One tile of work: a key block of one KV head of one sequence. `rows_written`: batch mode
+// writes dK/dV rows up to seqlen_k (zeros past a shorter per-sequence key count), as the
+// reference does; group mode writes the sequence's keys only.
+struct Sm90BwdTile {
+  int n_block;
+  int kv_head;
+  int batch;
+  SeqInfo seq;
+  int key_begin;
+  int rows_written;
+};
+
+// Calls f(tile) for the CTA's tiles: its own (blockIdx.x), or on a persistent grid every
+// gridDim.x-th from it, so the roles of a CTA walk the same tiles in the same order and carry
+// their ring positions from one tile to the next. Key blocks vary fastest: the CTAs of one
+// (sequence, head) run together and stream the same Q and dO blocks, which L2 then serves once
+// to all of them. A persistent grid has no common factor with the key-block count
+// (codegen::bwd_sm90_persistent_grid), so a CTA's tiles go through every key block in turn.
+// Deterministic, key blocks go from the highest down, the order of every query block's turns
+// (sm90_bwd_write_dq): a tile waits only on tiles of lower index, and the lowest unfinished tile
+// always runs.
+template <class Traits, class F>
+TILEFMHA_DEVICE void sm90_bwd_for_each_tile(const FwdParams& p, F&& f) {
+  // 32-bit: the launch refuses 2^31 tiles or more, and the producer roles' registers are scarce.
+  const int key_blocks = int((p.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN);
+  auto visit = [&](int index) {
+    const int position = index % key_blocks;
+    const int rest = index / key_blocks;
+    const int n_block = Traits::kDeterministic ? key_blocks - 1 - position : position;
+    const int kv_head = rest % int(p.nhead_k);
+    const int batch = rest / int(p.nhead_k);
+    const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, batch);
+    const int key_begin = n_block * Traits::kBlockN;
+    const int rows_written = Traits::kGroupMode
+                                 ? seq.len_k
+                                 : (int(p.seqlen_k) > seq.len_k ? int(p.seqlen_k) : seq.len_k);
+    if (key_begin < rows_written)
+      f(Sm90BwdTile{n_block, kv_head, batch, seq, key_begin, rows_written});
+  };
+  if constexpr (Traits::kPersistent) {
+    const int tiles = key_blocks * int(p.nhead_k) * int(p.batch);
+    for (int index = int(blockIdx.x); index < tiles; index += int(gridDim.x)) visit(index);
+  } else {
+    visit(int(blockIdx.x));
+  }
 }
 
 // Calls f(head, m_begin, mask, step) for every (query head of the KV head's group, query block)
-// that sees the key block, in the order all the roles walk them; `step` counts the visits.
+// that sees the tile's key block, in the order all the roles walk them; `step` counts the visits
+// over all the CTA's tiles (the ring positions).
 template <class Traits, class F>
-TILEFMHA_DEVICE void sm90_bwd_for_each_block(const FwdParams& p, const SeqInfo& seq, int n_block,
-                                             int kv_head, F&& f) {
+TILEFMHA_DEVICE void sm90_bwd_for_each_block(const FwdParams& p, const Sm90BwdTile& tile, int& step,
+                                             F&& f) {
+  const SeqInfo& seq = tile.seq;
+  const int n_block = tile.n_block, kv_head = tile.kv_head;
   const int query_blocks = ceil_div(seq.len_q, Traits::kBlockM);
   const int head_end = (kv_head + 1) * int(p.head_group);
-  int step = 0;
   for (int h = kv_head * int(p.head_group); h < head_end; ++h) {
     for (int k = 0; k < query_blocks; ++k) {
       const int m_begin = k * Traits::kBlockM;
@@ -180,74 +227,94 @@ TILEFMHA_DEVICE const tile::TensorMap* sm90_bwd_map(const Sm90TensorMap& map) {
   return reinterpret_cast<const tile::TensorMap*>(&map);
 }
 
-// The producer thread: K and V once, then Q and dO of each visited query block.
+// The producer thread, per tile: K and V, and Q and dO of each visited query block into the
+// ring. On a persistent grid K and V wait until the consumers are done with the previous tile's,
+// and go right after the first block's Q and dO, which may load while the consumers still work
+// on the previous tile.
 template <class Traits>
-TILEFMHA_DEVICE void sm90_bwd_produce(const Sm90BwdParams& params, const SeqInfo& seq, int n_block,
-                                      int kv_head, tile::u32 smem,
+TILEFMHA_DEVICE void sm90_bwd_produce(const Sm90BwdParams& params, tile::u32 smem,
                                       const Sm90BwdBarriers<Traits::kStages>& barriers) {
   const FwdParams& p = params.base.fwd;
   const tile::TensorMap* q_map = sm90_bwd_map(params.q_map);
   const tile::TensorMap* do_map = sm90_bwd_map(params.do_map);
   const tile::TensorMap* k_map = sm90_bwd_map(params.k_map);
   const tile::TensorMap* v_map = sm90_bwd_map(params.v_map);
-  const int batch = int(seq.view_batch);
-  const int key_row = int(seq.k_start) + n_block * Traits::kBlockN;
-  tile::mbarrier_arrive_expect_tx(barriers.kv_full(),
-                                  Traits::kBlockN * (Traits::kHdimQ + Traits::kHdimV) * 2);
+  int step = 0, tiles = 0;
+  sm90_bwd_for_each_tile<Traits>(p, [&](const Sm90BwdTile& t) {
+    const int batch = int(t.seq.view_batch);
+    bool kv_issued = false;
+    auto issue_kv = [&] {
+      tile::mbarrier_wait(barriers.kv_empty(), tile::u32(tiles & 1) ^ 1u);
+      const int key_row = int(t.seq.k_start) + t.key_begin;
+      tile::mbarrier_arrive_expect_tx(barriers.kv_full(),
+                                      Traits::kBlockN * (Traits::kHdimQ + Traits::kHdimV) * 2);
 #pragma unroll
-  for (int panel = 0; panel < Traits::kHdimQ / kSm90PanelElements; ++panel)
-    tile::tma_load_4d(smem + Traits::kSmem.k_offset + panel * Traits::kKPanelBytes, k_map,
-                      barriers.kv_full(), panel * kSm90PanelElements, key_row, kv_head, batch);
+      for (int panel = 0; panel < Traits::kHdimQ / kSm90PanelElements; ++panel)
+        tile::tma_load_4d(smem + Traits::kSmem.k_offset + panel * Traits::kKPanelBytes, k_map,
+                          barriers.kv_full(), panel * kSm90PanelElements, key_row, t.kv_head,
+                          batch);
 #pragma unroll
-  for (int panel = 0; panel < Traits::kHdimV / kSm90PanelElements; ++panel)
-    tile::tma_load_4d(smem + Traits::kSmem.v_offset + panel * Traits::kKPanelBytes, v_map,
-                      barriers.kv_full(), panel * kSm90PanelElements, key_row, kv_head, batch);
-
-  sm90_bwd_for_each_block<Traits>(
-      p, seq, n_block, kv_head, [&](int h, int m_begin, const auto&, int step) {
-        const int stage = ring_stage<Traits::kStages>(step);
-        tile::mbarrier_wait(barriers.q_empty(stage), ring_phase<Traits::kStages>(step) ^ 1u);
-        tile::mbarrier_arrive_expect_tx(barriers.q_full(stage),
-                                        Traits::kSmem.q_stage_bytes + Traits::kSmem.do_stage_bytes);
-        const int row = int(seq.q_start) + m_begin;
+      for (int panel = 0; panel < Traits::kHdimV / kSm90PanelElements; ++panel)
+        tile::tma_load_4d(smem + Traits::kSmem.v_offset + panel * Traits::kKPanelBytes, v_map,
+                          barriers.kv_full(), panel * kSm90PanelElements, key_row, t.kv_head,
+                          batch);
+      kv_issued = true;
+    };
+    // One tile per CTA: nothing to overlap, K and V first.
+    if constexpr (!Traits::kPersistent) issue_kv();
+    sm90_bwd_for_each_block<Traits>(
+        p, t, step, [&](int h, int m_begin, const auto&, int block_step) {
+          const int stage = ring_stage<Traits::kStages>(block_step);
+          tile::mbarrier_wait(barriers.q_empty(stage),
+                              ring_phase<Traits::kStages>(block_step) ^ 1u);
+          tile::mbarrier_arrive_expect_tx(
+              barriers.q_full(stage), Traits::kSmem.q_stage_bytes + Traits::kSmem.do_stage_bytes);
+          const int row = int(t.seq.q_start) + m_begin;
 #pragma unroll
-        for (int panel = 0; panel < Traits::kHdimQ / kSm90PanelElements; ++panel)
-          tile::tma_load_4d(smem + Traits::kSmem.q_offset + stage * Traits::kSmem.q_stage_bytes +
-                                panel * Traits::kQPanelBytes,
-                            q_map, barriers.q_full(stage), panel * kSm90PanelElements, row, h,
-                            batch);
+          for (int panel = 0; panel < Traits::kHdimQ / kSm90PanelElements; ++panel)
+            tile::tma_load_4d(smem + Traits::kSmem.q_offset + stage * Traits::kSmem.q_stage_bytes +
+                                  panel * Traits::kQPanelBytes,
+                              q_map, barriers.q_full(stage), panel * kSm90PanelElements, row, h,
+                              batch);
 #pragma unroll
-        for (int panel = 0; panel < Traits::kHdimV / kSm90PanelElements; ++panel)
-          tile::tma_load_4d(smem + Traits::kSmem.do_offset + stage * Traits::kSmem.do_stage_bytes +
-                                panel * Traits::kQPanelBytes,
-                            do_map, barriers.q_full(stage), panel * kSm90PanelElements, row, h,
-                            batch);
-      });
+          for (int panel = 0; panel < Traits::kHdimV / kSm90PanelElements; ++panel)
+            tile::tma_load_4d(
+                smem + Traits::kSmem.do_offset + stage * Traits::kSmem.do_stage_bytes +
+                    panel * Traits::kQPanelBytes,
+                do_map, barriers.q_full(stage), panel * kSm90PanelElements, row, h, batch);
+          if (!kv_issued) issue_kv();
+        });
+    // The consumers wait for K and V even where no query block sees them.
+    if (!kv_issued) issue_kv();
+    ++tiles;
+  });
 }
 
 // The producer's warp 1: LSE (log2 units; +inf where a row saw no key or lies past the
 // sequence, which makes its P exactly 0) and D of each visited query block, into the ring slot.
 template <class Traits>
-TILEFMHA_DEVICE void sm90_bwd_stage_rows(const BwdParams& bp, const SeqInfo& seq, int n_block,
-                                         int kv_head, unsigned char* shared_base,
+TILEFMHA_DEVICE void sm90_bwd_stage_rows(const BwdParams& bp, unsigned char* shared_base,
                                          const Sm90BwdBarriers<Traits::kStages>& barriers,
                                          int lane) {
   const FwdParams& p = bp.fwd;
   float* const lse_rows = reinterpret_cast<float*>(shared_base + Traits::kSmem.lse_offset);
   float* const d_rows = reinterpret_cast<float*>(shared_base + Traits::kSmem.d_offset);
-  sm90_bwd_for_each_block<Traits>(
-      p, seq, n_block, kv_head, [&](int h, int m_begin, const auto&, int step) {
-        const int stage = ring_stage<Traits::kStages>(step);
-        tile::mbarrier_wait(barriers.q_empty(stage), ring_phase<Traits::kStages>(step) ^ 1u);
-        const long long lse_head = seq.view_batch * p.lse_batch_stride + h * p.lse_head_stride;
-        const long long d_head = seq.view_batch * bp.d_batch_stride + h * bp.d_head_stride;
-        for (int r = lane; r < Traits::kBlockM; r += 32) {
-          const BwdRowStats stats = BwdRowStats::of(bp, seq, lse_head, d_head, m_begin + r);
-          lse_rows[stage * Traits::kBlockM + r] = stats.lse2;
-          d_rows[stage * Traits::kBlockM + r] = stats.d;
-        }
-        tile::mbarrier_arrive(barriers.q_full(stage));
-      });
+  int steps = 0;
+  sm90_bwd_for_each_tile<Traits>(p, [&](const Sm90BwdTile& t) {
+    const SeqInfo& seq = t.seq;
+    sm90_bwd_for_each_block<Traits>(p, t, steps, [&](int h, int m_begin, const auto&, int step) {
+      const int stage = ring_stage<Traits::kStages>(step);
+      tile::mbarrier_wait(barriers.q_empty(stage), ring_phase<Traits::kStages>(step) ^ 1u);
+      const long long lse_head = seq.view_batch * p.lse_batch_stride + h * p.lse_head_stride;
+      const long long d_head = seq.view_batch * bp.d_batch_stride + h * bp.d_head_stride;
+      for (int r = lane; r < Traits::kBlockM; r += 32) {
+        const BwdRowStats stats = BwdRowStats::of(bp, seq, lse_head, d_head, m_begin + r);
+        lse_rows[stage * Traits::kBlockM + r] = stats.lse2;
+        d_rows[stage * Traits::kBlockM + r] = stats.d;
+      }
+      tile::mbarrier_arrive(barriers.q_full(stage));
+    });
+  });
 }
 
 // The dQ writers, one thread per dQ tile of the ring (warps 2 and 3 of the producer), writer w
@@ -259,69 +326,74 @@ TILEFMHA_DEVICE void sm90_bwd_stage_rows(const BwdParams& bp, const SeqInfo& seq
 // its turn and then for its add to complete before it hands the turn on; with a writer per tile,
 // the next block's add waits on its own query block's turn, not behind this one's completion.
 template <class Traits>
-TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, const SeqInfo& seq, int batch,
-                                       int n_block, int kv_head, tile::u32 smem,
+TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, tile::u32 smem,
                                        const Sm90BwdBarriers<Traits::kStages>& barriers,
                                        int writer) {
   const FwdParams& p = bp.fwd;
   const long long query_blocks = (p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-  sm90_bwd_for_each_block<Traits>(
-      p, seq, n_block, kv_head, [&](int h, int m_begin, const auto& mask, int step) {
-        constexpr int kBuffers = Traits::kDqRing;
-        const int buffer = ring_stage<kBuffers>(step);
-        if (buffer != writer) return;
-        tile::mbarrier_wait(barriers.dq_full(buffer), ring_phase<kBuffers>(step));
-        float* destination = bp.dq_acc + seq.view_batch * bp.dq_acc_strides.batch +
-                             (seq.q_start + m_begin) * bp.dq_acc_strides.seq +
-                             h * bp.dq_acc_strides.head;
-        const int rows =
-            seq.len_q - m_begin < Traits::kBlockM ? seq.len_q - m_begin : Traits::kBlockM;
-        // The tile's halves are apart in shared memory where it lies over a Q/dO stage.
-        constexpr int kHalfRows = Traits::kBlockM / 2;
-        const int first_rows = rows < kHalfRows ? rows : kHalfRows;
-        const Sm90BwdDqTile tile = sm90_bwd_dq_tile<Traits>(smem, buffer);
-        int* turn = nullptr;
-        if constexpr (Traits::kDeterministic) {
-          // This key block's turn among those that see the query block: highest key block
-          // first. Under a causal or window mask, later key blocks start at later query blocks,
-          // so that is the order they reach it (increasing order measured 0.59x the default
-          // causal). And CTAs take key blocks in that order (sm90_bwd_key_block), so a turn
-          // never waits on a CTA that has not started: turns that did (a stagger of unmasked
-          // key blocks, or key blocks launched lowest first) hung once a head had more key
-          // blocks than the GPU has SMs (docs/backward.md).
-          const KeyBlocks visits = mask.key_blocks(Traits::kBlockN);
-          const int sinks_after = visits.sink_blocks - n_block - 1;
-          const int window_after =
-              visits.window_end -
-              (n_block + 1 > visits.window_begin ? n_block + 1 : visits.window_begin);
-          const int before =
-              (sinks_after > 0 ? sinks_after : 0) + (window_after > 0 ? window_after : 0);
-          turn = bp.dq_semaphores + ((long long)batch * p.nhead_q + h) * query_blocks +
-                 m_begin / Traits::kBlockM;
-          tile::wait_until_equal(turn, before);
-          tile::fence_proxy_async();
-        }
-        tile::bulk_reduce_add_f32(destination, tile.halves[0],
-                                  tile::u32(first_rows * Traits::kSmem.dq_row_bytes));
-        if (rows > kHalfRows)
-          tile::bulk_reduce_add_f32(destination + kHalfRows * bp.dq_acc_strides.seq, tile.halves[1],
-                                    tile::u32((rows - kHalfRows) * Traits::kSmem.dq_row_bytes));
-        tile::tma_store_commit_group();
-        // The tile is free once the reduction has read it: where it lay over the block's stage,
-        // the stage goes back to the producer.
-        tile::tma_store_wait_group_read<0>();
-        if constexpr (Traits::kDqInStage)
-          tile::mbarrier_arrive(barriers.q_empty(buffer));
-        else
-          tile::mbarrier_arrive(barriers.dq_empty(buffer));
-        if constexpr (Traits::kDeterministic) {
-          // The next key block may add once this add is complete in global memory. (Handing
-          // the turn on only at the next block, to overlap the completion, measured slower.)
-          tile::tma_store_wait_group<0>();
-          tile::fence_proxy_async();
-          tile::add_release_gpu(turn, 1);
-        }
-      });
+  int steps = 0;
+  sm90_bwd_for_each_tile<Traits>(p, [&](const Sm90BwdTile& t) {
+    const SeqInfo& seq = t.seq;
+    const int batch = t.batch, n_block = t.n_block;
+    sm90_bwd_for_each_block<Traits>(
+        p, t, steps, [&](int h, int m_begin, const auto& mask, int step) {
+          constexpr int kBuffers = Traits::kDqRing;
+          const int buffer = ring_stage<kBuffers>(step);
+          if (buffer != writer) return;
+          tile::mbarrier_wait(barriers.dq_full(buffer), ring_phase<kBuffers>(step));
+          float* destination = bp.dq_acc + seq.view_batch * bp.dq_acc_strides.batch +
+                               (seq.q_start + m_begin) * bp.dq_acc_strides.seq +
+                               h * bp.dq_acc_strides.head;
+          const int rows =
+              seq.len_q - m_begin < Traits::kBlockM ? seq.len_q - m_begin : Traits::kBlockM;
+          // The tile's halves are apart in shared memory where it lies over a Q/dO stage.
+          constexpr int kHalfRows = Traits::kBlockM / 2;
+          const int first_rows = rows < kHalfRows ? rows : kHalfRows;
+          const Sm90BwdDqTile tile = sm90_bwd_dq_tile<Traits>(smem, buffer);
+          int* turn = nullptr;
+          if constexpr (Traits::kDeterministic) {
+            // This key block's turn among those that see the query block: highest key block
+            // first. Under a causal or window mask, later key blocks start at later query blocks,
+            // so that is the order they reach it (increasing order measured 0.59x the default
+            // causal). And CTAs take key blocks in that order (sm90_bwd_key_block), so a turn
+            // never waits on a CTA that has not started: turns that did (a stagger of unmasked
+            // key blocks, or key blocks launched lowest first) hung once a head had more key
+            // blocks than the GPU has SMs (docs/backward.md).
+            const KeyBlocks visits = mask.key_blocks(Traits::kBlockN);
+            const int sinks_after = visits.sink_blocks - n_block - 1;
+            const int window_after =
+                visits.window_end -
+                (n_block + 1 > visits.window_begin ? n_block + 1 : visits.window_begin);
+            const int before =
+                (sinks_after > 0 ? sinks_after : 0) + (window_after > 0 ? window_after : 0);
+            turn = bp.dq_semaphores + ((long long)batch * p.nhead_q + h) * query_blocks +
+                   m_begin / Traits::kBlockM;
+            tile::wait_until_equal(turn, before);
+            tile::fence_proxy_async();
+          }
+          tile::bulk_reduce_add_f32(destination, tile.halves[0],
+                                    tile::u32(first_rows * Traits::kSmem.dq_row_bytes));
+          if (rows > kHalfRows)
+            tile::bulk_reduce_add_f32(destination + kHalfRows * bp.dq_acc_strides.seq,
+                                      tile.halves[1],
+                                      tile::u32((rows - kHalfRows) * Traits::kSmem.dq_row_bytes));
+          tile::tma_store_commit_group();
+          // The tile is free once the reduction has read it: where it lay over the block's stage,
+          // the stage goes back to the producer.
+          tile::tma_store_wait_group_read<0>();
+          if constexpr (Traits::kDqInStage)
+            tile::mbarrier_arrive(barriers.q_empty(buffer));
+          else
+            tile::mbarrier_arrive(barriers.dq_empty(buffer));
+          if constexpr (Traits::kDeterministic) {
+            // The next key block may add once this add is complete in global memory. (Handing
+            // the turn on only at the next block, to overlap the completion, measured slower.)
+            tile::tma_store_wait_group<0>();
+            tile::fence_proxy_async();
+            tile::add_release_gpu(turn, 1);
+          }
+        });
+  });
 }
 
 // One consumer warpgroup: 64 keys of the block.
@@ -546,19 +618,6 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
   unsigned char* const shared_base = shared + (smem - window);
   const Sm90BwdBarriers<Traits::kStages> barriers{smem + Traits::kSmem.barrier_offset};
 
-  const unsigned key_blocks = unsigned((p.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN);
-  const int n_block = sm90_bwd_key_block<Traits>(key_blocks);
-  const unsigned rest = blockIdx.x / key_blocks;
-  const int kv_head = int(rest % unsigned(p.nhead_k));
-  const int b = int(rest / unsigned(p.nhead_k));
-  const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, b);
-  const int key_begin = n_block * Traits::kBlockN;
-  // Batch mode writes dK/dV rows up to seqlen_k (zeros past a shorter per-sequence key count),
-  // as the reference does; group mode writes the sequence's keys only.
-  const int rows_written =
-      Traits::kGroupMode ? seq.len_k : (int(p.seqlen_k) > seq.len_k ? int(p.seqlen_k) : seq.len_k);
-  if (key_begin >= rows_written) return;
-
   constexpr int kConsumerWarps = kSm90BwdConsumerGroups * 4;
   if (threadIdx.x == 0) barriers.init(kConsumerWarps, Traits::kDqInStage ? 1 : kConsumerWarps);
   __syncthreads();
@@ -567,116 +626,123 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
   if (warpgroup == 0) {
     tile::warpgroup_registers_decrease<kSm90BwdProducerRegisters>();
     if (threadIdx.x == 0) {
-      sm90_bwd_produce<Traits>(params, seq, n_block, kv_head, smem, barriers);
+      sm90_bwd_produce<Traits>(params, smem, barriers);
     } else if (threadIdx.x / 32 == 1) {
-      sm90_bwd_stage_rows<Traits>(bp, seq, n_block, kv_head, shared_base, barriers,
-                                  threadIdx.x % 32);
+      sm90_bwd_stage_rows<Traits>(bp, shared_base, barriers, threadIdx.x % 32);
     } else if (const int writer = int(threadIdx.x / 32) - 2;
                threadIdx.x % 32 == 0 && writer < Traits::kDqRing) {
-      sm90_bwd_write_dq<Traits>(bp, seq, b, n_block, kv_head, smem, barriers, writer);
+      sm90_bwd_write_dq<Traits>(bp, smem, barriers, writer);
     }
     return;
   }
 
   tile::warpgroup_registers_increase<kSm90BwdConsumerRegisters>();
   const Consumer consumer{warpgroup - 1, int(threadIdx.x % 128), smem};
-  float dk[Traits::kGroupHdimQ / 2];
-  float dv[Traits::kGroupHdimV / 2];
-#pragma unroll
-  for (int i = 0; i < Traits::kGroupHdimQ / 2; ++i) dk[i] = 0.0f;
-#pragma unroll
-  for (int i = 0; i < Traits::kGroupHdimV / 2; ++i) dv[i] = 0.0f;
-
   const BwdLogit<Traits::kSoftCap> logit(p);
   const float* const lse_rows =
       reinterpret_cast<const float*>(shared_base + Traits::kSmem.lse_offset);
   const float* const d_rows = reinterpret_cast<const float*>(shared_base + Traits::kSmem.d_offset);
-  // The TMA of K and V completes before the CTA may exit, even where no query block sees them.
-  tile::mbarrier_wait(barriers.kv_full(), 0);
+  int steps = 0, tiles = 0;
+  sm90_bwd_for_each_tile<Traits>(p, [&](const Sm90BwdTile& t) {
+    const SeqInfo& seq = t.seq;
+    const int key_begin = t.key_begin;
+    float dk[Traits::kGroupHdimQ / 2];
+    float dv[Traits::kGroupHdimV / 2];
+#pragma unroll
+    for (int i = 0; i < Traits::kGroupHdimQ / 2; ++i) dk[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < Traits::kGroupHdimV / 2; ++i) dv[i] = 0.0f;
+    // The TMA of K and V completes before the tile ends, even where no query block sees them.
+    tile::mbarrier_wait(barriers.kv_full(), tile::u32(tiles & 1));
 
-  sm90_bwd_for_each_block<Traits>(
-      p, seq, n_block, kv_head, [&](int, int m_begin, const auto& mask, int step) {
-        const int stage = ring_stage<Traits::kStages>(step);
-        tile::mbarrier_wait(barriers.q_full(stage), ring_phase<Traits::kStages>(step));
-        float st[kBlockM / 2];
-        float dpt[kBlockM / 2];
-        tile::wgmma_fence();
-        consumer.issue_scores(st, dpt, stage);
-        const float* const lse2 = lse_rows + stage * kBlockM;
-        const float* const d = d_rows + stage * kBlockM;
-        if (mask.block_needs_mask(key_begin, Traits::kBlockN))
-          consumer.template gradients_of_scores<true>(st, dpt, logit, mask, m_begin, key_begin,
-                                                      lse2, d);
-        else
-          consumer.template gradients_of_scores<false>(st, dpt, logit, mask, m_begin, key_begin,
-                                                       lse2, d);
-        tile::u32 p_frag[Consumer::kQuerySteps][4];
-        tile::u32 ds_frag[Consumer::kQuerySteps][4];
+    sm90_bwd_for_each_block<Traits>(p, t, steps, [&](int, int m_begin, const auto& mask, int step) {
+      const int stage = ring_stage<Traits::kStages>(step);
+      tile::mbarrier_wait(barriers.q_full(stage), ring_phase<Traits::kStages>(step));
+      float st[kBlockM / 2];
+      float dpt[kBlockM / 2];
+      tile::wgmma_fence();
+      consumer.issue_scores(st, dpt, stage);
+      const float* const lse2 = lse_rows + stage * kBlockM;
+      const float* const d = d_rows + stage * kBlockM;
+      if (mask.block_needs_mask(key_begin, Traits::kBlockN))
+        consumer.template gradients_of_scores<true>(st, dpt, logit, mask, m_begin, key_begin, lse2,
+                                                    d);
+      else
+        consumer.template gradients_of_scores<false>(st, dpt, logit, mask, m_begin, key_begin, lse2,
+                                                     d);
+      tile::u32 p_frag[Consumer::kQuerySteps][4];
+      tile::u32 ds_frag[Consumer::kQuerySteps][4];
 #pragma unroll
-        for (int s = 0; s < Consumer::kQuerySteps; ++s) {
+      for (int s = 0; s < Consumer::kQuerySteps; ++s) {
 #pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            p_frag[s][q] = tile::pack2<T>(st[8 * s + 2 * q], st[8 * s + 2 * q + 1]);
-            ds_frag[s][q] = tile::pack2<T>(dpt[8 * s + 2 * q], dpt[8 * s + 2 * q + 1]);
-          }
+        for (int q = 0; q < 4; ++q) {
+          p_frag[s][q] = tile::pack2<T>(st[8 * s + 2 * q], st[8 * s + 2 * q + 1]);
+          ds_frag[s][q] = tile::pack2<T>(dpt[8 * s + 2 * q], dpt[8 * s + 2 * q + 1]);
         }
+      }
 
-        tile::wgmma_fence();
-        consumer.issue_key_gradients(dk, dv, p_frag, ds_frag, stage);
-        const tile::u32 ds_buffer =
-            smem + Traits::kSmem.ds_offset + (step % kSm90BwdDsBuffers) * Traits::kSmem.ds_bytes;
-        consumer.store_ds(ds_frag, ds_buffer);
-        // Where dK and dV complete first, the barrier below also says that neither warpgroup
-        // reads the stage's Q and dO any more.
-        if constexpr (Traits::kKeyGradientsBeforeDq) tile::wgmma_wait_group<0>();
-        // wgmma reads shared memory through the async proxy; both halves of dS^T must be written.
-        tile::fence_proxy_async_shared();
-        tile::named_barrier_sync(kSm90BwdDsBarrier, kSm90BwdConsumerGroups * 128);
-        float dq[Traits::kDqTilesPerGroup][32];
-        if constexpr (Traits::kKeyGradientsBeforeDq) tile::wgmma_fence();
-        consumer.issue_dq(dq, ds_buffer);
-        tile::wgmma_wait_group<0>();
+      tile::wgmma_fence();
+      consumer.issue_key_gradients(dk, dv, p_frag, ds_frag, stage);
+      const tile::u32 ds_buffer =
+          smem + Traits::kSmem.ds_offset + (step % kSm90BwdDsBuffers) * Traits::kSmem.ds_bytes;
+      consumer.store_ds(ds_frag, ds_buffer);
+      // Where dK and dV complete first, the barrier below also says that neither warpgroup
+      // reads the stage's Q and dO any more.
+      if constexpr (Traits::kKeyGradientsBeforeDq) tile::wgmma_wait_group<0>();
+      // wgmma reads shared memory through the async proxy; both halves of dS^T must be written.
+      tile::fence_proxy_async_shared();
+      tile::named_barrier_sync(kSm90BwdDsBarrier, kSm90BwdConsumerGroups * 128);
+      float dq[Traits::kDqTilesPerGroup][32];
+      if constexpr (Traits::kKeyGradientsBeforeDq) tile::wgmma_fence();
+      consumer.issue_dq(dq, ds_buffer);
+      tile::wgmma_wait_group<0>();
 #pragma unroll
-        for (int i = 0; i < Traits::kDqTilesPerGroup; ++i) tile::wgmma_fence_registers(dq[i]);
-        constexpr int kDqRing = Traits::kDqRing;
-        const int dq_slot = ring_stage<kDqRing>(step);
-        if constexpr (!Traits::kDqInStage) {
-          // dV/dK and dQ are done: the stage's Q, dO, LSE and D are free. Then wait until the
-          // dQ writer has read the previous block's rows out (the bulk copies read through the
-          // async proxy).
-          if (consumer.lane() == 0) tile::mbarrier_arrive(barriers.q_empty(stage));
-          tile::mbarrier_wait(barriers.dq_empty(dq_slot), ring_phase<kDqRing>(step) ^ 1u);
-        }
-        consumer.store_dq(dq, seq.q_start + m_begin, sm90_bwd_dq_tile<Traits>(smem, dq_slot));
-        tile::fence_proxy_async_shared();
-        tile::mbarrier_arrive(barriers.dq_full(dq_slot));
-      });
-  tile::wgmma_fence_registers(dk);
-  tile::wgmma_fence_registers(dv);
+      for (int i = 0; i < Traits::kDqTilesPerGroup; ++i) tile::wgmma_fence_registers(dq[i]);
+      constexpr int kDqRing = Traits::kDqRing;
+      const int dq_slot = ring_stage<kDqRing>(step);
+      if constexpr (!Traits::kDqInStage) {
+        // dV/dK and dQ are done: the stage's Q, dO, LSE and D are free. Then wait until the
+        // dQ writer has read the previous block's rows out (the bulk copies read through the
+        // async proxy).
+        if (consumer.lane() == 0) tile::mbarrier_arrive(barriers.q_empty(stage));
+        tile::mbarrier_wait(barriers.dq_empty(dq_slot), ring_phase<kDqRing>(step) ^ 1u);
+      }
+      consumer.store_dq(dq, seq.q_start + m_begin, sm90_bwd_dq_tile<Traits>(smem, dq_slot));
+      tile::fence_proxy_async_shared();
+      tile::mbarrier_arrive(barriers.dq_full(dq_slot));
+    });
+    // Every wgmma that read K or V has completed (each block waits for its dQ GEMM): the next
+    // tile's may load while this one's dK and dV are stored.
+    if constexpr (Traits::kPersistent)
+      if (consumer.lane() == 0) tile::mbarrier_arrive(barriers.kv_empty());
+    tile::wgmma_fence_registers(dk);
+    tile::wgmma_fence_registers(dv);
 
-  // Epilogue: this warpgroup's dK and dV rows (split: its columns of them) in the output dtype.
-  // Rows past the sequence's keys saw P = dS = 0 and hold zeros.
-  const int group_columns_q = Traits::kSplitColumns ? consumer.group * Traits::kGroupHdimQ : 0;
-  const int group_columns_v = Traits::kSplitColumns ? consumer.group * Traits::kGroupHdimV : 0;
-  T* dk_out = static_cast<T*>(bp.dk) + seq.view_batch * bp.dk_strides.batch +
-              (seq.k_start + key_begin) * bp.dk_strides.seq + kv_head * bp.dk_strides.head +
-              group_columns_q;
-  T* dv_out = static_cast<T*>(bp.dv) + seq.view_batch * bp.dv_strides.batch +
-              (seq.k_start + key_begin) * bp.dv_strides.seq + kv_head * bp.dv_strides.head +
-              group_columns_v;
+    // Epilogue: this warpgroup's dK and dV rows (split: its columns of them) in the output dtype.
+    // Rows past the sequence's keys saw P = dS = 0 and hold zeros.
+    const int group_columns_q = Traits::kSplitColumns ? consumer.group * Traits::kGroupHdimQ : 0;
+    const int group_columns_v = Traits::kSplitColumns ? consumer.group * Traits::kGroupHdimV : 0;
+    T* dk_out = static_cast<T*>(bp.dk) + seq.view_batch * bp.dk_strides.batch +
+                (seq.k_start + key_begin) * bp.dk_strides.seq + t.kv_head * bp.dk_strides.head +
+                group_columns_q;
+    T* dv_out = static_cast<T*>(bp.dv) + seq.view_batch * bp.dv_strides.batch +
+                (seq.k_start + key_begin) * bp.dv_strides.seq + t.kv_head * bp.dv_strides.head +
+                group_columns_v;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int key = consumer.key_row(r);
-    if (key_begin + key >= rows_written) continue;
+    for (int r = 0; r < 2; ++r) {
+      const int key = consumer.key_row(r);
+      if (key_begin + key >= t.rows_written) continue;
 #pragma unroll
-    for (int j = 0; j < Traits::kGroupHdimQ / 8; ++j)
-      *reinterpret_cast<tile::u32*>(dk_out + key * bp.dk_strides.seq + consumer.column(j, 0)) =
-          tile::pack2<T>(dk[4 * j + 2 * r], dk[4 * j + 2 * r + 1]);
+      for (int j = 0; j < Traits::kGroupHdimQ / 8; ++j)
+        *reinterpret_cast<tile::u32*>(dk_out + key * bp.dk_strides.seq + consumer.column(j, 0)) =
+            tile::pack2<T>(dk[4 * j + 2 * r], dk[4 * j + 2 * r + 1]);
 #pragma unroll
-    for (int j = 0; j < Traits::kGroupHdimV / 8; ++j)
-      *reinterpret_cast<tile::u32*>(dv_out + key * bp.dv_strides.seq + consumer.column(j, 0)) =
-          tile::pack2<T>(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
-  }
+      for (int j = 0; j < Traits::kGroupHdimV / 8; ++j)
+        *reinterpret_cast<tile::u32*>(dv_out + key * bp.dv_strides.seq + consumer.column(j, 0)) =
+            tile::pack2<T>(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
+    }
+    ++tiles;
+  });
 #endif
 }
 

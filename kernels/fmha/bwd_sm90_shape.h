@@ -62,8 +62,9 @@ struct Sm90BwdSmemLayout {
   int bytes;       // everything, plus one atom of slack to align the base to 1024 bytes
 };
 
+// K/V full, per stage full and empty, two dQ full and empty, K/V empty (Sm90BwdBarriers).
 constexpr int sm90_bwd_barrier_count(int stages) {
-  return 1 + 2 * stages + 2 * 2;
+  return 1 + 2 * stages + 2 * 2 + 1;
 }
 
 // The dQ tile is dense [block_m][hdim_q] fp32 in the accumulator's own row order, so one bulk

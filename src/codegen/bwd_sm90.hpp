@@ -20,8 +20,30 @@ std::string generate_bwd_sm90_source(const KernelConfig& config);
 int threads_per_block_bwd_sm90(const KernelConfig& config);
 fmha::Sm90BwdSmemLayout bwd_sm90_layout(const KernelConfig& config);
 int64_t shared_bytes_bwd_sm90(const KernelConfig& config);
-// One grid dimension over (sequence, KV head, key block of the longest sequence), key block
-// fastest. Throws Error(not_supported) past the grid's 2^31 - 1 CTAs.
-jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& config, const Problem& problem);
+// One grid dimension over the tiles (sequence, KV head, key block of the longest sequence), key
+// block fastest: one CTA per tile, or for `config.persistent` (the launch form where
+// bwd_sm90_persistent_grid_pays) a persistent grid of at most one CTA per SM, `sm_count` (0:
+// unknown, one CTA per tile), whose CTAs take tiles round-robin (fmha::sm90_bwd_for_each_tile).
+// Throws Error(not_supported) past 2^31 - 1 tiles.
+jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& config, const Problem& problem,
+                                       int64_t sm_count);
+
+// Whether a persistent grid pays for `problem`: its tiles are short, at most
+// kBwdPersistentMaxVisits query blocks each (over the GQA group), so a CTA's fixed cost (K and V
+// in, dK and dV out, the ring's fill) weighs; and every tile of a sequence is alike (batch mode,
+// one key count), since the grid deals tiles statically where the hardware would balance CTAs.
+bool bwd_sm90_persistent_grid_pays(const KernelConfig& config, const Problem& problem);
+// Measured (H100, bf16, FA3 sweep): hdim 64 at 512-2k keys (8-16 blocks of 128 queries) gained
+// 4-10%, hdim 128 and 256 at 512-1k within 2%; causal rows of 8k-16k lost up to a third, as a
+// static deal cannot balance their unequal tiles.
+inline constexpr int64_t kBwdPersistentMaxVisits = 16;
+
+// CTAs of the persistent grid for `tiles` tiles of `key_blocks` key blocks each on `sm_count` SMs:
+// all tiles where they fit one wave, else the most CTAs up to the SM count with no factor in
+// common with the key-block count. A CTA's tiles are then `grid` apart, and so go through every
+// key block in turn: with a grid that shares a factor with it (132 SMs, 4 key blocks) a CTA
+// would get the same key block every time, and under a causal mask key block 0 has the most
+// query blocks.
+int64_t bwd_sm90_persistent_grid(int64_t tiles, int64_t key_blocks, int64_t sm_count);
 
 }  // namespace tilefmha::codegen

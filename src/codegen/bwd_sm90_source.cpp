@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <numeric>
 #include <sstream>
 #include <string>
 
@@ -96,7 +97,7 @@ std::string generate_bwd_sm90_source(const KernelConfig& c) {
      << "    /*group_mode=*/" << boolean(c.mode == Mode::group) << ",\n"
      << "    " << mask_hook(c.mask) << ",\n"
      << "    /*softcap=*/" << boolean(c.softcap) << ", /*deterministic=*/"
-     << boolean(c.deterministic) << ">;\n"
+     << boolean(c.deterministic) << ", /*persistent=*/" << boolean(c.persistent) << ">;\n"
      << "}  // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << fmha::kSm90BwdThreads << ", 1) "
      << c.symbol() << "(const __grid_constant__ tilefmha::fmha::Sm90BwdParams params) {\n"
@@ -105,20 +106,37 @@ std::string generate_bwd_sm90_source(const KernelConfig& c) {
   return tu.str();
 }
 
-jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& c, const Problem& problem) {
+int64_t bwd_sm90_persistent_grid(int64_t tiles, int64_t key_blocks, int64_t sm_count) {
+  if (sm_count <= 0 || tiles <= sm_count) return tiles;
+  int64_t grid = sm_count;
+  while (grid > 1 && std::gcd(grid, key_blocks) != 1) --grid;
+  return grid;
+}
+
+bool bwd_sm90_persistent_grid_pays(const KernelConfig& c, const Problem& problem) {
+  if (problem.mode == Mode::group || problem.has_key_lengths()) return false;
+  const int64_t group =
+      problem.nhead_k > 0 ? std::max<int64_t>(1, problem.nhead_q / problem.nhead_k) : 1;
+  const int64_t query_blocks = (problem.seqlen_q + c.block_m - 1) / c.block_m;
+  return query_blocks * group <= kBwdPersistentMaxVisits;
+}
+
+jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& c, const Problem& problem,
+                                       int64_t sm_count) {
   check_supported_bwd_sm90(c);
   const int64_t blocks = std::max<int64_t>(1, (problem.seqlen_k + c.block_n - 1) / c.block_n);
-  const int64_t ctas =
+  const int64_t tiles =
       blocks * std::max<int64_t>(1, problem.nhead_k) * std::max<int64_t>(1, problem.batch);
-  if (ctas > kMaxGridX)
+  if (tiles > kMaxGridX)
     throw Error(ErrorKind::not_supported,
                 "seqlen_k = " + std::to_string(problem.seqlen_k) +
                     ", nhead_k = " + std::to_string(problem.nhead_k) +
-                    ", batch = " + std::to_string(problem.batch) + ": " + std::to_string(ctas) +
-                    " CTAs (key blocks x KV heads x sequences) exceed the grid's 2^31 - 1",
+                    ", batch = " + std::to_string(problem.batch) + ": " + std::to_string(tiles) +
+                    " tiles (key blocks x KV heads x sequences) exceed 2^31 - 1",
                 "seqlen_k");
   jit::LaunchShape shape;
-  shape.grid[0] = static_cast<unsigned>(ctas);
+  shape.grid[0] = static_cast<unsigned>(
+      c.persistent ? bwd_sm90_persistent_grid(tiles, blocks, sm_count) : tiles);
   shape.block[0] = static_cast<unsigned>(fmha::kSm90BwdThreads);
   shape.dynamic_shared_bytes = static_cast<unsigned>(shared_bytes_bwd_sm90(c));
   return shape;

@@ -41,7 +41,6 @@ void check_backward_fields(const KernelConfig& c) {
   if (c.sink_logit)
     unsupported("sink_logit", c.sink_logit,
                 "backward kernels carry no sink trait (the LSE already holds the sink)");
-  if (c.persistent) unsupported("persistent", c.persistent, "backward runs one CTA per key block");
   if (c.pack_gqa)
     unsupported("pack_gqa", c.pack_gqa, "the backward loops over the GQA group's heads in its CTA");
   check_no_accumulate(c);
@@ -68,6 +67,8 @@ void check_supported_bwd_rows(const KernelConfig& c) {
   if (c.dbias) unsupported("dbias", c.dbias, "dBias belongs to bwd_dq_dk_dv");
   if (dot && c.deterministic)
     unsupported("deterministic", c.deterministic, "D is a plain row sum either way");
+  if (c.persistent)
+    unsupported("persistent", c.persistent, "row kernels run one CTA per row block");
   check_backward_fields(c);
 }
 
@@ -93,6 +94,8 @@ void check_supported_bwd_sm80(const KernelConfig& c) {
   if (c.stages < 1 || c.stages > 2) unsupported("stages", c.stages, "must be 1 or 2");
   if (c.dbias && c.bias != BiasKind::elementwise)
     unsupported("dbias", c.dbias, "dBias is the gradient of an elementwise bias");
+  if (c.persistent)
+    unsupported("persistent", c.persistent, "the sm80_mma backward runs one CTA per key block");
   check_backward_fields(c);
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "codegen/bwd_sm90.hpp"
 #include "codegen/fwd_sm90.hpp"
 
 namespace tilefmha::runtime {
@@ -82,6 +83,10 @@ KernelConfig launch_form(KernelConfig kernel, const Problem& problem) {
   kernel.accumulate = false;
   if (kernel.pipeline != Pipeline::sm90_ws) return kernel;
   kernel.accumulate = problem.accumulate && kernel.family == Family::fwd;
+  if (kernel.family == Family::bwd_dq_dk_dv) {
+    kernel.persistent = codegen::bwd_sm90_persistent_grid_pays(kernel, problem);
+    return kernel;
+  }
   // Paged decode packs its GQA groups like the contiguous one (K/V rows come from pages either
   // way); batch prefill is group mode, which a packed tile does not hold.
   if (kernel.family != Family::fwd && kernel.family != Family::fwd_splitkv &&

@@ -19,7 +19,8 @@ double kernel_preference(const KernelConfig& kernel, const Problem& problem,
 
 // The kernel as launched: an sm90_ws attention kernel packs GQA groups for short query rows, or
 // runs on a persistent grid, where that pays for the problem (codegen::sm90_pack_gqa_pays,
-// codegen::sm90_persistent_grid_pays). Other kernels launch as enumerated.
+// codegen::sm90_persistent_grid_pays); the sm90_ws backward runs on a persistent grid for short
+// tiles (codegen::bwd_sm90_persistent_grid_pays). Other kernels launch as enumerated.
 KernelConfig launch_form(KernelConfig kernel, const Problem& problem);
 
 // CTAs (tiles) a one-pass launch of `kernel` runs for `problem`, and the CTAs the device holds

@@ -22,7 +22,7 @@ std::vector<KernelConfig> with_launch_forms(std::span<const KernelConfig> config
     KernelConfig packed = config;
     packed.pack_gqa = true;
     forms.push_back(packed);
-    if (config.family == Family::fwd) {
+    if (config.family == Family::fwd || config.family == Family::bwd_dq_dk_dv) {
       KernelConfig persistent = config;
       persistent.persistent = true;
       forms.push_back(persistent);

@@ -13,8 +13,8 @@ namespace tilefmha::templates {
 namespace {
 
 jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem,
-                              const StageContext&) {
-  return codegen::launch_shape_bwd_sm90(config, problem);
+                              const StageContext& context) {
+  return codegen::launch_shape_bwd_sm90(config, problem, context.sm_count);
 }
 
 std::optional<Rejection> can_implement(const KernelConfig& config, const Problem& problem) {
