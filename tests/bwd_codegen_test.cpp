@@ -10,6 +10,7 @@
 
 #include "codegen/bwd.hpp"
 #include "fmha/bwd_shape.h"
+#include "support/backward_problem.hpp"
 #include "support/compile_cases.hpp"
 #include "support/gpu_availability.hpp"
 #include "support/refusal.hpp"
@@ -74,18 +75,7 @@ std::string row_refusal(const KernelConfig& c) {
   return testing::not_supported_message([&] { codegen::check_supported_bwd_rows(c); });
 }
 
-Problem backward_problem(int64_t batch, int64_t nhead_q, int64_t nhead_k, int64_t seqlen_q,
-                         int64_t seqlen_k, int64_t hdim) {
-  Problem p;
-  p.family = Family::bwd_dq_dk_dv;
-  p.batch = batch;
-  p.nhead_q = nhead_q;
-  p.nhead_k = nhead_k;
-  p.seqlen_q = seqlen_q;
-  p.seqlen_k = seqlen_k;
-  p.hdim_q = p.hdim_v = hdim;
-  return p;
-}
+using testing::backward_problem;
 
 TEST(BwdCodegen, EnumeratedTilesAreSupported) {
   for (DType dtype : {DType::fp16, DType::bf16}) {

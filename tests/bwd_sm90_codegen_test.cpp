@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "codegen/bwd_sm90.hpp"
+#include "support/backward_problem.hpp"
 #include "support/compile_cases.hpp"
 #include "support/gpu_availability.hpp"
+#include "support/kernel_configs.hpp"
 #include "support/refusal.hpp"
 #include "templates/template_table.hpp"
 
@@ -24,19 +26,10 @@ using testing::nvrtc_available;
 
 // The sm90_ws bwd_dq_dk_dv tiles of data/arch/sm90.json.
 KernelConfig hopper_config(DType dtype, int hdim) {
-  KernelConfig c;
-  c.family = Family::bwd_dq_dk_dv;
-  c.pipeline = Pipeline::sm90_ws;
-  c.arch = Arch::sm90;
-  c.dtype = c.out_dtype = dtype;
-  c.hdim_q = c.hdim_v = hdim;
-  c.block_m = hdim == 64 ? 128 : 64;
-  c.block_n = hdim == 256 ? 64 : 128;
-  c.block_k = hdim;
-  c.warps = 12;
-  c.stages = 2;
-  return c;
+  return testing::sm90_bwd_config(dtype, hdim);
 }
+
+using testing::backward_problem;
 
 std::string refusal(const KernelConfig& c) {
   return testing::not_supported_message([&] { codegen::check_supported_bwd_sm90(c); });
@@ -96,14 +89,7 @@ TEST(BwdSm90Codegen, TemplateTableServesIt) {
 }
 
 TEST(BwdSm90Codegen, LaunchCoversEveryKeyBlock) {
-  Problem p;
-  p.family = Family::bwd_dq_dk_dv;
-  p.batch = 3;
-  p.nhead_q = 8;
-  p.nhead_k = 2;
-  p.seqlen_q = 300;
-  p.seqlen_k = 257;
-  p.hdim_q = p.hdim_v = 128;
+  Problem p = backward_problem(3, 8, 2, 300, 257, 128);
   KernelConfig c = hopper_config(DType::fp16, 128);
   c.persistent = true;
   // Fewer tiles than SMs, or an unknown SM count: one CTA per tile.
@@ -126,13 +112,7 @@ TEST(BwdSm90Codegen, LaunchCoversEveryKeyBlock) {
 // The persistent form pays for short tiles alike within a sequence: at most 16 query-block
 // visits (query blocks x the GQA group), batch mode, one key count.
 TEST(BwdSm90Codegen, PersistentGridPaysForShortTiles) {
-  Problem p;
-  p.family = Family::bwd_dq_dk_dv;
-  p.batch = 64;
-  p.nhead_q = 8;
-  p.nhead_k = 4;
-  p.seqlen_q = p.seqlen_k = 512;
-  p.hdim_q = p.hdim_v = 128;
+  Problem p = backward_problem(64, 8, 4, 512, 512, 128);
   const KernelConfig c = hopper_config(DType::bf16, 128);     // 64-query blocks
   EXPECT_TRUE(codegen::bwd_sm90_persistent_grid_pays(c, p));  // 8 blocks x 2 heads
   p.nhead_k = 2;

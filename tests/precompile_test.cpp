@@ -40,17 +40,7 @@ TEST(Precompile, Sm90ForwardGainsItsPersistentAndPackedForms) {
 
 // The Hopper backward's launch form is its persistent grid; it packs no GQA groups.
 TEST(Precompile, Sm90BackwardGainsOnlyItsPersistentForm) {
-  KernelConfig bwd;
-  bwd.family = Family::bwd_dq_dk_dv;
-  bwd.pipeline = Pipeline::sm90_ws;
-  bwd.arch = Arch::sm90;
-  bwd.dtype = bwd.out_dtype = DType::bf16;
-  bwd.hdim_q = bwd.hdim_v = 64;
-  bwd.block_m = 128;
-  bwd.block_n = 128;
-  bwd.block_k = 64;
-  bwd.warps = 12;
-  bwd.stages = 2;
+  const KernelConfig bwd = testing::sm90_bwd_config(DType::bf16, 64);
   const std::vector<KernelConfig> forms = runtime::with_launch_forms(std::vector{bwd});
   ASSERT_EQ(forms.size(), 2u);
   EXPECT_EQ(forms[0], bwd);

@@ -1,5 +1,5 @@
-// Test support: forward kernel configs of a given tile with no features, which the codegen and
-// GPU tests then edit.
+// Test support: kernel configs of a given tile with no features, which the codegen and GPU tests
+// then edit.
 #pragma once
 
 #include "tilefmha/kernel_config.hpp"
@@ -37,6 +37,15 @@ inline KernelConfig sm90_fwd_config(DType dtype, int hdim_q, int hdim_v, int blo
                                     int stages = 2) {
   return fwd_config(Pipeline::sm90_ws, Arch::sm90, dtype, hdim_q, hdim_v, block_m, block_n, hdim_q,
                     4 * (block_m / 64 + 1), stages);
+}
+
+// The Hopper backward (bwd_dq_dk_dv on sm90_ws) in the tiles of data/arch/sm90.json: 128-query
+// blocks at hdim 64, 64 above; 128 keys up to hdim 128, 64 at 256.
+inline KernelConfig sm90_bwd_config(DType dtype, int hdim) {
+  KernelConfig c = fwd_config(Pipeline::sm90_ws, Arch::sm90, dtype, hdim, hdim,
+                              hdim == 64 ? 128 : 64, hdim == 256 ? 64 : 128, hdim, 12, 2);
+  c.family = Family::bwd_dq_dk_dv;
+  return c;
 }
 
 // The fp32 simt_f32 pipeline on CUDA cores: 32-wide K/V steps, 4 warps, no pipelining.
