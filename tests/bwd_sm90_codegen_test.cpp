@@ -110,7 +110,7 @@ TEST(BwdSm90Codegen, LaunchCoversEveryKeyBlock) {
 }
 
 // The persistent form pays for short tiles alike within a sequence: at most 16 query-block
-// visits (query blocks x the GQA group), batch mode, one key count.
+// visits (query blocks x the GQA group), batch mode, one key count, not deterministic.
 TEST(BwdSm90Codegen, PersistentGridPaysForShortTiles) {
   Problem p = backward_problem(64, 8, 4, 512, 512, 128);
   const KernelConfig c = hopper_config(DType::bf16, 128);     // 64-query blocks
@@ -126,6 +126,9 @@ TEST(BwdSm90Codegen, PersistentGridPaysForShortTiles) {
   p.seqlen_k_per_batch.assign(64, 300);
   EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));
   p.seqlen_k_per_batch.clear();
+  p.bwd.deterministic = true;
+  EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));
+  p.bwd.deterministic = false;
   p.mode = Mode::group;
   EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));
 }

@@ -193,8 +193,8 @@ TEST_F(BwdSm90Gpu, DeterministicMoreKeyBlocksThanSmsFinishes) {
 }
 
 // Short tiles, more of them than SMs: a persistent grid, each CTA walking several tiles with its
-// ring positions carried over (codegen::bwd_sm90_persistent_grid_pays). Unmasked GQA, causal
-// bottom-right, and deterministic repeats, where turns follow the tiles' order.
+// ring positions carried over (codegen::bwd_sm90_persistent_grid_pays). Unmasked GQA and causal
+// bottom-right; deterministic runs of the same shape take one CTA per tile and repeat bit for bit.
 TEST_F(BwdSm90Gpu, PersistentGridSeveralTilesPerCta) {
   const int64_t batch_count = engine_->sm_count() / 3 + 5;  // 3 key blocks x 2 KV heads a sequence
   TensorPool pool(38);

@@ -30,8 +30,9 @@ jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& config, const Problem
 
 // Whether a persistent grid pays for `problem`: its tiles are short, at most
 // kBwdPersistentMaxVisits query blocks each (over the GQA group), so a CTA's fixed cost (K and V
-// in, dK and dV out, the ring's fill) weighs; and every tile of a sequence is alike (batch mode,
-// one key count), since the grid deals tiles statically where the hardware would balance CTAs.
+// in, dK and dV out, the ring's fill) weighs; every tile of a sequence is alike (batch mode,
+// one key count), since the grid deals tiles statically where the hardware would balance CTAs;
+// and the run is not deterministic (its turns chain the tiles).
 bool bwd_sm90_persistent_grid_pays(const KernelConfig& config, const Problem& problem);
 // Measured (H100, bf16, FA3 sweep): hdim 64 at 512-2k keys (8-16 blocks of 128 queries) gained
 // 4-10%, hdim 128 and 256 at 512-1k within 2%; causal rows of 8k-16k lost up to a third, as a
