@@ -175,11 +175,11 @@ TEST(ArchSpec, ResourceFormulas) {
   EXPECT_EQ(tile_smem_bytes(c), 128 * 128 + 2 * 128 * 384 + 2 * 128 * 128 + 8 * 14 + 1024);
 
   // Backward on sm90_ws, the kernel's own layout (fmha/bwd_sm90_shape.h): K and V of 128 keys,
-  // Q and dO per stage, two dS^T tiles, two fp32 dQ tiles, LSE and D per stage, 9 mbarriers
-  // (K/V, 2 per stage, 2 per dQ tile) and one swizzle atom.
+  // Q and dO per stage, two dS^T tiles, two fp32 dQ tiles, LSE and D per stage, 10 mbarriers
+  // (K/V full and empty, 2 per stage, 2 per dQ tile) and one swizzle atom.
   c = hopper_tile(Family::bwd_dq_dk_dv, DType::bf16, 128, 64, 128, 12, 2);
   EXPECT_EQ(tile_smem_bytes(c), 2 * (2 * 128 * 128 + 2 * 2 * 64 * 128 + 2 * 128 * 64) +
-                                    2 * 4 * 64 * 128 + 2 * 2 * 4 * 64 + 8 * 9 + 1024);
+                                    2 * 4 * 64 * 128 + 2 * 2 * 4 * 64 + 8 * 10 + 1024);
   // The estimate of a kernel that does not exist (sm80_mma): Q, dO per stage; K, V; P, dS;
   // LSE, D.
   c.pipeline = Pipeline::sm80_mma;
