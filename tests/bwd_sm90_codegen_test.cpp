@@ -24,11 +24,6 @@ using testing::expect_compiles;
 using testing::expect_names_field;
 using testing::nvrtc_available;
 
-// The sm90_ws bwd_dq_dk_dv tiles of data/arch/sm90.json.
-KernelConfig hopper_config(DType dtype, int hdim) {
-  return testing::sm90_bwd_config(dtype, hdim);
-}
-
 using testing::backward_problem;
 
 std::string refusal(const KernelConfig& c) {
@@ -38,7 +33,7 @@ std::string refusal(const KernelConfig& c) {
 TEST(BwdSm90Codegen, EnumeratedTilesAreSupported) {
   for (DType dtype : {DType::fp16, DType::bf16}) {
     for (int hdim : {64, 128, 256}) {
-      KernelConfig c = hopper_config(dtype, hdim);
+      KernelConfig c = testing::sm90_bwd_config(dtype, hdim);
       EXPECT_EQ(refusal(c), "") << c.name();
       c.mode = Mode::group;
       c.mask = MaskKind::window;
@@ -74,14 +69,14 @@ TEST(BwdSm90Codegen, UnsupportedFieldsAreNamed) {
       {"pack_gqa", [](KernelConfig& c) { c.pack_gqa = true; }},
   };
   for (const Case& test : cases) {
-    KernelConfig c = hopper_config(DType::bf16, 128);
+    KernelConfig c = testing::sm90_bwd_config(DType::bf16, 128);
     test.change(c);
     expect_names_field(refusal(c), test.field);
   }
 }
 
 TEST(BwdSm90Codegen, TemplateTableServesIt) {
-  const KernelConfig c = hopper_config(DType::bf16, 128);
+  const KernelConfig c = testing::sm90_bwd_config(DType::bf16, 128);
   const templates::KernelTemplate& hopper = templates::kernel_template(c);
   EXPECT_EQ(hopper.pipeline(), Pipeline::sm90_ws);
   EXPECT_EQ(hopper.threads(c), 384);
@@ -90,7 +85,7 @@ TEST(BwdSm90Codegen, TemplateTableServesIt) {
 
 TEST(BwdSm90Codegen, LaunchCoversEveryKeyBlock) {
   Problem p = backward_problem(3, 8, 2, 300, 257, 128);
-  KernelConfig c = hopper_config(DType::fp16, 128);
+  KernelConfig c = testing::sm90_bwd_config(DType::fp16, 128);
   c.persistent = true;
   // Fewer tiles than SMs, or an unknown SM count: one CTA per tile.
   for (int64_t sm_count : {int64_t{132}, int64_t{0}}) {
@@ -113,8 +108,8 @@ TEST(BwdSm90Codegen, LaunchCoversEveryKeyBlock) {
 // visits (query blocks x the GQA group), batch mode, one key count, not deterministic.
 TEST(BwdSm90Codegen, PersistentGridPaysForShortTiles) {
   Problem p = backward_problem(64, 8, 4, 512, 512, 128);
-  const KernelConfig c = hopper_config(DType::bf16, 128);     // 64-query blocks
-  EXPECT_TRUE(codegen::bwd_sm90_persistent_grid_pays(c, p));  // 8 blocks x 2 heads
+  const KernelConfig c = testing::sm90_bwd_config(DType::bf16, 128);  // 64-query blocks
+  EXPECT_TRUE(codegen::bwd_sm90_persistent_grid_pays(c, p));          // 8 blocks x 2 heads
   p.nhead_k = 2;
   EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));  // x 4 heads
   p.nhead_k = 8;
@@ -150,7 +145,7 @@ TEST(BwdSm90Codegen, PersistentGridIsCoprimeWithTheKeyBlocks) {
 }
 
 TEST(BwdSm90Codegen, SourceSpellsTheConfig) {
-  KernelConfig c = hopper_config(DType::bf16, 64);
+  KernelConfig c = testing::sm90_bwd_config(DType::bf16, 64);
   c.mask = MaskKind::causal;
   c.deterministic = true;
   const std::string source = codegen::generate_bwd_sm90_source(c);
@@ -170,7 +165,7 @@ TEST(BwdSm90Codegen, CompilesForSm90aWithinItsSpillBounds) {
   std::vector<CompileCase> cases;
   for (DType dtype : {DType::fp16, DType::bf16}) {
     for (int hdim : {64, 128, 256}) {
-      KernelConfig c = hopper_config(dtype, hdim);
+      KernelConfig c = testing::sm90_bwd_config(dtype, hdim);
       cases.push_back({c, codegen::generate_bwd_sm90_source(c), hdim == 64 ? 64 : 16});
       c.mask = MaskKind::causal;
       c.deterministic = true;
@@ -184,7 +179,7 @@ TEST(BwdSm90Codegen, CompilesForSm90aWithinItsSpillBounds) {
     }
   }
   for (int hdim : {64, 128, 256}) {
-    KernelConfig featured = hopper_config(DType::bf16, hdim);
+    KernelConfig featured = testing::sm90_bwd_config(DType::bf16, hdim);
     featured.mode = Mode::group;
     featured.mask = MaskKind::window;
     featured.softcap = true;

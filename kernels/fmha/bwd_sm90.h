@@ -355,7 +355,7 @@ TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, tile::u32 smem,
             // This key block's turn among those that see the query block: highest key block
             // first. Under a causal or window mask, later key blocks start at later query blocks,
             // so that is the order they reach it (increasing order measured 0.59x the default
-            // causal). And CTAs take key blocks in that order (sm90_bwd_key_block), so a turn
+            // causal). And CTAs take key blocks in that order (sm90_bwd_for_each_tile), so a turn
             // never waits on a CTA that has not started: turns that did (a stagger of unmasked
             // key blocks, or key blocks launched lowest first) hung once a head had more key
             // blocks than the GPU has SMs (docs/backward.md).

@@ -34,9 +34,10 @@ jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& config, const Problem
 // one key count), since the grid deals tiles statically where the hardware would balance CTAs;
 // and the run is not deterministic (its turns chain the tiles).
 bool bwd_sm90_persistent_grid_pays(const KernelConfig& config, const Problem& problem);
-// Measured (H100, bf16, FA3 sweep): hdim 64 at 512-2k keys (8-16 blocks of 128 queries) gained
-// 4-10%, hdim 128 and 256 at 512-1k within 2%; causal rows of 8k-16k lost up to a third, as a
-// static deal cannot balance their unequal tiles.
+// Measured (bf16, FA3 sweep, docs/performance.md "v11"): hdim 64 at 512-2k keys (4-16 blocks of
+// 128 queries) gained 1-11% on an H200, hdim 128 and 256 at 512-1k -0.4% to +4%; persistent
+// everywhere, causal rows of 8k-16k lost up to 41% on an H100, as a static deal cannot balance
+// their unequal tiles.
 inline constexpr int64_t kBwdPersistentMaxVisits = 16;
 
 // CTAs of the persistent grid for `tiles` tiles of `key_blocks` key blocks each on `sm_count` SMs:
