@@ -1,9 +1,8 @@
 // A consumer warpgroup's epilogue: normalize O by the softmax totals (and, for fp8 inputs, V's
 // descale), merge it into the state O and LSE hold when the problem accumulates, write it as
-// 16-bit values
-// into its 64 rows of the O tile (its own buffer, or the now free Q tile) in the swizzled panel
-// layout, then store it to
-// global memory, and write LSE. Batch mode stores with TMA, whose box clipping drops rows past
+// 16-bit values into its 64 rows of the O tile (its own buffer, or the now free Q tile, in
+// passes where O is wider than Q) in the swizzled panel layout, then store it to global memory,
+// and write LSE. Batch mode stores with TMA, whose box clipping drops rows past
 // the sequence end; group mode packs sequences back to back, so there the rows go out through
 // guarded 16-byte stores instead of clipping into the next sequence. Where O shares the Q
 // buffer, the warpgroup then releases it for the CTA's next tile.
@@ -133,72 +132,87 @@ TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& s
   if constexpr (Traits::kAccumulate)
     sm90_merge_previous_state<Traits>(p, seq, tile_id, tile_rows, consumer, state, lse);
 
-  // Registers -> swizzled shared tile (this warpgroup's rows of every panel). In its own buffer,
-  // the previous tile's O must have left this warpgroup's rows first: the TMA store has read
-  // them (only its issuing thread can wait for that) or every thread's guarded copy has.
+  // Registers -> swizzled shared tile (this warpgroup's rows of every panel) -> global memory,
+  // in passes of o_pass_panels panels where O is wider than the Q buffer it shares. Before a
+  // pass writes the buffer, the O that left it before (the previous tile's in its own buffer,
+  // the previous pass's in Q's) must have been read out: by the TMA store (only its issuing
+  // thread can wait for that) or by every thread's guarded copy.
+  constexpr int kOPanels = (kDv + kSm90PanelElements - 1) / kSm90PanelElements;
+  constexpr int kPassPanels = Traits::kSmem.o_pass_panels;
+  constexpr int kPasses = kOPanels / kPassPanels;
+  static_assert(kPasses * kPassPanels == kOPanels, "O's panels split into equal passes");
   const tile::u32 o_tile = consumer.smem + Traits::kSmem.o_offset;
-  if constexpr (Traits::kSmem.separate_o()) {
-    if constexpr (!Traits::kGroupMode) {
-      if (thread == 0) tile::tma_store_wait_group_read<0>();
-    }
-    tile::named_barrier_sync(kSm90EpilogueBarrier + group, kSm90WarpgroupThreads);
-  }
 #pragma unroll
-  for (int j = 0; j < kDv / 8; ++j) {
-    const int panel = j / 8;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = consumer.tile_row(r);
-      const tile::u32 address = o_tile + panel * Traits::kQPanelBytes +
-                                sm90_swizzled_offset(row, j % 8) + 4 * (thread % 4);
-      sm90_store_shared_u32(address,
-                            tile::pack2<T>(state.o[4 * j + 2 * r], state.o[4 * j + 2 * r + 1]));
-    }
-  }
-
-  // First query position of this warpgroup's rows, sequence-relative.
-  const int group_row = tile_rows.position(group * kSm90WarpgroupRows);
-  if constexpr (!Traits::kGroupMode) {
-    tile::fence_proxy_async_shared();  // the TMA store reads what ordinary stores wrote
-    tile::named_barrier_sync(kSm90EpilogueBarrier + group, kSm90WarpgroupThreads);
-    if (thread == 0 && group_row < seq.len_q) {
-      const tile::TensorMap* o_map = reinterpret_cast<const tile::TensorMap*>(&params.o_map);
-#pragma unroll
-      for (int panel = 0; panel < kDv / kSm90PanelElements; ++panel) {
-        const tile::u32 source =
-            o_tile + panel * Traits::kQPanelBytes + group * kSm90WarpgroupRows * kSm90RowBytes;
-        const int row = int(seq.q_start) + group_row;
-        if constexpr (Traits::kPackGqa) {
-          // 64 rows = 64 / g query positions of the g heads: one 5D box per panel.
-          tile::tma_store_5d(o_map, source, panel * kSm90PanelElements, 0, tile_id.head, row,
-                             int(seq.view_batch));
-        } else {
-          tile::tma_store_4d(o_map, source, panel * kSm90PanelElements, row, tile_id.head,
-                             int(seq.view_batch));
-        }
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int first_chunk = pass * kPassPanels * 8;  // of the row's 8-column chunks
+    if (Traits::kSmem.separate_o() || pass > 0) {
+      if constexpr (!Traits::kGroupMode) {
+        if (thread == 0) tile::tma_store_wait_group_read<0>();
       }
-      tile::tma_store_commit_group();
+      tile::named_barrier_sync(kSm90EpilogueBarrier + group, kSm90WarpgroupThreads);
     }
-  } else {
-    tile::named_barrier_sync(kSm90EpilogueBarrier + group, kSm90WarpgroupThreads);
-    constexpr int kChunksPerRow = kDv / 8;
-    T* o =
-        static_cast<T*>(p.o) + seq.view_batch * p.o_strides.batch + tile_id.head * p.o_strides.head;
+#pragma unroll
+    for (int pass_chunk = 0; pass_chunk < kPassPanels * 8; ++pass_chunk) {
+      const int j = first_chunk + pass_chunk;
+      if (j >= kDv / 8) break;
+      const int panel = pass_chunk / 8;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = consumer.tile_row(r);
+        const tile::u32 address = o_tile + panel * Traits::kQPanelBytes +
+                                  sm90_swizzled_offset(row, j % 8) + 4 * (thread % 4);
+        sm90_store_shared_u32(address,
+                              tile::pack2<T>(state.o[4 * j + 2 * r], state.o[4 * j + 2 * r + 1]));
+      }
+    }
+
+    // First query position of this warpgroup's rows, sequence-relative.
+    const int group_row = tile_rows.position(group * kSm90WarpgroupRows);
+    if constexpr (!Traits::kGroupMode) {
+      tile::fence_proxy_async_shared();  // the TMA store reads what ordinary stores wrote
+      tile::named_barrier_sync(kSm90EpilogueBarrier + group, kSm90WarpgroupThreads);
+      if (thread == 0 && group_row < seq.len_q) {
+        const tile::TensorMap* o_map = reinterpret_cast<const tile::TensorMap*>(&params.o_map);
+#pragma unroll
+        for (int panel = 0; panel < kPassPanels; ++panel) {
+          const int column_panel = pass * kPassPanels + panel;
+          if (column_panel >= kDv / kSm90PanelElements) break;
+          const tile::u32 source =
+              o_tile + panel * Traits::kQPanelBytes + group * kSm90WarpgroupRows * kSm90RowBytes;
+          const int row = int(seq.q_start) + group_row;
+          if constexpr (Traits::kPackGqa) {
+            // 64 rows = 64 / g query positions of the g heads: one 5D box per panel.
+            tile::tma_store_5d(o_map, source, column_panel * kSm90PanelElements, 0, tile_id.head,
+                               row, int(seq.view_batch));
+          } else {
+            tile::tma_store_4d(o_map, source, column_panel * kSm90PanelElements, row, tile_id.head,
+                               int(seq.view_batch));
+          }
+        }
+        tile::tma_store_commit_group();
+      }
+    } else {
+      tile::named_barrier_sync(kSm90EpilogueBarrier + group, kSm90WarpgroupThreads);
+      constexpr int kRowChunks = kDv / 8 < kPassPanels * 8 ? kDv / 8 : kPassPanels * 8;
+      T* o = static_cast<T*>(p.o) + seq.view_batch * p.o_strides.batch +
+             tile_id.head * p.o_strides.head;
 #pragma unroll 4
-    for (int index = thread; index < kSm90WarpgroupRows * kChunksPerRow;
-         index += kSm90WarpgroupThreads) {
-      const int row = index / kChunksPerRow;
-      const int chunk = index % kChunksPerRow;
-      if (group_row + row >= seq.len_q) break;  // rows only grow with index
-      // A padded kernel's tile is wider than the problem's head dim (a multiple of 8, which the
-      // dispatcher's match rule guarantees): its extra columns are not stored.
-      if (chunk * 8 >= p.hdim_v) continue;
-      tile::u32 value[4];
-      sm90_load_shared_v4(o_tile + (chunk / 8) * Traits::kQPanelBytes +
-                              sm90_swizzled_offset(group * kSm90WarpgroupRows + row, chunk % 8),
-                          value);
-      T* destination = o + (seq.q_start + group_row + row) * p.o_strides.seq + chunk * 8;
-      sm90_store_global_v4(destination, value);
+      for (int index = thread; index < kSm90WarpgroupRows * kRowChunks;
+           index += kSm90WarpgroupThreads) {
+        const int row = index / kRowChunks;
+        const int chunk = index % kRowChunks;
+        if (group_row + row >= seq.len_q) break;  // rows only grow with index
+        // A padded kernel's tile is wider than the problem's head dim (a multiple of 8, which the
+        // dispatcher's match rule guarantees): its extra columns are not stored.
+        if ((first_chunk + chunk) * 8 >= p.hdim_v) continue;
+        tile::u32 value[4];
+        sm90_load_shared_v4(o_tile + (chunk / 8) * Traits::kQPanelBytes +
+                                sm90_swizzled_offset(group * kSm90WarpgroupRows + row, chunk % 8),
+                            value);
+        T* destination =
+            o + (seq.q_start + group_row + row) * p.o_strides.seq + (first_chunk + chunk) * 8;
+        sm90_store_global_v4(destination, value);
+      }
     }
   }
 

@@ -99,6 +99,9 @@ struct Sm90SmemLayout {
                        // (and fp8's vt_full, vt_empty) per stage
   int k_stage_bytes;
   int v_stage_bytes;
+  // O's 64-column panels per pass through its buffer: all of them, except where O shares a Q
+  // buffer smaller than itself (fp8 Q beside a 16-bit O) and leaves it in several passes.
+  int o_pass_panels;
   int bytes;  // everything, plus alignment slack for the 1024-byte swizzle atoms
   // O has a buffer of its own, so the Q tile is free once the tile's last S = QK^T is done and
   // a persistent CTA's next Q loads under this tile's last PV GEMM and epilogue.
@@ -132,7 +135,14 @@ constexpr Sm90SmemLayout sm90_smem_layout(int hdim_q, int hdim_v, int block_m, i
   // up, so one atom of slack is requested.
   const bool separate =
       q_bytes + rings + o_bytes + barrier_bytes + kSm90AtomBytes <= kSm90MaxSharedBytes;
-  layout.k_offset = separate ? q_bytes : (q_bytes > o_bytes ? q_bytes : o_bytes);
+  // Without a buffer of its own, O passes through Q's in as many panels as fit and divide O's:
+  // a second Q-sized buffer would cost an fp8 hdim-256 tile its second pipeline stage.
+  const int o_panels = (hdim_v * kOutputBytes + kSm90RowBytes - 1) / kSm90RowBytes;
+  const int q_panels = (hdim_q * element_bytes + kSm90RowBytes - 1) / kSm90RowBytes;
+  layout.o_pass_panels = o_panels;
+  while (!separate && (layout.o_pass_panels > q_panels || o_panels % layout.o_pass_panels != 0))
+    --layout.o_pass_panels;
+  layout.k_offset = q_bytes;
   layout.v_offset = layout.k_offset + stages * layout.k_stage_bytes;
   layout.vt_offset = fp8 ? layout.v_offset + stages * layout.v_stage_bytes : layout.v_offset;
   const int rings_end = layout.k_offset + rings;
