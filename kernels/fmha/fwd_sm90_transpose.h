@@ -62,27 +62,49 @@ TILEFMHA_DEVICE tile::u32 sm90_keep_valid_keys(tile::u32 value, int key, int val
 
 // Transposes one landed V block (`raw`, [128 keys][hdim_v] in 128-element panels) into `out`;
 // keys from `valid` on are written as zeros. `worker` in [0, 96).
+//
+// Step s moves keys 16 (s % 8) .. + 15 of the 16-byte chunk pair s / 8 (of 4 a panel) and
+// panel s / 32. Everything that depends on the lane alone is formed once: the swizzle XOR of
+// either side takes a row's position in its 8-row atom, and that position is the lane's (the
+// rows a step adds are multiples of 8), so a step's addresses are a few shifts, masks and adds
+// of the unsigned step (three warps stride the steps by 3, which no division by a power of two
+// could strength-reduce in signed arithmetic).
 template <class Traits>
 TILEFMHA_DEVICE void sm90_transpose_block(tile::u32 raw, tile::u32 out, int valid, int worker) {
-  constexpr int kSteps = Traits::kHdimV / Traits::kPanelElements * 32;  // (group, chunk pair)
-  constexpr int kWarps = Traits::kTransposerThreads / 32;
-  const int lane = worker % 32;
-  const int tile_of_lane = lane / 8;  // the 8x8 tile whose row address this lane gives
-  const int row_of_lane = lane % 8;
-  const int t = lane % 4;              // ldmatrix.trans: keys 2t, 2t + 1 of a tile's 8
-  const bool upper_rows = lane >= 16;  // stmatrix: tile rows 4..7 of this lane's registers
-  for (int step = worker / 32; step < kSteps; step += kWarps) {
-    const int panel = step / 32;
-    const int group = step % 8;                                  // keys 16 group .. + 15
-    const int chunk = 2 * ((step % 32) / 8) + tile_of_lane / 2;  // this lane's 16-byte chunk
-    // Tiles 0, 1: keys 16g + 0..7 and + 8..15 of chunk 2p; tiles 2, 3: the same of chunk 2p + 1.
-    const int key = 16 * group + 8 * (tile_of_lane % 2) + row_of_lane;
+  constexpr tile::u32 kSteps = Traits::kHdimV / Traits::kPanelElements * 32;
+  constexpr tile::u32 kWarps = Traits::kTransposerThreads / 32;
+  static_assert(Traits::kBlockN == 128, "a transposed row is one 128-key panel row");
+  const tile::u32 lane = tile::u32(worker) % 32u;
+  const tile::u32 tile_of_lane = lane / 8u;  // the 8x8 tile whose row address this lane gives
+  const tile::u32 row_of_lane = lane % 8u;
+  const int t = int(lane % 4u);         // ldmatrix.trans: keys 2t, 2t + 1 of a tile's 8
+  const bool upper_rows = lane >= 16u;  // stmatrix: tile rows 4..7 of this lane's registers
+  // ldmatrix: tiles 0, 1 hold keys 16 g + 0..7 and + 8..15 of chunk 2 c, tiles 2, 3 the same of
+  // chunk 2 c + 1. Row key (16 g + lane key) at byte (chunk ^ (key % 8)) * 16 of its row.
+  const tile::u32 lane_key = 8u * (tile_of_lane % 2u) + row_of_lane;
+  const tile::u32 raw_lane = raw + lane_key * kSm90RowBytes;
+  const tile::u32 raw_swizzle = ((tile_of_lane / 2u) ^ row_of_lane) * 16u;
+  // stmatrix: tile m, row i of a step holds V column 16 chunk + 2 i (+1 for odd rows, see
+  // below), whose 16-byte position is the key group's g XORed with the column's row in its atom.
+  const tile::u32 odd_row = (tile_of_lane % 2u) ^ (row_of_lane >= 4u ? 1u : 0u);
+  const tile::u32 lane_column = 16u * (tile_of_lane / 2u) + 2u * row_of_lane + odd_row;
+  const tile::u32 out_lane = out + lane_column * kSm90RowBytes;
+  const tile::u32 out_swizzle = lane_column % 8u;
+  // Stored tile 2j takes even columns in rows 0..3 and odd ones in rows 4..7 (tile 2j + 1 the
+  // rest), so each tile's 8 rows fall in 8 distinct swizzle positions: the lane's byte-permute
+  // selectors pick its column parity.
+  const tile::u32 first_selector = upper_rows ? 0x7531u : 0x6420u;
+  const tile::u32 second_selector = upper_rows ? 0x6420u : 0x7531u;
+  for (tile::u32 step = tile::u32(worker) / 32u; step < kSteps; step += kWarps) {
+    const tile::u32 group = step % 8u;  // keys 16 group .. + 15
+    const tile::u32 pair = step / 8u;   // chunk pair, counted across panels
     tile::u32 loaded[4];
-    tile::ldmatrix_x4_trans(
-        raw + panel * Traits::kVPanelBytes + key * kSm90RowBytes + ((chunk ^ (key % 8)) * 16),
-        loaded);
-    if (16 * group + 16 > valid) {
-      const int first = 16 * group + 2 * t;
+    tile::ldmatrix_x4_trans(raw_lane + (pair / 4u) * Traits::kVPanelBytes +
+                                group * (16u * kSm90RowBytes) +
+                                ((((pair % 4u) * 32u)) ^ raw_swizzle),
+                            loaded);
+    if (int(16u * group) + 16 > valid) {
+      const int first = int(16u * group) + 2 * t;
       loaded[0] = sm90_keep_valid_keys(loaded[0], first, valid);
       loaded[1] = sm90_keep_valid_keys(loaded[1], first + 8, valid);
       loaded[2] = sm90_keep_valid_keys(loaded[2], first, valid);
@@ -91,21 +113,11 @@ TILEFMHA_DEVICE void sm90_transpose_block(tile::u32 raw, tile::u32 out, int vali
     // Registers 2j, 2j + 1 hold keys {2t, 2t+1} and {2t+8, 2t+9} at V columns 2r, 2r + 1 of chunk
     // j's pair (r = lane / 4): one byte permute gathers each column's four keys in the order
     // P's accumulators hold them.
-    tile::u32 columns[4];
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const tile::u32 even = sm90_byte_perm(loaded[2 * j], loaded[2 * j + 1], 0x6420u);
-      const tile::u32 odd = sm90_byte_perm(loaded[2 * j], loaded[2 * j + 1], 0x7531u);
-      // Stored tile 2j takes even columns in rows 0..3 and odd ones in rows 4..7 (tile 2j + 1
-      // the rest), so each tile's 8 rows fall in 8 distinct swizzle positions.
-      columns[2 * j] = upper_rows ? odd : even;
-      columns[2 * j + 1] = upper_rows ? even : odd;
-    }
-    // This lane's row address: tile m, row i holds V column 16 chunk + 2i (+1 as above).
-    const int odd_row = (tile_of_lane % 2) ^ (row_of_lane >= 4 ? 1 : 0);
-    const int column = panel * Traits::kPanelElements + 16 * chunk + 2 * row_of_lane + odd_row;
-    tile::stmatrix_x4(out + column * kSm90RowBytes + ((group ^ (column % 8)) * 16), columns[0],
-                      columns[1], columns[2], columns[3]);
+    tile::stmatrix_x4(out_lane + pair * (32u * kSm90RowBytes) + ((group ^ out_swizzle) * 16u),
+                      sm90_byte_perm(loaded[0], loaded[1], first_selector),
+                      sm90_byte_perm(loaded[0], loaded[1], second_selector),
+                      sm90_byte_perm(loaded[2], loaded[3], first_selector),
+                      sm90_byte_perm(loaded[2], loaded[3], second_selector));
   }
 }
 
