@@ -406,11 +406,13 @@ TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
   // fp8 hdim 256: the overlap and pingpong schedules hold two blocks' scores beside O's 128
   // accumulators and serialize their wgmmas (ptxas C7512); the serial one does not.
   const std::vector<Variant> variants = {
-      {e4m3, 128, 128, 128, 2, S::overlap, {}}, {e4m3, 128, 128, 128, 2, S::serial, {}},
-      {e4m3, 128, 128, 128, 3, S::overlap, {}}, {e4m3, 256, 128, 128, 1, S::overlap, {}},
-      {e4m3, 256, 128, 128, 1, S::serial, {}},  {e4m3, 256, 128, 128, 2, S::overlap, {}},
-      {e4m3, 256, 128, 128, 2, S::serial, {}},  {e4m3, 256, 128, 128, 2, S::pingpong, {}},
-      {bf16, 256, 128, 80, 2, S::pingpong, {}},
+      {e4m3, 128, 128, 128, 2, S::overlap, {}},  {e4m3, 128, 128, 128, 2, S::serial, {}},
+      {e4m3, 128, 128, 128, 3, S::overlap, {}},  {e4m3, 256, 128, 128, 1, S::overlap, {}},
+      {e4m3, 256, 128, 128, 1, S::serial, {}},   {e4m3, 256, 128, 128, 2, S::overlap, {}},
+      {e4m3, 256, 128, 128, 2, S::serial, {}},   {e4m3, 256, 128, 128, 2, S::pingpong, {}},
+      {bf16, 256, 128, 80, 2, S::pingpong, {}},  {bf16, 128, 128, 128, 2, S::pingpong, {}},
+      {bf16, 128, 128, 192, 2, S::pingpong, {}}, {bf16, 64, 192, 128, 2, S::pingpong, {}},
+      {bf16, 128, 64, 128, 2, S::overlap, {}},
   };
 
   std::vector<jit::BuildJob> jobs;
@@ -443,8 +445,8 @@ TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
     built.push_back(std::move(report.results.front()));
   }
   jit::GpuContext context(0);
-  for (const auto& [d, dtype] :
-       {std::pair{128, e4m3}, std::pair{256, e4m3}, std::pair{256, bf16}}) {
+  for (const auto& [d, dtype] : {std::pair{128, e4m3}, std::pair{256, e4m3}, std::pair{256, bf16},
+                                 std::pair{128, bf16}, std::pair{64, bf16}}) {
     const int64_t s = 16384, h = 2048 / d, count = s * h * d;
     const double range = is_fp8(dtype) ? kCodeRange : 1.0;
     std::vector<std::byte> q = uniform_values(dtype, count, range, 1),
