@@ -106,6 +106,25 @@ ProblemBuilder batch(TensorPool& pool, DType dtype, Dims d) {
   return builder;
 }
 
+// Packed variable-length sequences (group mode) of e4m3 Q, K and V with `hdim`-wide heads.
+ProblemBuilder varlen(TensorPool& pool, int64_t nhead_q, int64_t nhead_k, int64_t hdim,
+                      const std::vector<int64_t>& seqstart_q,
+                      const std::vector<int64_t>& seqstart_k) {
+  const DType e4m3 = DType::fp8_e4m3;
+  const int64_t tokens_q = seqstart_q.back(), tokens_k = seqstart_k.back();
+  ProblemBuilder builder(Family::fwd);
+  builder.dtype(e4m3)
+      .shape(1, nhead_q, nhead_k, 0, 0, hdim, hdim)
+      .group(seqstart_q, seqstart_k)
+      .q(pool.uniform(e4m3, {1, tokens_q, nhead_q, hdim}, -kCodeRange, kCodeRange))
+      .k(pool.uniform(e4m3, {1, tokens_k, nhead_k, hdim}, -kCodeRange, kCodeRange))
+      .v(pool.uniform(e4m3, {1, tokens_k, nhead_k, hdim}, -kCodeRange, kCodeRange))
+      .o(pool.filled(DType::bf16, {1, tokens_q, nhead_q, hdim}, 0.0))
+      .lse(pool.filled(DType::fp32, {1, nhead_q, tokens_q}, 0.0))
+      .scale(8.0 / std::sqrt(static_cast<double>(hdim)));
+  return builder;
+}
+
 // A bound on |V| after dequantization (largest code times largest descale): the scale of the
 // tolerance's P-rounding term.
 double max_abs_dequantized_v(const Problem& p) {
@@ -197,37 +216,15 @@ std::vector<Fp8Case> cases() {
                        .window(200, 0)
                        .build();
                  }});
-  all.push_back({"e4m3_d128_per_block_varlen", [=](TensorPool& pool) {
-                   const std::vector<int64_t> seqstart_q = {0, 130, 130, 517};
-                   const std::vector<int64_t> seqstart_k = {0, 260, 300, 1023};
-                   return ProblemBuilder(Family::fwd)
-                       .dtype(e4m3)
-                       .shape(1, 4, 2, 0, 0, 128, 128)
-                       .group(seqstart_q, seqstart_k)
-                       .q(pool.uniform(e4m3, {1, 517, 4, 128}, -kCodeRange, kCodeRange))
-                       .k(pool.uniform(e4m3, {1, 1023, 2, 128}, -kCodeRange, kCodeRange))
-                       .v(pool.uniform(e4m3, {1, 1023, 2, 128}, -kCodeRange, kCodeRange))
-                       .o(pool.filled(DType::bf16, {1, 517, 4, 128}, 0.0))
-                       .lse(pool.filled(DType::fp32, {1, 4, 517}, 0.0))
+  all.push_back({"e4m3_d128_per_block_varlen", [](TensorPool& pool) {
+                   return varlen(pool, 4, 2, 128, {0, 130, 130, 517}, {0, 260, 300, 1023})
                        .fp8_scales(per_block(pool, 3, 4, 2, 387, 723))
-                       .scale(8.0 / std::sqrt(128.0))
                        .build();
                  }});
-  all.push_back({"e4m3_d256_per_tensor_varlen_causal", [=](TensorPool& pool) {
-                   const std::vector<int64_t> seqstart_q = {0, 200, 200, 711};
-                   const std::vector<int64_t> seqstart_k = {0, 330, 330, 900};
-                   return ProblemBuilder(Family::fwd)
-                       .dtype(e4m3)
-                       .shape(1, 2, 2, 0, 0, 256, 256)
-                       .group(seqstart_q, seqstart_k)
-                       .q(pool.uniform(e4m3, {1, 711, 2, 256}, -kCodeRange, kCodeRange))
-                       .k(pool.uniform(e4m3, {1, 900, 2, 256}, -kCodeRange, kCodeRange))
-                       .v(pool.uniform(e4m3, {1, 900, 2, 256}, -kCodeRange, kCodeRange))
-                       .o(pool.filled(DType::bf16, {1, 711, 2, 256}, 0.0))
-                       .lse(pool.filled(DType::fp32, {1, 2, 711}, 0.0))
+  all.push_back({"e4m3_d256_per_tensor_varlen_causal", [](TensorPool& pool) {
+                   return varlen(pool, 2, 2, 256, {0, 200, 200, 711}, {0, 330, 330, 900})
                        .fp8_scales(per_tensor())
                        .causal(MaskAlign::bottom_right)
-                       .scale(8.0 / std::sqrt(256.0))
                        .build();
                  }});
   all.push_back({"e4m3_d128_paged_decode_stale_nan_slots", [](TensorPool& pool) {
