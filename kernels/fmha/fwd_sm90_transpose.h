@@ -100,8 +100,7 @@ TILEFMHA_DEVICE void sm90_transpose_block(tile::u32 raw, tile::u32 out, int vali
     const tile::u32 pair = step / 8u;   // chunk pair, counted across panels
     tile::u32 loaded[4];
     tile::ldmatrix_x4_trans(raw_lane + (pair / 4u) * Traits::kVPanelBytes +
-                                group * (16u * kSm90RowBytes) +
-                                ((((pair % 4u) * 32u)) ^ raw_swizzle),
+                                group * (16u * kSm90RowBytes) + (((pair % 4u) * 32u) ^ raw_swizzle),
                             loaded);
     if (int(16u * group) + 16 > valid) {
       const int first = int(16u * group) + 2 * t;
