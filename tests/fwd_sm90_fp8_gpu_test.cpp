@@ -20,9 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <future>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -385,8 +383,8 @@ TEST_F(FwdSm90Fp8Gpu, Throughput) {
   }
 }
 
-// Tuning: one fp8 tile compiled with each of a list of NVRTC knobs and consumer schedules
-// (fwd_sm90_transpose.h, fwd_sm90_shape.h), launched directly on a long problem; prints
+// Tuning: fp8 and bf16 tiles compiled with each of a list of stage counts and consumer schedules
+// (fwd_sm90_shape.h), launched directly on a long problem; prints
 // TFLOP/s and the ptxas register and spill report. Opt-in: TILEFMHA_FP8_VARIANTS=1.
 TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
   if (std::getenv("TILEFMHA_FP8_VARIANTS") == nullptr)
@@ -395,7 +393,6 @@ TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
     DType dtype;
     int hdim, block_m, block_n, stages;
     fmha::Sm90Schedule schedule;
-    std::vector<std::string> defines;
     bool persistent = false;
   };
   using S = fmha::Sm90Schedule;
@@ -403,13 +400,13 @@ TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
   // fp8 hdim 256: the overlap and pingpong schedules hold two blocks' scores beside O's 128
   // accumulators and serialize their wgmmas (ptxas C7512); the serial one does not.
   const std::vector<Variant> variants = {
-      {e4m3, 128, 128, 128, 2, S::overlap, {}},  {e4m3, 128, 128, 128, 2, S::serial, {}},
-      {e4m3, 128, 128, 128, 3, S::overlap, {}},  {e4m3, 256, 128, 128, 1, S::overlap, {}},
-      {e4m3, 256, 128, 128, 1, S::serial, {}},   {e4m3, 256, 128, 128, 2, S::overlap, {}},
-      {e4m3, 256, 128, 128, 2, S::serial, {}},   {e4m3, 256, 128, 128, 2, S::pingpong, {}},
-      {bf16, 256, 128, 80, 2, S::pingpong, {}},  {bf16, 128, 128, 128, 2, S::pingpong, {}},
-      {bf16, 128, 128, 192, 2, S::pingpong, {}}, {bf16, 64, 192, 128, 2, S::pingpong, {}},
-      {bf16, 128, 64, 128, 2, S::overlap, {}},
+      {e4m3, 128, 128, 128, 2, S::overlap},  {e4m3, 128, 128, 128, 2, S::serial},
+      {e4m3, 128, 128, 128, 3, S::overlap},  {e4m3, 256, 128, 128, 1, S::overlap},
+      {e4m3, 256, 128, 128, 1, S::serial},   {e4m3, 256, 128, 128, 2, S::overlap},
+      {e4m3, 256, 128, 128, 2, S::serial},   {e4m3, 256, 128, 128, 2, S::pingpong},
+      {bf16, 256, 128, 80, 2, S::pingpong},  {bf16, 128, 128, 128, 2, S::pingpong},
+      {bf16, 128, 128, 192, 2, S::pingpong}, {bf16, 64, 192, 128, 2, S::pingpong},
+      {bf16, 128, 64, 128, 2, S::overlap},
   };
 
   std::vector<jit::BuildJob> jobs;
@@ -423,24 +420,13 @@ TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
     configs.push_back(c);
     jobs.push_back({c.symbol(), codegen::generate_sm90_source(c, {v.schedule, v.persistent})});
   }
-  // One build per variant (each has its own defines), all at once.
-  std::vector<std::future<jit::BuildReport>> reports;
-  for (size_t n = 0; n < variants.size(); ++n) {
-    reports.push_back(std::async(std::launch::async, [&, n] {
-      jit::BuildOptions options;
-      options.compile.arch = "sm_90a";
-      options.compile.extra_arguments = variants[n].defines;
-      options.compile.extra_arguments.push_back("--ptxas-options=-v");
-      options.show_progress = false;
-      return jit::build_kernels(std::span(&jobs[n], 1), options, nullptr);
-    }));
-  }
-  std::vector<jit::BuildResult> built;
-  for (std::future<jit::BuildReport>& future : reports) {
-    jit::BuildReport report = future.get();
-    ASSERT_TRUE(report.failure_report().empty()) << report.failure_report();
-    built.push_back(std::move(report.results.front()));
-  }
+  jit::BuildOptions options;
+  options.compile.arch = "sm_90a";
+  options.compile.extra_arguments.push_back("--ptxas-options=-v");
+  options.show_progress = false;
+  jit::BuildReport report = jit::build_kernels(jobs, options, nullptr);
+  ASSERT_TRUE(report.failure_report().empty()) << report.failure_report();
+  const std::vector<jit::BuildResult>& built = report.results;  // in job order
   jit::GpuContext context(0);
   for (const auto& [d, dtype] : {std::pair{128, e4m3}, std::pair{256, e4m3}, std::pair{256, bf16},
                                  std::pair{128, bf16}, std::pair{64, bf16}}) {
@@ -483,12 +469,10 @@ TEST_F(FwdSm90Fp8Gpu, TuningVariants) {
       context.synchronize();
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / repeats;
-      std::string defines;
-      for (const std::string& define : variants[n].defines) defines += define + " ";
-      std::printf("%-9s d%d m%d n%d s%d schedule %d%s %-60s %7.1f TFLOP/s\n",
+      std::printf("%-9s d%d m%d n%d s%d schedule %d%s %7.1f TFLOP/s\n",
                   std::string(to_string(dtype)).c_str(), d, c.block_m, c.block_n, c.stages,
                   static_cast<int>(variants[n].schedule),
-                  variants[n].persistent ? " persistent" : "", defines.c_str(),
+                  variants[n].persistent ? " persistent" : "",
                   4.0 * h * double(s) * s * d / seconds / 1e12);
       const testing::PtxasReport report = testing::ptxas_report(built[n].note);
       std::printf("    registers %d, spill bytes %d\n", report.registers, report.spill_bytes);
