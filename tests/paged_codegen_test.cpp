@@ -13,6 +13,7 @@
 #include "codegen/fwd_sm90.hpp"
 #include "runtime/candidates.hpp"
 #include "runtime/dispatcher.hpp"
+#include "runtime/fwd_sm90_params.hpp"
 #include "runtime/heuristics.hpp"
 #include "runtime/plan_key.hpp"
 #include "runtime/stage_runner.hpp"
@@ -286,6 +287,46 @@ TEST(PagedDispatch, NestingPagesRunOnHopper) {
     EXPECT_EQ(codegen::sm90_paged_box_rows(verdicts[0].kernel, problem),
               std::min<int64_t>(page_size, verdicts[0].kernel.block_n));
   }
+}
+
+// Pages smaller than a key block but of 16 keys or more (a power of two) land V in page regions
+// (fmha/fwd_sm90_v_layout.h): one 5D box per page covers every panel, where K keeps a box per
+// panel. Pages of 8, whole blocks, a single panel, padded head dims and fp8 keep the panel layout.
+TEST(PagedDispatch, VLandsInPageRegionsWherePagesAreSmallerThanTheBlock) {
+  const KernelConfig hopper =
+      sm90_paged_config(Family::fwd_pagedkv, PageTableKind::vllm_block_table);
+  ASSERT_EQ(hopper.block_n, 128);
+  for (const auto& [page_size, log2_rows] :
+       {std::pair{8, fmha::kSm90VWholeBlock}, std::pair{16, 4}, std::pair{32, 5}, std::pair{64, 6},
+        std::pair{128, fmha::kSm90VWholeBlock}}) {
+    SCOPED_TRACE(page_size);
+    Problem problem = paged_decode();  // only the page size and head dims matter here
+    problem.paged.page_size = page_size;
+    problem.k.shape[1] = problem.v.shape[1] = page_size;
+    EXPECT_EQ(codegen::sm90_v_region_log2_rows(hopper, problem), log2_rows);
+  }
+  const Problem pages_of_16 = paged_decode();
+  const runtime::Sm90TensorMapSpecs specs = runtime::sm90_tensor_map_specs(pages_of_16, hopper);
+  // The pool is [page, slot, head, dim] = [12, 16, 2, 128] in bf16: rows of 512 bytes.
+  EXPECT_EQ(specs.v.dims, (std::vector<uint64_t>{64, 16, 2, 2, 12}));
+  EXPECT_EQ(specs.v.strides_bytes, (std::vector<uint64_t>{512, 128, 256, 8192}));
+  EXPECT_EQ(specs.v.box, (std::vector<uint32_t>{64, 16, 2, 1, 1}));
+  EXPECT_EQ(specs.k.box, (std::vector<uint32_t>{64, 16, 1, 1}));
+
+  Problem one_panel = pages_of_16;
+  one_panel.hdim_q = one_panel.hdim_v = 64;
+  KernelConfig hopper_64 = hopper;
+  hopper_64.hdim_q = hopper_64.hdim_v = 64;
+  EXPECT_EQ(codegen::sm90_v_region_log2_rows(hopper_64, one_panel), fmha::kSm90VWholeBlock);
+  Problem padded = pages_of_16;
+  padded.hdim_q = padded.hdim_v = 96;
+  EXPECT_EQ(codegen::sm90_v_region_log2_rows(hopper, padded), fmha::kSm90VWholeBlock);
+  KernelConfig fp8 = hopper;
+  fp8.dtype = DType::fp8_e4m3;
+  EXPECT_EQ(codegen::sm90_v_region_log2_rows(fp8, pages_of_16), fmha::kSm90VWholeBlock);
+  Problem contiguous = pages_of_16;
+  contiguous.paged = PagedKv{};
+  EXPECT_EQ(codegen::sm90_v_region_log2_rows(hopper, contiguous), fmha::kSm90VWholeBlock);
 }
 
 TEST(PagedDispatch, HostPageTablesGetWorkspaceByCapacityClass) {

@@ -77,8 +77,11 @@ TILEFMHA_DEVICE void fwd_sm90_body(const Sm90FwdParams& params) {
   } else {
     if constexpr (Traits::kReallocateRegisters)
       tile::warpgroup_registers_increase<kConsumerRegisters>();
-    const Sm90Consumer<Traits> consumer{warpgroup - 1, int(threadIdx.x % kSm90WarpgroupThreads),
-                                        smem, barriers};
+    const Sm90Consumer<Traits> consumer{warpgroup - 1,
+                                        int(threadIdx.x % kSm90WarpgroupThreads),
+                                        smem,
+                                        barriers,
+                                        {params.v_region_log2_rows}};
     consumer.open_turns();
     int step_base = 0;  // key blocks of earlier tiles: ring positions continue across tiles
     int q_loads = 0;

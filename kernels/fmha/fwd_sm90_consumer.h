@@ -13,6 +13,7 @@
 #include "fmha/fwd_sm90_mask.h"
 #include "fmha/fwd_sm90_pipeline.h"
 #include "fmha/fwd_sm90_softmax.h"
+#include "fmha/fwd_sm90_v_layout.h"
 #include "fmha/mask.h"
 #include "tile/async_proxy.h"
 #include "tile/named_barrier.h"
@@ -50,6 +51,7 @@ struct Sm90Consumer {
   int thread;  // 0..127 within the warpgroup
   tile::u32 smem;
   Sm90Barriers<Traits::kStages> barriers;
+  Sm90VStageLayout<Traits> v_layout;
 
   // Row of the tile (0..block_m-1) of this thread's accumulator row r.
   TILEFMHA_DEVICE int tile_row(int r) const {
@@ -121,11 +123,11 @@ struct Sm90Consumer {
     } else {
       const tile::u64 v_descriptor = tile::make_smem_descriptor_mn_major_sw128(
           smem + Traits::kSmem.v_offset + stage * Traits::kSmem.v_stage_bytes,
-          Traits::kVPanelBytes);
+          v_layout.panel_bytes());
 #pragma unroll
       for (int step = 0; step < kKeySteps; ++step) {
         tile::wgmma_m64k16_rs<Traits::kHdimV, T, 1>(
-            o, p[step], tile::advance_smem_descriptor(v_descriptor, step * 16 * kSm90RowBytes),
+            o, p[step], tile::advance_smem_descriptor(v_descriptor, v_layout.row_offset(16 * step)),
             true);
       }
     }
@@ -150,8 +152,8 @@ struct Sm90Consumer {
         const int within = chunk % (rows * kChunksPerRow);
         // A swizzle moves 16-byte chunks within their 128-byte row, never across rows, so a
         // row's bytes are zeroed whatever the pattern.
-        const tile::u32 address = base + panel * Traits::kVPanelBytes +
-                                  (valid + within / kChunksPerRow) * kSm90RowBytes +
+        const tile::u32 address = base + panel * v_layout.panel_bytes() +
+                                  v_layout.row_offset(valid + within / kChunksPerRow) +
                                   (within % kChunksPerRow) * 16;
         asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(address), "r"(0u)
                      : "memory");

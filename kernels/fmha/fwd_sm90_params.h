@@ -42,6 +42,11 @@ struct Sm90FwdParams {
   // over after the heads (fwd_sm90_scheduler.h). 1 for the fwd family, whose kernels never read
   // it. Last, so the fields before keep their offsets.
   tile::FastDivisor tile_splits;
+  // Paged 16-bit kernels: how a V stage lays out its rows (Sm90VStageLayout::log2_rows): log2 of
+  // a page's keys where one box per page loads every panel (the V map is then 5D [dim, slot,
+  // panel, head, page] with boxes {64, page, panels, 1, 1}), else kSm90VWholeBlock. Others never
+  // read it. Last, so the fields before keep their offsets.
+  int v_region_log2_rows;
 };
 
 }  // namespace tilefmha::fmha

@@ -17,6 +17,7 @@
 #include "fmha/fwd_sm90_pipeline.h"
 #include "fmha/fwd_sm90_scheduler.h"
 #include "fmha/fwd_sm90_traits.h"
+#include "fmha/fwd_sm90_v_layout.h"
 #include "fmha/mask.h"
 #include "fmha/paged_kv.h"
 #include "fmha/seq_info.h"
@@ -43,6 +44,7 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
   const tile::TensorMap* q_map = sm90_map(params.q_map);
   const tile::TensorMap* k_map = sm90_map(params.k_map);
   const tile::TensorMap* v_map = sm90_map(params.v_map);
+  const Sm90VStageLayout<Traits> v_layout{params.v_region_log2_rows};
   if (leader) {
     tile::tma_prefetch_descriptor(q_map);
     tile::tma_prefetch_descriptor(k_map);
@@ -93,7 +95,8 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
         // `box`; boxes wholly past the sequence's keys are skipped, since their table entries
         // are not the sequence's. Whatever such rows hold, the mask drops their keys and the
         // consumers zero their V. Pages hold at least kSm90MinPageSize (8) keys
-        // (fwd_sm90_template.cpp), so a block has at most 32 boxes.
+        // (fwd_sm90_template.cpp), so a block has at most 32 boxes. Where V's stage is laid out
+        // in page regions (fwd_sm90_v_layout.h), one 5D box loads a page's rows of every panel.
         static_assert(Traits::kBlockN <= 32 * 8, "one box per lane");
         const PagedKeys keys = PagedKeys::make(p, tile_id.batch);
         const int page_size = int(keys.page_size);
@@ -108,7 +111,10 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
         if (leader)
           tile::mbarrier_arrive_expect_tx(full, stage_bytes / Traits::kBlockN * box_rows * boxes);
         __syncwarp();  // the bytes are announced before any lane's box can land
-        if (lane < boxes) {
+        if (lane < boxes && map == v_map && v_layout.regions()) {
+          tile::tma_load_5d(destination + v_layout.row_offset(lane * box_rows), map, full, 0,
+                            key % page_size, 0, kv_head, page);
+        } else if (lane < boxes) {
           const tile::u32 rows = tile::u32(lane * box_rows * kSm90RowBytes);
 #pragma unroll
           for (int panel = 0; panel < panels; ++panel) {

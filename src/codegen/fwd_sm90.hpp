@@ -42,6 +42,11 @@ inline constexpr int64_t kSm90MinPageSize = fmha::kSm90MinPageRows;
 // The rows of one K/V TMA box of a paged problem: the block, or one page where pages are
 // smaller.
 int64_t sm90_paged_box_rows(const KernelConfig& config, const Problem& problem);
+// How a V stage lays out its rows (fmha/fwd_sm90_v_layout.h, Sm90FwdParams::v_region_log2_rows):
+// log2 of the page's keys where one TMA box per page loads every panel of V, which takes a
+// 16-bit kernel with two panels or more, unpadded head dims, and pages of 16 keys or more, a
+// power of two, smaller than the block; else fmha::kSm90VWholeBlock.
+int sm90_v_region_log2_rows(const KernelConfig& config, const Problem& problem);
 
 // Implementation choices that are not part of a kernel's identity (its KernelConfig): how the
 // consumer warpgroups schedule GEMMs and softmax, and whether CTAs loop over tiles.

@@ -100,6 +100,20 @@ int64_t sm90_paged_box_rows(const KernelConfig& c, const Problem& problem) {
   return problem.is_paged() ? std::min<int64_t>(problem.paged.page_size, c.block_n) : c.block_n;
 }
 
+int sm90_v_region_log2_rows(const KernelConfig& c, const Problem& problem) {
+  const int64_t rows = sm90_paged_box_rows(c, problem);
+  const int64_t panel = fmha::sm90_panel_elements(static_cast<int>(dtype_size(c.dtype)));
+  // A padded head dim's last panel ends inside the row; a region box cannot clip it there.
+  const bool whole_panels = problem.hdim_v == c.hdim_v && c.hdim_v % panel == 0;
+  const bool regions = problem.is_paged() && !is_fp8(c.dtype) && whole_panels &&
+                       c.hdim_v / panel >= 2 && rows >= 16 && rows < c.block_n &&
+                       (rows & (rows - 1)) == 0;
+  if (!regions) return fmha::kSm90VWholeBlock;
+  int log2_rows = 0;
+  while ((int64_t{1} << log2_rows) < rows) ++log2_rows;
+  return log2_rows;
+}
+
 void check_supported_sm90(const KernelConfig& c) {
   const bool paged = reads_paged_kv(c);
   if (c.family != Family::fwd && c.family != Family::fwd_splitkv && !paged)

@@ -101,6 +101,19 @@ jit::TiledTensorMapSpec packed_view_map(const TensorView& view, const char* fiel
   return spec;
 }
 
+// The V map of a paged kernel whose V stage is laid out in page regions (fmha/fwd_sm90_v_layout.h):
+// 5D [dim in panel, slot, panel, head, page] from the 4D [dim, slot, head, page] one, so that a
+// box {64, page, panels, 1, 1} lands a page's rows of every panel, panel after panel.
+jit::TiledTensorMapSpec page_region_map(const jit::TiledTensorMapSpec& pool, uint64_t hdim) {
+  jit::TiledTensorMapSpec spec = pool;
+  const uint64_t panel = pool.box[0];
+  spec.dims = {panel, pool.dims[1], hdim / panel, pool.dims[2], pool.dims[3]};
+  spec.strides_bytes = {pool.strides_bytes[0], static_cast<uint64_t>(fmha::kSm90RowBytes),
+                        pool.strides_bytes[1], pool.strides_bytes[2]};
+  spec.box = {static_cast<uint32_t>(panel), pool.box[1], static_cast<uint32_t>(hdim / panel), 1, 1};
+  return spec;
+}
+
 }  // namespace
 
 jit::TiledTensorMapSpec sm90_view_map(const TensorView& view, const char* field,
@@ -141,6 +154,8 @@ Sm90TensorMapSpecs sm90_tensor_map_specs(const Problem& p, const KernelConfig& c
   const auto kv_rows = static_cast<uint32_t>(codegen::sm90_paged_box_rows(c, p));
   specs.k = view_map(p.k, "k", kv_rows);
   specs.v = view_map(p.v, "v", kv_rows);
+  if (codegen::sm90_v_region_log2_rows(c, p) != fmha::kSm90VWholeBlock)
+    specs.v = page_region_map(specs.v, static_cast<uint64_t>(c.hdim_v));
   return specs;
 }
 
@@ -179,6 +194,7 @@ fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& p, const FwdDeviceIndice
   encode(specs.k, params.k_map);
   encode(specs.v, params.v_map);
   if (!split_kernel) encode(specs.o, params.o_map);
+  params.v_region_log2_rows = codegen::sm90_v_region_log2_rows(c, p);
   return params;
 }
 
