@@ -387,7 +387,8 @@ TEST_F(EngineGpu, DecodeSplitThroughput) {
       {8, 32, 8, 1, 8192, 128, 128},    {8, 32, 8, 1, 8192, 64, 64},
       {32, 32, 8, 1, 8192, 64, 64},     {8, 32, 32, 16, 8192, 64, 64},
       {128, 32, 8, 1, 1024, 64, 64}};
-  const int64_t requests[] = {0, 1, 2, 4, 8, 16, 32, 64};
+  // 7 and 15: counts that leave splits empty at 1k and 8k keys (granules of 128), beside 8 and 16.
+  const int64_t requests[] = {0, 1, 2, 4, 7, 8, 15, 16, 32, 64};
   std::printf("%-34s %6s %6s %9s %8s\n", "shape", "asked", "splits", "us", "GB/s");
   for (const testing::Dims& d : shapes) {
     TensorPool pool(500);

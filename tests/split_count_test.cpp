@@ -1,6 +1,7 @@
 // The automatic split count of split-KV (runtime::choose_num_splits): an explicit count wins, a
 // grid that already fills the device is not split, and short decode rows are split into enough
-// pieces to fill the SMs in one wave without giving a split fewer than kMinKeysPerSplit keys.
+// pieces to fill the SMs in one wave without giving a split fewer than kMinKeysPerSplit keys,
+// none of them empty.
 #include <gtest/gtest.h>
 
 #include "runtime/heuristics.hpp"
@@ -70,6 +71,23 @@ TEST(SplitCount, TwoCtasPerSmDoNotDoubleTheSplits) {
   const int64_t ctas = attention_tiles(kernel, problem) * choose_num_splits(problem, kernel, kH100);
   EXPECT_LE(ctas, kH100.sm_count);
   EXPECT_GT(2 * ctas, kH100.sm_count);
+}
+
+// Splits are whole granules of keys, so a count can leave its last splits empty (15 splits of
+// 8k keys: 13 chunks of 640) while another one wave of CTAs gives every CTA fewer keys (16
+// chunks of 512). The count chosen gives each split keys, and its CTAs the fewest keys any
+// one-wave count gives them.
+TEST(SplitCount, EverySplitGetsKeysAndTheLongestChunkIsAsShortAsOneWaveAllows) {
+  for (int64_t seqlen_k : {1024, 8192, 32768}) {
+    SCOPED_TRACE(seqlen_k);
+    const Problem problem = decode(1, 32, 8, seqlen_k);
+    const int64_t tiles = attention_tiles(split_kernel(problem), problem);
+    const int64_t splits = splits_for(problem);
+    const int64_t chunk = splitkv_chunk(seqlen_k, splits);
+    EXPECT_EQ((seqlen_k + chunk - 1) / chunk, splits);
+    for (int64_t other = 1; tiles * other <= kH100.sm_count; ++other)
+      EXPECT_LE(chunk, splitkv_chunk(seqlen_k, other)) << other << " splits";
+  }
 }
 
 TEST(SplitCount, KeysTooFewForTwoSplitsStayInOnePass) {

@@ -4,6 +4,7 @@
 
 #include "codegen/bwd_sm90.hpp"
 #include "codegen/fwd_sm90.hpp"
+#include "fmha/splitkv.h"
 
 namespace tilefmha::runtime {
 namespace {
@@ -137,13 +138,23 @@ int64_t choose_num_splits(const Problem& problem, const KernelConfig& split_kern
   const int64_t max_splits =
       std::min<int64_t>({kMaxAutoSplits, std::max<int64_t>(1, problem.seqlen_k / kMinKeysPerSplit),
                          ceil_div(slots, std::max<int64_t>(tiles, 1)) * 2});
-  if (max_splits <= 1) return 1;
-  double best = 0;
-  for (int64_t s = 1; s <= max_splits; ++s)
-    best = std::max(best, wave_efficiency(tiles * s, slots));
-  for (int64_t s = 1; s <= max_splits; ++s)
-    if (wave_efficiency(tiles * s, slots) >= 0.85 * best) return s;
-  return 1;
+  int64_t best = 1;
+  double best_cost = split_cost(tiles, problem.seqlen_k, 1, slots);
+  for (int64_t s = 2; s <= max_splits; ++s) {
+    const double cost = split_cost(tiles, problem.seqlen_k, s, slots);
+    if (cost < best_cost) best = s, best_cost = cost;
+  }
+  return best;
+}
+
+double split_cost(int64_t tiles, int64_t seqlen_k, int64_t num_splits, int64_t slots) {
+  // Splits are whole granules of keys, so some counts leave the last splits empty: 15 splits of
+  // 8k keys are 13 chunks of 640 keys, where 16 are 16 chunks of 512.
+  const int64_t chunk = splitkv_chunk(seqlen_k, num_splits);
+  const int64_t busy_splits = ceil_div(std::max<int64_t>(seqlen_k, 1), chunk);
+  const int64_t waves = ceil_div(tiles * busy_splits, std::max<int64_t>(slots, 1));
+  const double blocks = static_cast<double>(chunk) / fmha::kSplitKvGranule;
+  return static_cast<double>(waves) * (blocks + kSplitCtaFixedBlocks);
 }
 
 }  // namespace tilefmha::runtime

@@ -33,11 +33,21 @@ int64_t resident_ctas(const KernelConfig& kernel, const DeviceInfo& device);
 bool split_kv_allowed(const Problem& problem);
 
 // Split count for `problem` on `split_kernel` (a fwd_splitkv kernel in its launch form):
-// problem.split.num_splits when the caller fixed it (> 0), else the smallest count whose grid
-// fills the device's SMs (one CTA each) within 85% of the best wave efficiency, with at least
-// kMinKeysPerSplit keys per split; 1 when the one-pass grid already fills the device.
+// problem.split.num_splits when the caller fixed it (> 0), else the count of least split_cost
+// (the smallest among equals), with at least kMinKeysPerSplit keys per split and one CTA per SM;
+// 1 when the one-pass grid already fills the device.
 int64_t choose_num_splits(const Problem& problem, const KernelConfig& split_kernel,
                           const DeviceInfo& device);
+// The split kernel's time in key blocks of 128, for `tiles` one-pass tiles split `num_splits`
+// ways over `slots` SMs: waves of CTAs, each wave as long as a CTA's chunk of keys plus
+// kSplitCtaFixedBlocks. It counts only the splits that get keys. Before this model, the first
+// count within 85% of the best wave efficiency took 15 splits for b=1 32/8-head decode (13 of
+// them busy, with 5 blocks each) where 16 give 4 blocks each, and 7 splits of 1k keys (4 busy,
+// 2 blocks each) where 8 give one.
+double split_cost(int64_t tiles, int64_t seqlen_k, int64_t num_splits, int64_t slots);
+// A split CTA's own cost beside its keys, in key blocks: its prologue (barriers, Q, the ring's
+// first fill) and its partial O and LSE.
+inline constexpr double kSplitCtaFixedBlocks = 1.0;
 
 // Keys a split must have for its partial's store and the combine's read to stay small next to
 // its K/V reads (2 x hdim elements per key against one hdim row per split): one 128-key block.
