@@ -289,44 +289,75 @@ TEST(PagedDispatch, NestingPagesRunOnHopper) {
   }
 }
 
-// Pages smaller than a key block but of 16 keys or more (a power of two) land V in page regions
-// (fmha/fwd_sm90_v_layout.h): one 5D box per page covers every panel, where K keeps a box per
-// panel. Pages of 8, whole blocks, a single panel, padded head dims and fp8 keep the panel layout.
-TEST(PagedDispatch, VLandsInPageRegionsWherePagesAreSmallerThanTheBlock) {
+// Paged 16-bit K and V of two panels or more in pages of 8 or 16 keys land in 8-row groups
+// (fmha/fwd_sm90_kv_layout.h): one 5D box per page covers every panel. NHD pools carry the head
+// among the panels, HND pools among the pages; larger pages, padded head dims, a single panel
+// and fp8 keep a box per panel.
+TEST(PagedDispatch, PagedKvLandsInGroupsOfEightRowsOfEveryPanel) {
   const KernelConfig hopper =
       sm90_paged_config(Family::fwd_pagedkv, PageTableKind::vllm_block_table);
   ASSERT_EQ(hopper.block_n, 128);
-  for (const auto& [page_size, log2_rows] :
-       {std::pair{8, fmha::kSm90VWholeBlock}, std::pair{16, 4}, std::pair{32, 5}, std::pair{64, 6},
-        std::pair{128, fmha::kSm90VWholeBlock}}) {
+  for (int64_t page_size : {8, 16, 32, 128, 1024}) {
     SCOPED_TRACE(page_size);
-    Problem problem = paged_decode();  // only the page size and head dims matter here
+    Problem problem = paged_decode();  // only the page size, views and head dims matter here
     problem.paged.page_size = page_size;
     problem.k.shape[1] = problem.v.shape[1] = page_size;
-    EXPECT_EQ(codegen::sm90_v_region_log2_rows(hopper, problem), log2_rows);
+    problem.k.stride[0] = problem.v.stride[0] = page_size * 2 * 128;
+    const codegen::Sm90KvGrouping grouping = codegen::sm90_kv_grouping(hopper, problem);
+    const runtime::Sm90TensorMapSpecs specs = runtime::sm90_tensor_map_specs(problem, hopper);
+    const auto rows = static_cast<uint32_t>(std::min<int64_t>(page_size, 128));
+    if (page_size > codegen::kSm90GroupedMaxPageSize) {
+      EXPECT_FALSE(grouping.grouped);
+      EXPECT_EQ(specs.k.box, (std::vector<uint32_t>{64, rows, 1, 1}));
+      continue;
+    }
+    EXPECT_TRUE(grouping.grouped);
+    EXPECT_EQ(grouping.heads_in_pages, 0);
+    // [12 pages, page_size slots, 2 heads, 128] in bf16: rows of 512 bytes, heads of 256.
+    EXPECT_EQ(specs.k.dims, (std::vector<uint64_t>{64, 8, 4, uint64_t(page_size / 8), 12}));
+    EXPECT_EQ(specs.k.strides_bytes,
+              (std::vector<uint64_t>{512, 128, 8 * 512, uint64_t(page_size) * 512}));
+    EXPECT_EQ(specs.k.box, (std::vector<uint32_t>{64, 8, 2, rows / 8, 1}));
+    EXPECT_EQ(specs.v.box, specs.k.box);
   }
-  const Problem pages_of_16 = paged_decode();
-  const runtime::Sm90TensorMapSpecs specs = runtime::sm90_tensor_map_specs(pages_of_16, hopper);
-  // The pool is [page, slot, head, dim] = [12, 16, 2, 128] in bf16: rows of 512 bytes.
-  EXPECT_EQ(specs.v.dims, (std::vector<uint64_t>{64, 16, 2, 2, 12}));
-  EXPECT_EQ(specs.v.strides_bytes, (std::vector<uint64_t>{512, 128, 256, 8192}));
-  EXPECT_EQ(specs.v.box, (std::vector<uint32_t>{64, 16, 2, 1, 1}));
-  EXPECT_EQ(specs.k.box, (std::vector<uint32_t>{64, 16, 1, 1}));
 
-  Problem one_panel = pages_of_16;
+  // HND: [page, head, slot, dim] viewed as [page, slot, head, dim].
+  Problem hnd = paged_decode();
+  for (TensorView* pool : {&hnd.k, &hnd.v}) {
+    pool->stride[1] = 128;
+    pool->stride[2] = 16 * 128;
+    pool->stride[0] = 2 * 16 * 128;
+  }
+  const codegen::Sm90KvGrouping by_page = codegen::sm90_kv_grouping(hopper, hnd);
+  EXPECT_TRUE(by_page.grouped);
+  EXPECT_EQ(by_page.heads_in_pages, 2);
+  const runtime::Sm90TensorMapSpecs hnd_specs = runtime::sm90_tensor_map_specs(hnd, hopper);
+  EXPECT_EQ(hnd_specs.v.dims, (std::vector<uint64_t>{64, 8, 2, 2, 24}));
+  EXPECT_EQ(hnd_specs.v.strides_bytes, (std::vector<uint64_t>{256, 128, 2048, 4096}));
+
+  // Heads neither side by side nor in whole pages: the panel layout.
+  Problem strided = paged_decode();
+  strided.k.stride[2] = strided.v.stride[2] = 192;
+  strided.k.stride[1] = strided.v.stride[1] = 384;
+  strided.k.stride[0] = strided.v.stride[0] = 16 * 384;
+  EXPECT_FALSE(codegen::sm90_kv_grouping(hopper, strided).grouped);
+  EXPECT_EQ(runtime::sm90_tensor_map_specs(strided, hopper).k.box.size(), 4u);
+
+  const Problem nhd = paged_decode();
+  Problem one_panel = nhd;
   one_panel.hdim_q = one_panel.hdim_v = 64;
   KernelConfig hopper_64 = hopper;
   hopper_64.hdim_q = hopper_64.hdim_v = 64;
-  EXPECT_EQ(codegen::sm90_v_region_log2_rows(hopper_64, one_panel), fmha::kSm90VWholeBlock);
-  Problem padded = pages_of_16;
+  EXPECT_FALSE(codegen::sm90_kv_grouping(hopper_64, one_panel).grouped);
+  Problem padded = nhd;
   padded.hdim_q = padded.hdim_v = 96;
-  EXPECT_EQ(codegen::sm90_v_region_log2_rows(hopper, padded), fmha::kSm90VWholeBlock);
+  EXPECT_FALSE(codegen::sm90_kv_grouping(hopper, padded).grouped);
   KernelConfig fp8 = hopper;
   fp8.dtype = DType::fp8_e4m3;
-  EXPECT_EQ(codegen::sm90_v_region_log2_rows(fp8, pages_of_16), fmha::kSm90VWholeBlock);
-  Problem contiguous = pages_of_16;
+  EXPECT_FALSE(codegen::sm90_kv_grouping(fp8, nhd).grouped);
+  Problem contiguous = nhd;
   contiguous.paged = PagedKv{};
-  EXPECT_EQ(codegen::sm90_v_region_log2_rows(hopper, contiguous), fmha::kSm90VWholeBlock);
+  EXPECT_FALSE(codegen::sm90_kv_grouping(hopper, contiguous).grouped);
 }
 
 TEST(PagedDispatch, HostPageTablesGetWorkspaceByCapacityClass) {

@@ -81,7 +81,7 @@ TILEFMHA_DEVICE void fwd_sm90_body(const Sm90FwdParams& params) {
                                         int(threadIdx.x % kSm90WarpgroupThreads),
                                         smem,
                                         barriers,
-                                        {params.v_region_log2_rows}};
+                                        {params.kv_grouped}};
     consumer.open_turns();
     int step_base = 0;  // key blocks of earlier tiles: ring positions continue across tiles
     int q_loads = 0;

@@ -10,10 +10,10 @@
 #pragma once
 
 #include "fmha/fwd_sm90_descale.h"
+#include "fmha/fwd_sm90_kv_layout.h"
 #include "fmha/fwd_sm90_mask.h"
 #include "fmha/fwd_sm90_pipeline.h"
 #include "fmha/fwd_sm90_softmax.h"
-#include "fmha/fwd_sm90_v_layout.h"
 #include "fmha/mask.h"
 #include "tile/async_proxy.h"
 #include "tile/named_barrier.h"
@@ -51,7 +51,9 @@ struct Sm90Consumer {
   int thread;  // 0..127 within the warpgroup
   tile::u32 smem;
   Sm90Barriers<Traits::kStages> barriers;
-  Sm90VStageLayout<Traits> v_layout;
+  Sm90KvStageLayout<Traits> kv_layout;
+  static constexpr int kKPanels = Traits::kHdimQ / Traits::kPanelElements;
+  static constexpr int kVPanels = Traits::kHdimV / Traits::kPanelElements;
 
   // Row of the tile (0..block_m-1) of this thread's accumulator row r.
   TILEFMHA_DEVICE int tile_row(int r) const {
@@ -90,16 +92,17 @@ struct Sm90Consumer {
   TILEFMHA_DEVICE void issue_qk(float (&s)[kBlockN / 2], int stage) const {
     const tile::u64 q_descriptor = tile::make_smem_descriptor_k_major_sw128(
         smem + Traits::kSmem.q_offset + group * kSm90WarpgroupRows * kSm90RowBytes);
-    const tile::u64 k_descriptor = tile::make_smem_descriptor_k_major_sw128(
-        smem + Traits::kSmem.k_offset + stage * Traits::kSmem.k_stage_bytes);
+    const tile::u64 k_descriptor = tile::make_smem_descriptor(
+        smem + Traits::kSmem.k_offset + stage * Traits::kSmem.k_stage_bytes, 16u,
+        kv_layout.template group_bytes<kKPanels>(), tile::SmemSwizzle::bytes128);
 #pragma unroll
     for (int step = 0; step < kQSteps; ++step) {
       const int panel = step / kSlicesPerPanel;
       const int within = (step % kSlicesPerPanel) * 32;
       const tile::u64 q_slice =
           tile::advance_smem_descriptor(q_descriptor, panel * Traits::kQPanelBytes + within);
-      const tile::u64 k_slice =
-          tile::advance_smem_descriptor(k_descriptor, panel * Traits::kKPanelBytes + within);
+      const tile::u64 k_slice = tile::advance_smem_descriptor(
+          k_descriptor, panel * kv_layout.template panel_bytes<kKPanels>() + within);
       if constexpr (kFp8) {
         tile::wgmma_m64k32_ss<kBlockN, T, T>(s, q_slice, k_slice, step > 0);
       } else {
@@ -121,13 +124,17 @@ struct Sm90Consumer {
             o, p[step], tile::advance_smem_descriptor(vt_descriptor, step * 32), true);
       }
     } else {
-      const tile::u64 v_descriptor = tile::make_smem_descriptor_mn_major_sw128(
+      // MN-major: the leading byte offset steps panels, the stride byte offset 8-key groups.
+      const tile::u64 v_descriptor = tile::make_smem_descriptor(
           smem + Traits::kSmem.v_offset + stage * Traits::kSmem.v_stage_bytes,
-          v_layout.panel_bytes());
+          kv_layout.template panel_bytes<kVPanels>(), kv_layout.template group_bytes<kVPanels>(),
+          tile::SmemSwizzle::bytes128);
 #pragma unroll
       for (int step = 0; step < kKeySteps; ++step) {
         tile::wgmma_m64k16_rs<Traits::kHdimV, T, 1>(
-            o, p[step], tile::advance_smem_descriptor(v_descriptor, v_layout.row_offset(16 * step)),
+            o, p[step],
+            tile::advance_smem_descriptor(v_descriptor,
+                                          kv_layout.template row_offset<kVPanels>(16 * step)),
             true);
       }
     }
@@ -152,9 +159,10 @@ struct Sm90Consumer {
         const int within = chunk % (rows * kChunksPerRow);
         // A swizzle moves 16-byte chunks within their 128-byte row, never across rows, so a
         // row's bytes are zeroed whatever the pattern.
-        const tile::u32 address = base + panel * v_layout.panel_bytes() +
-                                  v_layout.row_offset(valid + within / kChunksPerRow) +
-                                  (within % kChunksPerRow) * 16;
+        const tile::u32 address =
+            base + panel * kv_layout.template panel_bytes<kVPanels>() +
+            kv_layout.template row_offset<kVPanels>(valid + within / kChunksPerRow) +
+            (within % kChunksPerRow) * 16;
         asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(address), "r"(0u)
                      : "memory");
       }

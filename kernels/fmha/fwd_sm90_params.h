@@ -42,11 +42,14 @@ struct Sm90FwdParams {
   // over after the heads (fwd_sm90_scheduler.h). 1 for the fwd family, whose kernels never read
   // it. Last, so the fields before keep their offsets.
   tile::FastDivisor tile_splits;
-  // Paged 16-bit kernels: how a V stage lays out its rows (Sm90VStageLayout::log2_rows): log2 of
-  // a page's keys where one box per page loads every panel (the V map is then 5D [dim, slot,
-  // panel, head, page] with boxes {64, page, panels, 1, 1}), else kSm90VWholeBlock. Others never
-  // read it. Last, so the fields before keep their offsets.
-  int v_region_log2_rows;
+  // Paged 16-bit kernels: 1 where the K and V stages are laid out in 8-row groups
+  // (fwd_sm90_kv_layout.h), else 0; others never read these. The K and V maps are then 5D with
+  // boxes {64, 8, panels, rows / 8, 1}: over an NHD pool [dim in panel, row in group, panel of
+  // any head (heads lie side by side), group, page]; over an HND pool (kv_heads_in_pages = the
+  // pool's heads) [dim in panel, row in group, panel, group, head of any page]. Last, so the
+  // fields before keep their offsets.
+  int kv_grouped;
+  int kv_heads_in_pages;
 };
 
 }  // namespace tilefmha::fmha

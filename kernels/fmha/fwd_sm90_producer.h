@@ -13,11 +13,11 @@
 #pragma once
 
 #include "fmha/fwd_sm90_gather.h"
+#include "fmha/fwd_sm90_kv_layout.h"
 #include "fmha/fwd_sm90_params.h"
 #include "fmha/fwd_sm90_pipeline.h"
 #include "fmha/fwd_sm90_scheduler.h"
 #include "fmha/fwd_sm90_traits.h"
-#include "fmha/fwd_sm90_v_layout.h"
 #include "fmha/mask.h"
 #include "fmha/paged_kv.h"
 #include "fmha/seq_info.h"
@@ -44,7 +44,7 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
   const tile::TensorMap* q_map = sm90_map(params.q_map);
   const tile::TensorMap* k_map = sm90_map(params.k_map);
   const tile::TensorMap* v_map = sm90_map(params.v_map);
-  const Sm90VStageLayout<Traits> v_layout{params.v_region_log2_rows};
+  const Sm90KvStageLayout<Traits> kv_layout{params.kv_grouped};
   if (leader) {
     tile::tma_prefetch_descriptor(q_map);
     tile::tma_prefetch_descriptor(k_map);
@@ -95,8 +95,9 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
         // `box`; boxes wholly past the sequence's keys are skipped, since their table entries
         // are not the sequence's. Whatever such rows hold, the mask drops their keys and the
         // consumers zero their V. Pages hold at least kSm90MinPageSize (8) keys
-        // (fwd_sm90_template.cpp), so a block has at most 32 boxes. Where V's stage is laid out
-        // in page regions (fwd_sm90_v_layout.h), one 5D box loads a page's rows of every panel.
+        // (fwd_sm90_template.cpp), so a block has at most 32 boxes. Where the stages are laid
+        // out in 8-row groups (fwd_sm90_kv_layout.h), one 5D box loads a page's rows of every
+        // panel.
         static_assert(Traits::kBlockN <= 32 * 8, "one box per lane");
         const PagedKeys keys = PagedKeys::make(p, tile_id.batch);
         const int page_size = int(keys.page_size);
@@ -111,9 +112,14 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
         if (leader)
           tile::mbarrier_arrive_expect_tx(full, stage_bytes / Traits::kBlockN * box_rows * boxes);
         __syncwarp();  // the bytes are announced before any lane's box can land
-        if (lane < boxes && map == v_map && v_layout.regions()) {
-          tile::tma_load_5d(destination + v_layout.row_offset(lane * box_rows), map, full, 0,
-                            key % page_size, 0, kv_head, page);
+        if (lane < boxes && kv_layout.grouped) {
+          // The box's first 8-row group, `panels` atoms a group; the map's head is either among
+          // the panels (NHD: heads lie side by side in a row) or among the pages (HND).
+          const int heads_in_pages = params.kv_heads_in_pages;
+          tile::tma_load_5d(
+              destination + tile::u32(lane * box_rows / 8 * panels) * 8 * kSm90RowBytes, map, full,
+              0, 0, heads_in_pages ? 0 : kv_head * panels, (key % page_size) / 8,
+              heads_in_pages ? page * heads_in_pages + kv_head : page);
         } else if (lane < boxes) {
           const tile::u32 rows = tile::u32(lane * box_rows * kSm90RowBytes);
 #pragma unroll

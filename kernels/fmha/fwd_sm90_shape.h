@@ -74,9 +74,6 @@ constexpr int sm90_gather_consumer_registers(int consumer_groups) {
   return (sm90_launch_registers(consumer_groups) - kSm90GatherProducerRegisters) / consumer_groups;
 }
 
-// Sm90FwdParams::v_region_log2_rows for V stages in the normal layout (fwd_sm90_v_layout.h).
-constexpr int kSm90VWholeBlock = 30;
-
 // How a consumer warpgroup orders its two GEMMs and the softmax:
 //   serial    S = QK^T, softmax, O += PV, one after the other (the reference schedule);
 //   overlap   S(j) = QK(j)^T and O += P(j-1)V(j-1) in flight together while the softmax of

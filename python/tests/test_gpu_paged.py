@@ -84,6 +84,38 @@ def test_batch_prefill_matches_the_cpu_reference(page_size, form):
     assert_close(o, lse, *expected)
 
 
+# Head dims of two panels or more in pages of 8 or 16 keys land in shared memory in 8-row groups
+# of every panel, one TMA box a page (kernels/fmha/fwd_sm90_kv_layout.h); NHD pools put the head
+# beside the panels, HND pools beside the pages. Sequences end inside a page and inside a group.
+@pytest.mark.parametrize("layout", ["nhd", "hnd"])
+@pytest.mark.parametrize("page_size", [8, 16])
+@pytest.mark.parametrize("hdim", [128, 256])
+def test_grouped_page_layouts_match_the_cpu_reference(hdim, page_size, layout):
+    rng = np.random.default_rng(hdim + page_size + len(layout))
+    lengths_k = [300, 17, 0, 133]
+    k = rng.uniform(-1, 1, (4, 300, 2, hdim)).astype(np.float32)
+    v = rng.uniform(-1, 1, (4, 300, 2, hdim)).astype(np.float32)
+    cache = PagedCache(rng, k, v, lengths_k, page_size, layout)
+    k_pool, v_pool = cache_tensors(cache)
+    q = bf16(rng, 4, 2, 8, hdim)
+    o, lse = tilefmha.paged_attention(q.cuda(), k_pool, v_pool, cache.block_table, lengths_k,
+                                      layout=layout, return_lse=True)
+    expected = tilefmha.paged_attention(q, k_pool.cpu(), v_pool.cpu(), cache.block_table,
+                                        lengths_k, layout=layout, return_lse=True)
+    assert_close(o, lse, *expected)
+
+    lengths_q = [37, 0, 5, 64]
+    cu_q = [0] + np.cumsum(lengths_q).tolist()
+    q = bf16(rng, cu_q[-1], 8, hdim)
+    o, lse = tilefmha.batch_prefill(q.cuda(), k_pool, v_pool, cu_q, lengths_k, layout=layout,
+                                    **tables(cache, "page_list"), causal="bottom_right",
+                                    return_lse=True)
+    expected = tilefmha.batch_prefill(q, k_pool.cpu(), v_pool.cpu(), cu_q, lengths_k,
+                                      layout=layout, **tables(cache, "page_list"),
+                                      causal="bottom_right", return_lse=True)
+    assert_close(o, lse, *expected)
+
+
 def test_device_tables_and_lengths_replay_in_a_cuda_graph_with_new_lengths():
     rng = np.random.default_rng(77)
     capacity, page_size = 256, 16

@@ -42,11 +42,20 @@ inline constexpr int64_t kSm90MinPageSize = fmha::kSm90MinPageRows;
 // The rows of one K/V TMA box of a paged problem: the block, or one page where pages are
 // smaller.
 int64_t sm90_paged_box_rows(const KernelConfig& config, const Problem& problem);
-// How a V stage lays out its rows (fmha/fwd_sm90_v_layout.h, Sm90FwdParams::v_region_log2_rows):
-// log2 of the page's keys where one TMA box per page loads every panel of V, which takes a
-// 16-bit kernel with two panels or more, unpadded head dims, and pages of 16 keys or more, a
-// power of two, smaller than the block; else fmha::kSm90VWholeBlock.
-int sm90_v_region_log2_rows(const KernelConfig& config, const Problem& problem);
+// Whether a paged problem's K and V stages are laid out in 8-row groups, so that one TMA box
+// loads a page's rows of every panel (fmha/fwd_sm90_kv_layout.h): 16-bit kernels with two
+// panels or more, unpadded head dims, pages of 8 or 16 keys (kSm90GroupedMaxPageSize), and pools
+// whose heads lie side by side in a row (NHD) or whose pages are whole runs of heads (HND);
+// `heads_in_pages` is the pool's heads for the latter, else 0 (Sm90FwdParams::kv_heads_in_pages).
+// Larger pages keep a box per panel: the grouped box {64, 8, panels, rows / 8} measured no faster
+// at pages of 32 and slower for whole blocks (batch prefill, 2 x 8k tokens, page 1024: 1820 ->
+// 1953 us; pages of 8 and 16 gained 25% and 6%; H100, docs/performance.md serving v13).
+inline constexpr int64_t kSm90GroupedMaxPageSize = 16;
+struct Sm90KvGrouping {
+  bool grouped = false;
+  int64_t heads_in_pages = 0;
+};
+Sm90KvGrouping sm90_kv_grouping(const KernelConfig& config, const Problem& problem);
 
 // Implementation choices that are not part of a kernel's identity (its KernelConfig): how the
 // consumer warpgroups schedule GEMMs and softmax, and whether CTAs loop over tiles.

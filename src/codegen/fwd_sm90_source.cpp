@@ -100,18 +100,27 @@ int64_t sm90_paged_box_rows(const KernelConfig& c, const Problem& problem) {
   return problem.is_paged() ? std::min<int64_t>(problem.paged.page_size, c.block_n) : c.block_n;
 }
 
-int sm90_v_region_log2_rows(const KernelConfig& c, const Problem& problem) {
-  const int64_t rows = sm90_paged_box_rows(c, problem);
+Sm90KvGrouping sm90_kv_grouping(const KernelConfig& c, const Problem& problem) {
   const int64_t panel = fmha::sm90_panel_elements(static_cast<int>(dtype_size(c.dtype)));
-  // A padded head dim's last panel ends inside the row; a region box cannot clip it there.
-  const bool whole_panels = problem.hdim_v == c.hdim_v && c.hdim_v % panel == 0;
-  const bool regions = problem.is_paged() && !is_fp8(c.dtype) && whole_panels &&
-                       c.hdim_v / panel >= 2 && rows >= 16 && rows < c.block_n &&
-                       (rows & (rows - 1)) == 0;
-  if (!regions) return fmha::kSm90VWholeBlock;
-  int log2_rows = 0;
-  while ((int64_t{1} << log2_rows) < rows) ++log2_rows;
-  return log2_rows;
+  // A padded head dim's last panel ends inside the row, where a box over panels cannot clip it.
+  const bool whole_panels = problem.hdim_q == c.hdim_q && problem.hdim_v == c.hdim_v &&
+                            c.hdim_q % panel == 0 && c.hdim_v % panel == 0;
+  const bool eligible = problem.is_paged() && !is_fp8(c.dtype) && whole_panels &&
+                        std::max(c.hdim_q, c.hdim_v) / panel >= 2 &&
+                        problem.paged.page_size % 8 == 0 &&
+                        problem.paged.page_size <= kSm90GroupedMaxPageSize && problem.k.rank == 4 &&
+                        problem.v.rank == 4;
+  if (!eligible) return {};
+  // Pools are [page, slot, head, dim] views.
+  auto heads_side_by_side = [](const TensorView& pool) {
+    return pool.shape[2] == 1 || pool.stride[2] == pool.shape[3];
+  };
+  auto pages_of_heads = [](const TensorView& pool) {
+    return pool.stride[0] == pool.shape[2] * pool.stride[2];
+  };
+  if (heads_side_by_side(problem.k) && heads_side_by_side(problem.v)) return {true, 0};
+  if (pages_of_heads(problem.k) && pages_of_heads(problem.v)) return {true, problem.k.shape[2]};
+  return {};
 }
 
 void check_supported_sm90(const KernelConfig& c) {

@@ -101,16 +101,25 @@ jit::TiledTensorMapSpec packed_view_map(const TensorView& view, const char* fiel
   return spec;
 }
 
-// The V map of a paged kernel whose V stage is laid out in page regions (fmha/fwd_sm90_v_layout.h):
-// 5D [dim in panel, slot, panel, head, page] from the 4D [dim, slot, head, page] one, so that a
-// box {64, page, panels, 1, 1} lands a page's rows of every panel, panel after panel.
-jit::TiledTensorMapSpec page_region_map(const jit::TiledTensorMapSpec& pool, uint64_t hdim) {
+// The K or V map of a paged kernel whose stages are laid out in 8-row groups
+// (fmha/fwd_sm90_kv_layout.h), from the 4D [dim, slot, head, page] one: 5D [dim in panel, row in
+// group, panel, group, page], so that a box {64, 8, panels, rows / 8, 1} lands its rows group
+// after group, every panel of a group together. Heads join the panel dim where they lie side by
+// side in a row (NHD, heads_in_pages 0), or the page dim where each page is a run of heads (HND).
+jit::TiledTensorMapSpec grouped_pool_map(const jit::TiledTensorMapSpec& pool, uint64_t hdim,
+                                         int64_t heads_in_pages) {
   jit::TiledTensorMapSpec spec = pool;
-  const uint64_t panel = pool.box[0];
-  spec.dims = {panel, pool.dims[1], hdim / panel, pool.dims[2], pool.dims[3]};
-  spec.strides_bytes = {pool.strides_bytes[0], static_cast<uint64_t>(fmha::kSm90RowBytes),
-                        pool.strides_bytes[1], pool.strides_bytes[2]};
-  spec.box = {static_cast<uint32_t>(panel), pool.box[1], static_cast<uint32_t>(hdim / panel), 1, 1};
+  const uint64_t panel = pool.box[0], panels = hdim / panel, slot_bytes = pool.strides_bytes[0];
+  const uint64_t heads = pool.dims[2], pages = pool.dims[3];
+  const uint64_t panel_bytes = static_cast<uint64_t>(fmha::kSm90RowBytes);
+  if (heads_in_pages == 0) {
+    spec.dims = {panel, 8, heads * panels, pool.dims[1] / 8, pages};
+    spec.strides_bytes = {slot_bytes, panel_bytes, 8 * slot_bytes, pool.strides_bytes[2]};
+  } else {
+    spec.dims = {panel, 8, panels, pool.dims[1] / 8, pages * heads};
+    spec.strides_bytes = {slot_bytes, panel_bytes, 8 * slot_bytes, pool.strides_bytes[1]};
+  }
+  spec.box = {static_cast<uint32_t>(panel), 8, static_cast<uint32_t>(panels), pool.box[1] / 8, 1};
   return spec;
 }
 
@@ -154,8 +163,10 @@ Sm90TensorMapSpecs sm90_tensor_map_specs(const Problem& p, const KernelConfig& c
   const auto kv_rows = static_cast<uint32_t>(codegen::sm90_paged_box_rows(c, p));
   specs.k = view_map(p.k, "k", kv_rows);
   specs.v = view_map(p.v, "v", kv_rows);
-  if (codegen::sm90_v_region_log2_rows(c, p) != fmha::kSm90VWholeBlock)
-    specs.v = page_region_map(specs.v, static_cast<uint64_t>(c.hdim_v));
+  if (const codegen::Sm90KvGrouping grouping = codegen::sm90_kv_grouping(c, p); grouping.grouped) {
+    specs.k = grouped_pool_map(specs.k, static_cast<uint64_t>(c.hdim_q), grouping.heads_in_pages);
+    specs.v = grouped_pool_map(specs.v, static_cast<uint64_t>(c.hdim_v), grouping.heads_in_pages);
+  }
   return specs;
 }
 
@@ -194,7 +205,9 @@ fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& p, const FwdDeviceIndice
   encode(specs.k, params.k_map);
   encode(specs.v, params.v_map);
   if (!split_kernel) encode(specs.o, params.o_map);
-  params.v_region_log2_rows = codegen::sm90_v_region_log2_rows(c, p);
+  const codegen::Sm90KvGrouping grouping = codegen::sm90_kv_grouping(c, p);
+  params.kv_grouped = grouping.grouped ? 1 : 0;
+  params.kv_heads_in_pages = static_cast<int>(grouping.heads_in_pages);
   return params;
 }
 
