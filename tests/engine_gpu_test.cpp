@@ -6,8 +6,8 @@
 // a GPU, driver or NVRTC.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -17,13 +17,13 @@
 #include <vector>
 
 #include "bench/matrix.hpp"
+#include "core/numeric.hpp"
 #include "jit/cuda_driver.hpp"
 #include "jit/module.hpp"
 #include "runtime/device_mirror.hpp"
 #include "runtime/timing.hpp"
 #include "support/forward_problems.hpp"
 #include "support/gpu_problem.hpp"
-#include "core/numeric.hpp"
 #include "tilefmha/engine.hpp"
 #include "tilefmha/merge_states.hpp"
 #include "tilefmha/reference.hpp"
@@ -116,10 +116,10 @@ std::unique_ptr<Engine> EngineGpu::engine_;
 // nothing waits on the host until the test downloads.
 TEST_F(EngineGpu, HostIndexVectorsUploadAsynchronously) {
   TensorPool pool(11);
-  const Problem first = varlen_problem(pool, prefix_sums({0, 37, 263, 1, 254}),
-                                       prefix_sums({5, 300, 263, 129, 254}));
-  const Problem second = varlen_problem(pool, prefix_sums({263, 1, 0, 254, 37}),
-                                        prefix_sums({263, 129, 5, 254, 300}));
+  const Problem first =
+      varlen_problem(pool, prefix_sums({0, 37, 263, 1, 254}), prefix_sums({5, 300, 263, 129, 254}));
+  const Problem second =
+      varlen_problem(pool, prefix_sums({263, 1, 0, 254, 37}), prefix_sums({263, 129, 5, 254, 300}));
   runtime::DeviceMirror a(first), b(second);
   const EnginePlan plan = engine_->plan(a.device_problem());
   EXPECT_EQ(engine_->plan(b.device_problem()).explanation(), plan.explanation());
@@ -277,37 +277,37 @@ TEST_F(EngineGpu, SplitKvPlansMatchTheReference) {
   const auto sinks = pool.uniform(DType::fp32, {32}, -1, 2);
   // Decode: 8 tiles of packed GQA for 132 SMs; the engine splits on its own.
   {
-    const Problem host = testing::batch_problem(pool, Family::fwd, DType::bf16,
-                                                {1, 32, 8, 1, 8192, 128, 128})
-                             .build();
+    const Problem host =
+        testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 32, 8, 1, 8192, 128, 128})
+            .build();
     EnginePlan plan;
     EXPECT_EQ(run_and_compare(*engine_, pool, host, &plan), 0);
     EXPECT_GT(plan.num_splits(), 1) << plan.explanation();
   }
   // Forced splits over the features.
   std::vector<Problem> problems;
-  problems.push_back(testing::batch_problem(pool, Family::fwd, DType::fp16,
-                                            {2, 32, 8, 16, 3000, 64, 64})
-                         .causal(MaskAlign::bottom_right)
-                         .sink_logits(sinks)
-                         .splits(5)
-                         .build());
-  problems.push_back(testing::batch_problem(pool, Family::fwd, DType::bf16,
-                                            {2, 32, 32, 100, 2000, 128, 128})
-                         .window(300, 0, MaskAlign::bottom_right)
-                         .sink_tokens(4)
-                         .softcap(20)
-                         .alibi(slopes)
-                         .splits(3)
-                         .build());
+  problems.push_back(
+      testing::batch_problem(pool, Family::fwd, DType::fp16, {2, 32, 8, 16, 3000, 64, 64})
+          .causal(MaskAlign::bottom_right)
+          .sink_logits(sinks)
+          .splits(5)
+          .build());
+  problems.push_back(
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {2, 32, 32, 100, 2000, 128, 128})
+          .window(300, 0, MaskAlign::bottom_right)
+          .sink_tokens(4)
+          .softcap(20)
+          .alibi(slopes)
+          .splits(3)
+          .build());
   problems.push_back(varlen_problem(pool, prefix_sums({0, 37, 263, 1, 254}),
                                     prefix_sums({5, 3000, 263, 1290, 254})));
   problems.back().split.num_splits = 4;
-  problems.push_back(testing::batch_problem(pool, Family::fwd, DType::bf16,
-                                            {3, 32, 8, 1, 4096, 128, 128})
-                         .key_lengths({4096, 0, 1500})
-                         .splits(6)
-                         .build());
+  problems.push_back(
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {3, 32, 8, 1, 4096, 128, 128})
+          .key_lengths({4096, 0, 1500})
+          .splits(6)
+          .build());
   for (const Problem& host : problems) {
     EnginePlan plan;
     EXPECT_EQ(run_and_compare(*engine_, pool, host, &plan), 0);
@@ -321,11 +321,11 @@ TEST_F(EngineGpu, PortableSplitKvMatchesTheReference) {
   options.pipeline = Pipeline::sm80_mma;
   Engine portable(options);
   TensorPool pool(400);
-  const Problem host = testing::batch_problem(pool, Family::fwd, DType::bf16,
-                                              {2, 16, 4, 3, 5000, 128, 128})
-                           .causal(MaskAlign::bottom_right)
-                           .splits(7)
-                           .build();
+  const Problem host =
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {2, 16, 4, 3, 5000, 128, 128})
+          .causal(MaskAlign::bottom_right)
+          .splits(7)
+          .build();
   EnginePlan plan;
   EXPECT_EQ(run_and_compare(portable, pool, host, &plan), 0);
   ASSERT_EQ(plan.num_stages(), 2);
@@ -380,13 +380,12 @@ TEST_F(EngineGpu, MergeStatesMatchesTheReference) {
 TEST_F(EngineGpu, DecodeSplitThroughput) {
   if (std::getenv("TILEFMHA_ENGINE_BENCH") == nullptr)
     GTEST_SKIP() << "set TILEFMHA_ENGINE_BENCH=1";
-  const testing::Dims shapes[] = {
-      {1, 32, 8, 1, 1024, 128, 128},    {1, 32, 8, 1, 8192, 128, 128},
-      {1, 32, 8, 1, 32768, 128, 128},   {1, 32, 8, 1, 131072, 128, 128},
-      {1, 32, 8, 1, 8192, 64, 64},      {1, 32, 32, 1, 8192, 128, 128},
-      {8, 32, 8, 1, 8192, 128, 128},    {8, 32, 8, 1, 8192, 64, 64},
-      {32, 32, 8, 1, 8192, 64, 64},     {8, 32, 32, 16, 8192, 64, 64},
-      {128, 32, 8, 1, 1024, 64, 64}};
+  const testing::Dims shapes[] = {{1, 32, 8, 1, 1024, 128, 128},  {1, 32, 8, 1, 8192, 128, 128},
+                                  {1, 32, 8, 1, 32768, 128, 128}, {1, 32, 8, 1, 131072, 128, 128},
+                                  {1, 32, 8, 1, 8192, 64, 64},    {1, 32, 32, 1, 8192, 128, 128},
+                                  {8, 32, 8, 1, 8192, 128, 128},  {8, 32, 8, 1, 8192, 64, 64},
+                                  {32, 32, 8, 1, 8192, 64, 64},   {8, 32, 32, 16, 8192, 64, 64},
+                                  {128, 32, 8, 1, 1024, 64, 64}};
   // 7 and 15: counts that leave splits empty at 1k and 8k keys (granules of 128), beside 8 and 16.
   const int64_t requests[] = {0, 1, 2, 4, 7, 8, 15, 16, 32, 64};
   std::printf("%-34s %6s %6s %9s %8s\n", "shape", "asked", "splits", "us", "GB/s");
@@ -394,9 +393,8 @@ TEST_F(EngineGpu, DecodeSplitThroughput) {
     TensorPool pool(500);
     for (int64_t request : requests) {
       if (request > 1 && d.seqlen_k / request < 128) continue;
-      const Problem host = testing::batch_problem(pool, Family::fwd, DType::bf16, d)
-                               .splits(request)
-                               .build();
+      const Problem host =
+          testing::batch_problem(pool, Family::fwd, DType::bf16, d).splits(request).build();
       runtime::DeviceMirror mirror(host);
       const EnginePlan plan = engine_->plan(mirror.device_problem());
       jit::Stream stream;
