@@ -101,8 +101,8 @@ struct Sm90Consumer {
       const int within = (step % kSlicesPerPanel) * 32;
       const tile::u64 q_slice =
           tile::advance_smem_descriptor(q_descriptor, panel * Traits::kQPanelBytes + within);
-      const tile::u64 k_slice = tile::advance_smem_descriptor(
-          k_descriptor, panel * kv_layout.template panel_bytes<kKPanels>() + within);
+      const tile::u64 k_slice =
+          tile::advance_smem_descriptor(k_descriptor, panel * kv_layout.panel_bytes() + within);
       if constexpr (kFp8) {
         tile::wgmma_m64k32_ss<kBlockN, T, T>(s, q_slice, k_slice, step > 0);
       } else {
@@ -127,7 +127,7 @@ struct Sm90Consumer {
       // MN-major: the leading byte offset steps panels, the stride byte offset 8-key groups.
       const tile::u64 v_descriptor = tile::make_smem_descriptor(
           smem + Traits::kSmem.v_offset + stage * Traits::kSmem.v_stage_bytes,
-          kv_layout.template panel_bytes<kVPanels>(), kv_layout.template group_bytes<kVPanels>(),
+          kv_layout.panel_bytes(), kv_layout.template group_bytes<kVPanels>(),
           tile::SmemSwizzle::bytes128);
 #pragma unroll
       for (int step = 0; step < kKeySteps; ++step) {
@@ -160,7 +160,7 @@ struct Sm90Consumer {
         // A swizzle moves 16-byte chunks within their 128-byte row, never across rows, so a
         // row's bytes are zeroed whatever the pattern.
         const tile::u32 address =
-            base + panel * kv_layout.template panel_bytes<kVPanels>() +
+            base + panel * kv_layout.panel_bytes() +
             kv_layout.template row_offset<kVPanels>(valid + within / kChunksPerRow) +
             (within % kChunksPerRow) * 16;
         asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(address), "r"(0u)

@@ -28,7 +28,6 @@ struct Sm90KvStageLayout {
     return kAtomBytes + tile::u32(grouped) * (Panels - 1) * kAtomBytes;
   }
   // The stride between panels.
-  template <int Panels>
   TILEFMHA_DEVICE tile::u32 panel_bytes() const {
     constexpr tile::u32 kWhole = Traits::kBlockN * kSm90RowBytes;
     if constexpr (!kRuntime) return kWhole;

@@ -163,7 +163,8 @@ Sm90TensorMapSpecs sm90_tensor_map_specs(const Problem& p, const KernelConfig& c
   const auto kv_rows = static_cast<uint32_t>(codegen::sm90_paged_box_rows(c, p));
   specs.k = view_map(p.k, "k", kv_rows);
   specs.v = view_map(p.v, "v", kv_rows);
-  if (const codegen::Sm90KvGrouping grouping = codegen::sm90_kv_grouping(c, p); grouping.grouped) {
+  specs.kv_grouping = codegen::sm90_kv_grouping(c, p);
+  if (const codegen::Sm90KvGrouping& grouping = specs.kv_grouping; grouping.grouped) {
     specs.k = grouped_pool_map(specs.k, static_cast<uint64_t>(c.hdim_q), grouping.heads_in_pages);
     specs.v = grouped_pool_map(specs.v, static_cast<uint64_t>(c.hdim_v), grouping.heads_in_pages);
   }
@@ -205,9 +206,8 @@ fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& p, const FwdDeviceIndice
   encode(specs.k, params.k_map);
   encode(specs.v, params.v_map);
   if (!split_kernel) encode(specs.o, params.o_map);
-  const codegen::Sm90KvGrouping grouping = codegen::sm90_kv_grouping(c, p);
-  params.kv_grouped = grouping.grouped ? 1 : 0;
-  params.kv_heads_in_pages = static_cast<int>(grouping.heads_in_pages);
+  params.kv_grouped = specs.kv_grouping.grouped ? 1 : 0;
+  params.kv_heads_in_pages = static_cast<int>(specs.kv_grouping.heads_in_pages);
   return params;
 }
 

@@ -3,6 +3,7 @@
 // bshd, bhsd and gapped layouts all work without copies.
 #pragma once
 
+#include "codegen/fwd_sm90.hpp"
 #include "fmha/fwd_sm90_params.h"
 #include "jit/tensor_map.hpp"
 #include "runtime/fwd_params.hpp"
@@ -16,6 +17,8 @@ namespace tilefmha::runtime {
 // no O by TMA: its `o` stays default (empty dims) and the problem needs no O view.
 struct Sm90TensorMapSpecs {
   jit::TiledTensorMapSpec q, k, v, o;
+  // Paged K and V in 8-row groups: their maps are then 5D (codegen::sm90_kv_grouping).
+  codegen::Sm90KvGrouping kv_grouping;
 };
 
 // Needs no driver. Throws Error(not_supported) naming the view and field when TMA cannot
