@@ -1,4 +1,5 @@
-// bwd_convert_dq: dQ = the fp32 accumulator in the output dtype, one warp per row. In
+// bwd_convert_dq: dQ = the fp32 accumulator in the output dtype, a row on a group of lanes
+// (RowLanes). In
 // deterministic mode the accumulator holds one slice per key block, summed here in slice order
 // (a fixed order, so the bits never depend on scheduling). With dSink, CTA h (and h + grid, ...)
 // first sums head h's partials from bwd_dot_do_o, also in a fixed order.
@@ -55,13 +56,15 @@ TILEFMHA_DEVICE void bwd_convert_dq(const BwdParams& p) {
   const int warp = threadIdx.x >> 5;
   const long long rows = p.row_batches * p.row_seqlen * p.fwd.nhead_q;
   const long long first = (long long)blockIdx.x * Traits::kBlockM;
-  for (int local = warp; local < Traits::kBlockM; local += Traits::kWarps) {
+  const RowLanes lanes = RowLanes::of(p.fwd.hdim_q / 8, lane);
+  for (int local = warp * lanes.rows + lanes.group; local < Traits::kBlockM;
+       local += Traits::kWarps * lanes.rows) {
     const long long row = first + local;
     if (row >= rows) return;
     const BwdRow at = BwdRow::of(row, p);
     const float* acc = p.dq_acc + at.offset(p.dq_acc_strides);
     T* dq = static_cast<T*>(p.dq) + at.offset(p.dq_strides);
-    for (long long c = lane * 8; c < p.fwd.hdim_q; c += 32 * 8) {
+    for (long long c = lanes.sub * 8; c < p.fwd.hdim_q; c += lanes.lanes * 8) {
       float sum[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
       // Where the sm90_ws kernel put chunk c / 8 of this row (bwd_params.h).
       const long long stored =

@@ -1,8 +1,8 @@
-// bwd_dot_do_o: D[b, h, i] = sum_d dO[b, i, h, d] * O[b, i, h, d] in fp32, one warp per row,
-// 16-byte loads. The same pass zeroes the row's fp32 dQ accumulator (every slice), so that the
-// dq_dk_dv stage that follows on the stream can add into it: the run needs no memset. With
-// dSink it also writes the CTA's per-head partial sums of exp(sink - lse) * D (bwd_params.h),
-// which bwd_convert_dq reduces.
+// bwd_dot_do_o: D[b, h, i] = sum_d dO[b, i, h, d] * O[b, i, h, d] in fp32, a row on a group of
+// lanes (RowLanes: a warp takes several short rows at once), 16-byte loads. The same pass zeroes
+// the row's fp32 dQ accumulator (every slice), so that the dq_dk_dv stage that follows on the
+// stream can add into it: the run needs no memset. With dSink it also writes the CTA's per-head
+// partial sums of exp(sink - lse) * D (bwd_params.h), which bwd_convert_dq reduces.
 #pragma once
 
 #include "fmha/bwd_params.h"
@@ -50,32 +50,40 @@ TILEFMHA_DEVICE void bwd_dot_do_o(const BwdParams& p) {
   // emulation, where __shared__ means nothing, shares it between the CTA's threads too.
   static __shared__ float sink_terms[Traits::kBlockM];
   const bool dsink = p.dsink_partials != nullptr;
-  for (int local = warp; local < Traits::kBlockM; local += Traits::kWarps) {
+  const RowLanes lanes = RowLanes::of(f.hdim_v / 8, lane);
+  // Passes are warp-uniform (base counts whole warps' rows): every lane reaches the row sum's
+  // shuffles equally often, whether or not its row exists.
+  for (int base = warp * lanes.rows; base < Traits::kBlockM; base += Traits::kWarps * lanes.rows) {
+    const int local = base + lanes.group;
     const long long row = first + local;
-    if (row >= rows) {
-      if (lane == 0) sink_terms[local] = 0.0f;
-      continue;  // not return: the whole CTA meets the barrier of the dSink sums
-    }
-    const BwdRow at = BwdRow::of(row, p);
-    const T* o = static_cast<const T*>(f.o) + at.offset(f.o_strides);
-    const T* d_o = static_cast<const T*>(p.d_o) + at.offset(p.d_o_strides);
+    const bool present = local < Traits::kBlockM && row < rows;
+    const BwdRow at = BwdRow::of(present ? row : first, p);
     float sum = 0.0f;
-    for (long long c = lane * 8; c < f.hdim_v; c += 32 * 8) {
-      float a[8], b[8];
-      load8<T>(o + c, a);
-      load8<T>(d_o + c, b);
+    if (present) {
+      const T* o = static_cast<const T*>(f.o) + at.offset(f.o_strides);
+      const T* d_o = static_cast<const T*>(p.d_o) + at.offset(p.d_o_strides);
+      for (long long c = lanes.sub * 8; c < f.hdim_v; c += lanes.lanes * 8) {
+        float a[8], b[8];
+        load8<T>(o + c, a);
+        load8<T>(d_o + c, b);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) sum += a[e] * b[e];
+        for (int e = 0; e < 8; ++e) sum += a[e] * b[e];
+      }
     }
-    sum = tile::warp_sum(sum);
-    if (lane == 0) {
+    sum = lanes.row_sum(sum);
+    if (!present) {
+      // not return: the whole CTA meets the barrier of the dSink sums
+      if (lanes.sub == 0 && local < Traits::kBlockM) sink_terms[local] = 0.0f;
+      continue;
+    }
+    if (lanes.sub == 0) {
       p.d[at.batch * p.d_batch_stride + at.head * p.d_head_stride + at.seq * p.d_seq_stride] = sum;
       if (dsink) sink_terms[local] = bwd_sink_term(p, at, sum);
     }
 
     float* acc = p.dq_acc + at.offset(p.dq_acc_strides);
     for (long long slice = 0; slice < p.dq_acc_slices; ++slice) {
-      for (long long c = lane * 4; c < f.hdim_q; c += 32 * 4)
+      for (long long c = lanes.sub * 4; c < f.hdim_q; c += lanes.lanes * 4)
         *reinterpret_cast<float4*>(acc + slice * p.dq_acc_slice_stride + c) =
             make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }

@@ -6,6 +6,7 @@
 
 #include "fmha/bwd_params.h"
 #include "tile/numeric_types.h"
+#include "tile/warp_reduce.h"
 
 namespace tilefmha::fmha {
 
@@ -19,6 +20,29 @@ struct BwdRow {
   }
   TILEFMHA_DEVICE long long offset(const TokenStrides& strides) const {
     return batch * strides.batch + seq * strides.seq + head * strides.head;
+  }
+};
+
+// A row's 16-byte chunks spread over a power-of-two group of lanes, so that a warp works on
+// 32 / lanes rows at once: with a whole warp per row, a 64-column row kept 24 of 32 lanes idle
+// and the row kernels ran at half the memory bandwidth of the 256-column ones.
+struct RowLanes {
+  int lanes;  // lanes per row: the smallest power of two >= the row's chunks, at most 32
+  int rows;   // rows per warp: 32 / lanes
+  int group;  // this lane's row within the warp's rows
+  int sub;    // this lane's place within its row's lanes
+
+  TILEFMHA_DEVICE static RowLanes of(long long chunks, int lane) {
+    int lanes = 1;
+    while (lanes < chunks && lanes < 32) lanes *= 2;
+    return {lanes, 32 / lanes, lane / lanes, lane & (lanes - 1)};
+  }
+  // The sum over this lane's row group. Every lane of the warp must call it (shfl.sync over the
+  // full warp), whether or not its row exists.
+  TILEFMHA_DEVICE float row_sum(float value) const {
+    for (int lane_mask = lanes / 2; lane_mask >= 1; lane_mask /= 2)
+      value += tile::shuffle_xor(value, lane_mask);
+    return value;
   }
 };
 

@@ -208,9 +208,18 @@ TILEFMHA_DEVICE void sm90_bwd_for_each_block(const FwdParams& p, const Sm90BwdTi
   const SeqInfo& seq = tile.seq;
   const int n_block = tile.n_block, kv_head = tile.kv_head;
   const int query_blocks = ceil_div(seq.len_q, Traits::kBlockM);
+  // Only the query blocks whose rows may see the key block are tested one by one: under a
+  // causal mask, walking past the others cost a 8k-key tile a third more instructions.
+  const int key_begin = n_block * Traits::kBlockN;
+  const RowRange rows = typename Traits::Mask(p, seq, 0, Traits::kBlockM)
+                            .rows_seeing(key_begin, key_begin + Traits::kBlockN - 1);
+  const int first = rows.first <= 0 ? 0 : rows.first / Traits::kBlockM;
+  const int end = rows.last < 0 ? 0 : rows.last / Traits::kBlockM + 1;
+  const int k_begin = first < query_blocks ? first : query_blocks;
+  const int k_end = end < query_blocks ? end : query_blocks;
   const int head_end = (kv_head + 1) * int(p.head_group);
   for (int h = kv_head * int(p.head_group); h < head_end; ++h) {
-    for (int k = 0; k < query_blocks; ++k) {
+    for (int k = k_begin; k < k_end; ++k) {
       const int m_begin = k * Traits::kBlockM;
       const typename Traits::Mask mask(p, seq, m_begin, Traits::kBlockM);
       const KeyBlocks visits = mask.key_blocks(Traits::kBlockN);

@@ -26,6 +26,13 @@ struct KeyBlocks {
   }
 };
 
+// Bounds on the rows that may see a block of keys: rows outside [first, last] see none of them,
+// rows inside may still see none (a window's gaps between sinks and its left edge).
+struct RowRange {
+  static constexpr int kUnbounded = 1 << 30;  // beyond any row (WindowMask::kFar)
+  int first, last;
+};
+
 TILEFMHA_DEVICE int ceil_div(int a, int b) {
   return (a + b - 1) / b;
 }
@@ -42,6 +49,7 @@ struct NoMask {
     return key_begin + block_n > len_k;
   }
   TILEFMHA_DEVICE bool visible(int, int j) const { return j < len_k; }
+  TILEFMHA_DEVICE RowRange rows_seeing(int, int) const { return {0, RowRange::kUnbounded}; }
 };
 
 struct WindowMask {
@@ -91,6 +99,13 @@ struct WindowMask {
     if (key_last > first_row + high_offset) return true;
     const bool all_sinks = key_last < sink;
     return !all_sinks && key_begin < last_row + low_offset;
+  }
+
+  // Row i sees no key above i + high_offset and, past the sinks, none below i + low_offset. The
+  // offsets are the same whatever query block the mask was made for.
+  TILEFMHA_DEVICE RowRange rows_seeing(int key_begin, int key_last) const {
+    return {clamp_far((long long)key_begin - high_offset),
+            key_begin < sink ? RowRange::kUnbounded : clamp_far((long long)key_last - low_offset)};
   }
 
   // Non-short-circuit operators: the test runs per element of a masked block, where branches
