@@ -128,6 +128,34 @@ TEST(BwdSm90Codegen, PersistentGridPaysForShortTiles) {
   EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));
 }
 
+// Under a mask the persistent form pays up to 64 key blocks a head (batch mode, one key count, not
+// deterministic): it deals a head's key blocks in mirrored pairs, one pair a CTA where tiles are
+// long and at most one CTA per SM where they are short.
+TEST(BwdSm90Codegen, MaskedTilesGoInMirroredPairs) {
+  Problem p = backward_problem(2, 16, 16, 8192, 8192, 128);
+  KernelConfig c = testing::sm90_bwd_config(DType::bf16, 128);
+  EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));  // unmasked, 128 query blocks
+  c.mask = MaskKind::causal;
+  EXPECT_TRUE(codegen::bwd_sm90_persistent_grid_pays(c, p));
+  c.persistent = true;
+  EXPECT_TRUE(codegen::bwd_sm90_mirrored_pairs(c));
+  EXPECT_EQ(codegen::launch_shape_bwd_sm90(c, p, 132).grid[0], 32u * 16u * 2u);  // 64 blocks / 2
+  p.seqlen_k = p.seqlen_q = 8192 - 128;  // 63 key blocks: 32 pairs, the last one block alone
+  EXPECT_EQ(codegen::launch_shape_bwd_sm90(c, p, 132).grid[0], 32u * 16u * 2u);
+  p.seqlen_k = p.seqlen_q = 8192 + 128;  // 65 key blocks: one CTA per tile balances them
+  EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));
+  p = backward_problem(64, 8, 8, 512, 512, 128);  // short tiles: pairs round-robin
+  EXPECT_EQ(codegen::launch_shape_bwd_sm90(c, p, 132).grid[0], 132u);
+  EXPECT_EQ(codegen::launch_shape_bwd_sm90(c, p, 0).grid[0], 2u * 8u * 64u);
+  p.bwd.deterministic = true;
+  EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));
+  c.deterministic = true;
+  EXPECT_FALSE(codegen::bwd_sm90_mirrored_pairs(c));
+  c.deterministic = false;
+  c.mask = MaskKind::none;
+  EXPECT_FALSE(codegen::bwd_sm90_mirrored_pairs(c));
+}
+
 // The persistent grid shares no factor with the key-block count, so a CTA's tiles, `grid` apart,
 // go through every key block in turn.
 TEST(BwdSm90Codegen, PersistentGridIsCoprimeWithTheKeyBlocks) {
@@ -168,6 +196,12 @@ TEST(BwdSm90Codegen, CompilesForSm90aWithinItsSpillBounds) {
       KernelConfig c = testing::sm90_bwd_config(dtype, hdim);
       cases.push_back({c, codegen::generate_bwd_sm90_source(c), hdim == 64 ? 64 : 16});
       c.mask = MaskKind::causal;
+      // The launch form of masked runs: mirrored pairs of key blocks on a persistent grid. Its
+      // spills are the persistent form's (below: the producer warpgroup's tile walk), 344-356
+      // bytes dealing single tiles, 368-380 in pairs.
+      KernelConfig mirrored = c;
+      mirrored.persistent = true;
+      cases.push_back({mirrored, codegen::generate_bwd_sm90_source(mirrored), 400});
       c.deterministic = true;
       // (In the producer warpgroup. hdim 128/256: 88 bytes, 148 since the tile walk, 212 since
       // the walk starts at the first query block that may see the key block; hdim 64: 196.)

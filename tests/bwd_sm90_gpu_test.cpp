@@ -208,6 +208,23 @@ TEST_F(BwdSm90Gpu, PersistentGridSeveralTilesPerCta) {
   expect_bit_identical_repeats(deterministic);
 }
 
+// Under a mask the persistent kernel takes a head's key blocks in mirrored pairs (n, then
+// blocks - 1 - n): long tiles one pair a CTA, an odd count's middle block alone, a window with
+// sinks whose pairs see different query blocks (codegen::bwd_sm90_mirrored_pairs).
+TEST_F(BwdSm90Gpu, MirroredKeyBlockPairsUnderMasks) {
+  TensorPool pool(39);
+  expect_matches_reference(pool, batch(pool, DType::bf16, {2, 8, 2, 1500, 1500, 128, 128})
+                                     .causal()
+                                     .build());  // 12 key blocks, 24 query blocks
+  expect_matches_reference(pool, batch(pool, DType::fp16, {2, 4, 4, 1100, 1300, 64, 64})
+                                     .window(200, 50, MaskAlign::bottom_right)
+                                     .sink_tokens(4)
+                                     .build());  // 11 key blocks
+  expect_matches_reference(pool, batch(pool, DType::bf16, {1, 2, 1, 700, 900, 256, 256})
+                                     .causal(MaskAlign::bottom_right)
+                                     .build());  // hdim 256: 15 key blocks of 64
+}
+
 // What the Hopper kernel does not implement finds no sm90_ws kernel: planning says so, naming the
 // stage (an unrestricted engine takes sm80_mma instead).
 TEST_F(BwdSm90Gpu, Hdim192HasNoHopperKernel) {

@@ -63,6 +63,13 @@ struct Sm90BwdTraits {
   // per tile, with no looping code (the loop's state spilled in the producer roles and cost
   // 3-10% on long shapes).
   static constexpr bool kPersistent = Persistent;
+  // Under a mask the work of a key block depends on its place (causal: key block n sees the query
+  // blocks from its diagonal on), so a persistent CTA takes a head's key blocks in mirrored
+  // pairs, n then blocks - 1 - n: every pair holds about the same work, and the second tile's
+  // K, V and first Q/dO load while the first stores dK and dV. (Deterministic turns need the
+  // key blocks in launch order, highest first: sm90_bwd_for_each_tile.)
+  static constexpr bool kMirroredPairs =
+      Persistent && !Deterministic && !tile::same_type<Mask_, NoMask>::value;
   static constexpr Sm90BwdSmemLayout kSmem = sm90_bwd_smem_layout(HdimQ, HdimV, BlockM, Stages);
   // dQ is written over the consumed Q/dO stage (rows of the first half over Q, of the second
   // over dO), which the dQ writer hands back to the producer.
@@ -169,7 +176,8 @@ struct Sm90BwdTile {
 // their ring positions from one tile to the next. Key blocks vary fastest: the CTAs of one
 // (sequence, head) run together and stream the same Q and dO blocks, which L2 then serves once
 // to all of them. A persistent grid has no common factor with the key-block count
-// (codegen::bwd_sm90_persistent_grid), so a CTA's tiles go through every key block in turn.
+// (codegen::bwd_sm90_persistent_grid), so a CTA's tiles go through every key block in turn;
+// under a mask it deals mirrored pairs of a head's key blocks instead (kMirroredPairs).
 // Deterministic, key blocks go from the highest down, the order of every query block's turns
 // (sm90_bwd_write_dq): a tile waits only on tiles of lower index, and the lowest unfinished tile
 // always runs.
@@ -191,7 +199,19 @@ TILEFMHA_DEVICE void sm90_bwd_for_each_tile(const FwdParams& p, F&& f) {
     if (key_begin < rows_written)
       f(Sm90BwdTile{n_block, kv_head, batch, seq, key_begin, rows_written});
   };
-  if constexpr (Traits::kPersistent) {
+  if constexpr (Traits::kMirroredPairs) {
+    const int half = (key_blocks + 1) / 2;
+    const int pairs = half * int(p.nhead_k) * int(p.batch);
+    // One call site of the tile body (two would double the kernel's code): each step is the
+    // first or the second tile of a pair.
+    for (int step = 2 * int(blockIdx.x); step / 2 < pairs;
+         step += (step & 1) ? 2 * int(gridDim.x) - 1 : 1) {
+      const int pair = step / 2, position = pair % half;
+      const int n = (step & 1) ? key_blocks - 1 - position : position;
+      if ((step & 1) && n == position) continue;  // an odd count's middle block stands alone
+      visit(pair / half * key_blocks + n);
+    }
+  } else if constexpr (Traits::kPersistent) {
     const int tiles = key_blocks * int(p.nhead_k) * int(p.batch);
     for (int index = int(blockIdx.x); index < tiles; index += int(gridDim.x)) visit(index);
   } else {

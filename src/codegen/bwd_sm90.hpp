@@ -24,21 +24,32 @@ int64_t shared_bytes_bwd_sm90(const KernelConfig& config);
 // block fastest: one CTA per tile, or for `config.persistent` (the launch form where
 // bwd_sm90_persistent_grid_pays) a persistent grid of at most one CTA per SM, `sm_count` (0:
 // unknown, one CTA per tile), whose CTAs take tiles round-robin (fmha::sm90_bwd_for_each_tile).
+// Mirrored pairs: one CTA per pair where tiles are long (the hardware then balances the equal
+// pairs), else at most one CTA per SM taking pairs round-robin.
 // Throws Error(not_supported) past 2^31 - 1 tiles.
 jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& config, const Problem& problem,
                                        int64_t sm_count);
 
-// Whether a persistent grid pays for `problem`: its tiles are short, at most
-// kBwdPersistentMaxVisits query blocks each (over the GQA group), so a CTA's fixed cost (K and V
-// in, dK and dV out, the ring's fill) weighs; every tile of a sequence is alike (batch mode,
-// one key count), since the grid deals tiles statically where the hardware would balance CTAs;
-// and the run is not deterministic (its turns chain the tiles).
+// Whether a persistent grid pays for `problem`: the run is not deterministic (its turns chain
+// the tiles), every sequence has the same tiles (batch mode, one key count: the grid deals them
+// statically), and either its tiles are short, at most kBwdPersistentMaxVisits query blocks each
+// (over the GQA group), so a CTA's fixed cost (K and V in, dK and dV out, the ring's fill)
+// weighs, or a mask makes the key blocks' work unequal, which mirrored pairs even out
+// (bwd_sm90_mirrored_pairs), where a head has at most kBwdMirroredMaxKeyBlocks key blocks.
 bool bwd_sm90_persistent_grid_pays(const KernelConfig& config, const Problem& problem);
+// Whether the persistent kernel of `config` deals a head's key blocks in mirrored pairs (n and
+// blocks - 1 - n) rather than single tiles round-robin: under a mask, outside deterministic
+// mode (fmha::Sm90BwdTraits::kMirroredPairs).
+bool bwd_sm90_mirrored_pairs(const KernelConfig& config);
 // Measured (bf16, FA3 sweep, docs/performance.md "v11"): hdim 64 at 512-2k keys (4-16 blocks of
 // 128 queries) gained 1-11% on an H200, hdim 128 and 256 at 512-1k -0.4% to +4%; persistent
 // everywhere, causal rows of 8k-16k lost up to 41% on an H100, as a static deal cannot balance
 // their unequal tiles.
 inline constexpr int64_t kBwdPersistentMaxVisits = 16;
+// Measured (bf16 causal, H100, one lease, docs/performance.md "v14"): mirrored pairs took 2-4%
+// off hdim 128 at 16-64 key blocks (2k-8k) and 0-2% off hdim 64 and 256 there, but added 2-3%
+// at 128-256 key blocks (hdim 64 16k, hdim 256 8k-16k), where one CTA per tile already balances.
+inline constexpr int64_t kBwdMirroredMaxKeyBlocks = 64;
 
 // CTAs of the persistent grid for `tiles` tiles of `key_blocks` key blocks each on `sm_count` SMs:
 // all tiles where they fit one wave, else the most CTAs up to the SM count with no factor in

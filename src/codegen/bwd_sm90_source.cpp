@@ -113,15 +113,29 @@ int64_t bwd_sm90_persistent_grid(int64_t tiles, int64_t key_blocks, int64_t sm_c
   return grid;
 }
 
+namespace {
+
+bool short_tiles(const KernelConfig& c, const Problem& problem) {
+  const int64_t group =
+      problem.nhead_k > 0 ? std::max<int64_t>(1, problem.nhead_q / problem.nhead_k) : 1;
+  const int64_t query_blocks = (problem.seqlen_q + c.block_m - 1) / c.block_m;
+  return query_blocks * group <= kBwdPersistentMaxVisits;
+}
+
+}  // namespace
+
 bool bwd_sm90_persistent_grid_pays(const KernelConfig& c, const Problem& problem) {
   if (problem.mode == Mode::group || problem.has_key_lengths()) return false;
   // Deterministic turns chain a head's tiles; dealt statically, the chain measured slower (hdim
   // 256 at 1k: 186 against 216 TFLOP/s one CTA per tile, H200).
   if (problem.bwd.deterministic) return false;
-  const int64_t group =
-      problem.nhead_k > 0 ? std::max<int64_t>(1, problem.nhead_q / problem.nhead_k) : 1;
-  const int64_t query_blocks = (problem.seqlen_q + c.block_m - 1) / c.block_m;
-  return query_blocks * group <= kBwdPersistentMaxVisits;
+  if (short_tiles(c, problem)) return true;
+  const int64_t key_blocks = (problem.seqlen_k + c.block_n - 1) / c.block_n;
+  return c.mask != MaskKind::none && key_blocks <= kBwdMirroredMaxKeyBlocks;
+}
+
+bool bwd_sm90_mirrored_pairs(const KernelConfig& c) {
+  return c.persistent && !c.deterministic && c.mask != MaskKind::none;
 }
 
 jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& c, const Problem& problem,
@@ -138,8 +152,14 @@ jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& c, const Problem& pro
                     " tiles (key blocks x KV heads x sequences) exceed 2^31 - 1",
                 "seqlen_k");
   jit::LaunchShape shape;
-  shape.grid[0] = static_cast<unsigned>(
-      c.persistent ? bwd_sm90_persistent_grid(tiles, blocks, sm_count) : tiles);
+  int64_t grid = tiles;
+  if (bwd_sm90_mirrored_pairs(c)) {
+    grid = (blocks + 1) / 2 * (tiles / blocks);
+    if (sm_count > 0 && short_tiles(c, problem)) grid = std::min(grid, sm_count);
+  } else if (c.persistent) {
+    grid = bwd_sm90_persistent_grid(tiles, blocks, sm_count);
+  }
+  shape.grid[0] = static_cast<unsigned>(grid);
   shape.block[0] = static_cast<unsigned>(fmha::kSm90BwdThreads);
   shape.dynamic_shared_bytes = static_cast<unsigned>(shared_bytes_bwd_sm90(c));
   return shape;
