@@ -14,23 +14,15 @@ Needs PyTorch with CUDA and a GPU for the profiled run; without them it says so 
 
 import argparse
 import collections
-import importlib.util
 import pathlib
 import sys
 
-HERE = pathlib.Path(__file__).resolve().parent
+# bench/ holds scripts, not a package: its siblings import from its directory (neither needs
+# torch to import).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import compare_backward as backward  # noqa: E402
 
-
-def _load(name):
-    # bench/ is not a package: load the sibling from its path (it imports without torch).
-    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-compare = _load("compare_sdpa")
-backward = _load("compare_backward")
+compare = backward.compare
 # Kernel names run to hundreds of characters of template arguments; the head names the kernel.
 NAME_WIDTH = 72
 
