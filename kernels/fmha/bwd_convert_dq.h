@@ -1,8 +1,7 @@
 // bwd_convert_dq: dQ = the fp32 accumulator in the output dtype, a row on a group of lanes
-// (RowLanes). In
-// deterministic mode the accumulator holds one slice per key block, summed here in slice order
-// (a fixed order, so the bits never depend on scheduling). With dSink, CTA h (and h + grid, ...)
-// first sums head h's partials from bwd_dot_do_o, also in a fixed order.
+// (RowLanes). In deterministic mode the accumulator holds one slice per key block, summed here
+// in slice order (a fixed order, so the bits never depend on scheduling). With dSink, CTA h (and
+// h + grid, ...) first sums head h's partials from bwd_dot_do_o, also in a fixed order.
 #pragma once
 
 #include "fmha/bwd_params.h"

@@ -203,12 +203,12 @@ TILEFMHA_DEVICE void sm90_bwd_for_each_tile(const FwdParams& p, F&& f) {
     const int half = (key_blocks + 1) / 2;
     const int pairs = half * int(p.nhead_k) * int(p.batch);
     // One call site of the tile body (two would double the kernel's code): each step is the
-    // first or the second tile of a pair.
-    for (int step = 2 * int(blockIdx.x); step / 2 < pairs;
-         step += (step & 1) ? 2 * int(gridDim.x) - 1 : 1) {
-      const int pair = step / 2, position = pair % half;
-      const int n = (step & 1) ? key_blocks - 1 - position : position;
-      if ((step & 1) && n == position) continue;  // an odd count's middle block stands alone
+    // first or the second tile of a pair. Unsigned: two steps a pair stay below 2^32.
+    for (unsigned step = 2u * blockIdx.x; step / 2u < unsigned(pairs);
+         step += (step & 1u) ? 2u * gridDim.x - 1u : 1u) {
+      const int pair = int(step / 2u), position = pair % half;
+      const int n = (step & 1u) ? key_blocks - 1 - position : position;
+      if ((step & 1u) && n == position) continue;  // an odd count's middle block stands alone
       visit(pair / half * key_blocks + n);
     }
   } else if constexpr (Traits::kPersistent) {
