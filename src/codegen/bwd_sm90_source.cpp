@@ -130,8 +130,7 @@ bool bwd_sm90_persistent_grid_pays(const KernelConfig& c, const Problem& problem
   // 256 at 1k: 186 against 216 TFLOP/s one CTA per tile, H200).
   if (problem.bwd.deterministic) return false;
   if (short_tiles(c, problem)) return true;
-  const int64_t key_blocks = (problem.seqlen_k + c.block_n - 1) / c.block_n;
-  return c.mask != MaskKind::none && key_blocks <= kBwdMirroredMaxKeyBlocks;
+  return c.mask != MaskKind::none && bwd_key_blocks(c, problem) <= kBwdMirroredMaxKeyBlocks;
 }
 
 bool bwd_sm90_mirrored_pairs(const KernelConfig& c) {
@@ -154,7 +153,8 @@ jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& c, const Problem& pro
   jit::LaunchShape shape;
   int64_t grid = tiles;
   if (bwd_sm90_mirrored_pairs(c)) {
-    grid = (blocks + 1) / 2 * (tiles / blocks);
+    const int64_t heads_and_sequences = tiles / blocks;
+    grid = (blocks + 1) / 2 * heads_and_sequences;  // one CTA per pair
     if (sm_count > 0 && short_tiles(c, problem)) grid = std::min(grid, sm_count);
   } else if (c.persistent) {
     grid = bwd_sm90_persistent_grid(tiles, blocks, sm_count);
