@@ -42,6 +42,20 @@ TEST(JitCompile, ArgumentsCarryArchStandardAndDeviceDefault) {
   EXPECT_TRUE(contains(more, "-DTILE_M=64"));
 }
 
+// The profilers' switch: exactly "1" asks for -lineinfo. (setenv is not thread-safe; this test
+// runs alone in its process's main thread.)
+TEST(JitCompile, LineInfoIsRequestedByTheEnvironment) {
+  const char* saved = std::getenv("TILEFMHA_LINEINFO");
+  const std::string restore = saved != nullptr ? saved : "";
+  setenv("TILEFMHA_LINEINFO", "1", 1);
+  EXPECT_TRUE(line_info_requested());
+  setenv("TILEFMHA_LINEINFO", "0", 1);
+  EXPECT_FALSE(line_info_requested());
+  unsetenv("TILEFMHA_LINEINFO");
+  EXPECT_FALSE(line_info_requested());
+  if (saved != nullptr) setenv("TILEFMHA_LINEINFO", restore.c_str(), 1);
+}
+
 TEST(JitCompile, ArchNamesAreValidated) {
   EXPECT_EQ(validate_target_arch("sm_90a"), "sm_90a");
   EXPECT_EQ(validate_target_arch("sm_86"), "sm_86");

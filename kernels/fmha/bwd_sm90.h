@@ -24,6 +24,7 @@
 #include "fmha/bwd_params.h"
 #include "fmha/bwd_row_stats.h"
 #include "fmha/bwd_sm80.h"
+#include "fmha/bwd_sm90_epilogue.h"
 #include "fmha/bwd_sm90_params.h"
 #include "fmha/bwd_sm90_shape.h"
 #include "fmha/fwd_sm90_pipeline.h"
@@ -757,18 +758,31 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
     T* dv_out = static_cast<T*>(bp.dv) + seq.view_batch * bp.dv_strides.batch +
                 (seq.k_start + key_begin) * bp.dv_strides.seq + t.kv_head * bp.dv_strides.head +
                 group_columns_v;
+    if constexpr (Traits::kPersistent) {
+      // Whole 16-byte chunks through the warp's part of the next block's dS^T buffer
+      // (fmha/bwd_sm90_epilogue.h).
+      const Sm90BwdEpilogue<Traits> epilogue{consumer.group, consumer.warp(), consumer.lane()};
+      const tile::u32 scratch =
+          smem + Traits::kSmem.ds_offset + (steps % kSm90BwdDsBuffers) * Traits::kSmem.ds_bytes;
+      const int rows_left = t.rows_written - key_begin;
+      epilogue.template store<Traits::kGroupHdimQ>(dk, dk_out, bp.dk_strides.seq, rows_left,
+                                                   scratch);
+      epilogue.template store<Traits::kGroupHdimV>(dv, dv_out, bp.dv_strides.seq, rows_left,
+                                                   scratch);
+    } else {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int key = consumer.key_row(r);
-      if (key_begin + key >= t.rows_written) continue;
+      for (int r = 0; r < 2; ++r) {
+        const int key = consumer.key_row(r);
+        if (key_begin + key >= t.rows_written) continue;
 #pragma unroll
-      for (int j = 0; j < Traits::kGroupHdimQ / 8; ++j)
-        *reinterpret_cast<tile::u32*>(dk_out + key * bp.dk_strides.seq + consumer.column(j, 0)) =
-            tile::pack2<T>(dk[4 * j + 2 * r], dk[4 * j + 2 * r + 1]);
+        for (int j = 0; j < Traits::kGroupHdimQ / 8; ++j)
+          *reinterpret_cast<tile::u32*>(dk_out + key * bp.dk_strides.seq + consumer.column(j, 0)) =
+              tile::pack2<T>(dk[4 * j + 2 * r], dk[4 * j + 2 * r + 1]);
 #pragma unroll
-      for (int j = 0; j < Traits::kGroupHdimV / 8; ++j)
-        *reinterpret_cast<tile::u32*>(dv_out + key * bp.dv_strides.seq + consumer.column(j, 0)) =
-            tile::pack2<T>(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
+        for (int j = 0; j < Traits::kGroupHdimV / 8; ++j)
+          *reinterpret_cast<tile::u32*>(dv_out + key * bp.dv_strides.seq + consumer.column(j, 0)) =
+              tile::pack2<T>(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
+      }
     }
     ++tiles;
   });

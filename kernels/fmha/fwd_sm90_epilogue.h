@@ -18,24 +18,12 @@
 #include "tile/async_proxy.h"
 #include "tile/named_barrier.h"
 #include "tile/tma.h"
+#include "tile/vector_io.h"
 
 namespace tilefmha::fmha {
 
 TILEFMHA_DEVICE void sm90_store_shared_u32(tile::u32 address, tile::u32 value) {
   asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(address), "r"(value) : "memory");
-}
-
-TILEFMHA_DEVICE void sm90_load_shared_v4(tile::u32 address, tile::u32 (&value)[4]) {
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(value[0]), "=r"(value[1]), "=r"(value[2]), "=r"(value[3])
-               : "r"(address)
-               : "memory");
-}
-
-TILEFMHA_DEVICE void sm90_store_global_v4(void* address, const tile::u32 (&value)[4]) {
-  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(address), "r"(value[0]),
-               "r"(value[1]), "r"(value[2]), "r"(value[3])
-               : "memory");
 }
 
 // Byte offset of 16-byte chunk `chunk` (0..7) of row `row` in a 128B-swizzled panel whose
@@ -206,12 +194,12 @@ TILEFMHA_DEVICE void sm90_epilogue(const Sm90FwdParams& params, const SeqInfo& s
         // dispatcher's match rule guarantees): its extra columns are not stored.
         if ((first_chunk + chunk) * 8 >= p.hdim_v) continue;
         tile::u32 value[4];
-        sm90_load_shared_v4(o_tile + (chunk / 8) * Traits::kQPanelBytes +
-                                sm90_swizzled_offset(group * kSm90WarpgroupRows + row, chunk % 8),
-                            value);
+        tile::load_shared_v4(o_tile + (chunk / 8) * Traits::kQPanelBytes +
+                                 sm90_swizzled_offset(group * kSm90WarpgroupRows + row, chunk % 8),
+                             value);
         T* destination =
             o + (seq.q_start + group_row + row) * p.o_strides.seq + (first_chunk + chunk) * 8;
-        sm90_store_global_v4(destination, value);
+        tile::store_global_v4(destination, value);
       }
     }
   }

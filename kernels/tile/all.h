@@ -12,5 +12,6 @@
 #include "tile/numeric_types.h"
 #include "tile/setmaxnreg.h"
 #include "tile/tma.h"
+#include "tile/vector_io.h"
 #include "tile/warp_reduce.h"
 #include "tile/wgmma.h"

@@ -99,6 +99,11 @@ class Program {
 
 }  // namespace
 
+bool line_info_requested() {
+  const char* value = std::getenv("TILEFMHA_LINEINFO");
+  return value != nullptr && std::string_view(value) == "1";
+}
+
 std::vector<std::string> nvrtc_arguments(const CompileOptions& options) {
   std::vector<std::string> arguments = {
       "--gpu-architecture=" + validate_target_arch(options.arch),

@@ -18,6 +18,10 @@ struct CompileOptions {
   std::vector<std::string> extra_arguments;  // passed verbatim, after the others
 };
 
+// TILEFMHA_LINEINFO=1 in the environment: the engine compiles its kernels with -lineinfo, so that
+// a profiler's per-instruction samples map to kernel source lines (the cache keys differ).
+bool line_info_requested();
+
 // The exact NVRTC argument list (also hashed into the cache key). -default-device makes
 // unannotated functions device functions, as suits device-only kernel sources.
 std::vector<std::string> nvrtc_arguments(const CompileOptions& options);

@@ -101,6 +101,7 @@ PlannedStage Dispatcher::prepare_stage(const KernelConfig& kernel, const Problem
   registry_.ensure_built(kernel, [&] {
     jit::CompileOptions compile = options_.compile;
     compile.arch = jit::nvrtc_target(kernel.arch);
+    compile.line_info = compile.line_info || jit::line_info_requested();
     return jit::compile_cached(kernel.symbol(), kernel_template.source(kernel), compile,
                                options_.cache.get())
         .cubin;

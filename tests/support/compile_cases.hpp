@@ -40,8 +40,8 @@ inline void expect_compiles(const std::vector<CompileCase>& cases, const std::st
     const testing::PtxasReport ptxas = testing::ptxas_report(result.note);
     if (ptxas.registers >= 0) {
       EXPECT_LE(ptxas.spill_bytes, cases[n].spill_allowance) << result.note;
-      std::printf("%-70s %s: %d registers\n", cases[n].config.name().c_str(), arch.c_str(),
-                  ptxas.registers);
+      std::printf("%-70s %s: %d registers, %d spill bytes\n", cases[n].config.name().c_str(),
+                  arch.c_str(), ptxas.registers, ptxas.spill_bytes);
     }
   }
 }
