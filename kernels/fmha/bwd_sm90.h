@@ -758,9 +758,9 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
     T* dv_out = static_cast<T*>(bp.dv) + seq.view_batch * bp.dv_strides.batch +
                 (seq.k_start + key_begin) * bp.dv_strides.seq + t.kv_head * bp.dv_strides.head +
                 group_columns_v;
-    if constexpr (Traits::kPersistent) {
+    if constexpr (Traits::kPersistent || Traits::kDeterministic) {
       // Whole 16-byte chunks through the warp's part of the next block's dS^T buffer
-      // (fmha/bwd_sm90_epilogue.h).
+      // (fmha/bwd_sm90_epilogue.h says where this pays).
       const Sm90BwdEpilogue<Traits> epilogue{consumer.group, consumer.warp(), consumer.lane()};
       const tile::u32 scratch =
           smem + Traits::kSmem.ds_offset + (steps % kSm90BwdDsBuffers) * Traits::kSmem.ds_bytes;

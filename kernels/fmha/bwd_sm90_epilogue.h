@@ -7,10 +7,11 @@
 // at 1k causal keys (docs/performance.md, v15). Instead each warp turns its 16 rows around in
 // shared memory (stmatrix) and writes whole 16-byte chunks, a row's chunks from adjacent lanes.
 //
-// Only the persistent forms (short tiles, masked tiles) take this path. One CTA per tile (long
-// unmasked tiles, deterministic mode) keeps the direct stores (bwd_sm90): there the epilogue is a
-// few percent of a tile, and this path measured 4% slower at 16k keys (hdim 128, H100, three
-// rounds; docs/performance.md v15), for a reason not found.
+// The persistent forms (short tiles, masked tiles) and deterministic mode take this path. One
+// CTA per tile over long unmasked tiles keeps the direct stores (bwd_sm90): there the epilogue is
+// a few percent of a tile, and this path measured 4% slower at 16k keys (hdim 128, H100, three
+// rounds; docs/performance.md v15), for a reason not found. (Deterministic mode, also one CTA per
+// tile, gains 4-7% at 1k keys and loses 2-3% at hdim 128 8k with it.)
 //
 // The scratch is the warp's own part of the dS^T buffer the CTA's next block will use: the rows
 // of its keys (split columns: of its warpgroup's query columns). Nothing else reads or writes
