@@ -163,6 +163,20 @@ def test_summary_over_made_up_rows():
     json.dumps(summary)  # the --json report holds it
 
 
+def test_summary_sets_eagerly_timed_rows_apart():
+    rows = [make_row(128, 8192, False, 600.0, 500.0), make_row(64, 512, False, 300.0, 150.0)]
+    rows[1]["cudnn_bwd_timing"] = "events"  # capture failed: the eager time flatters ours
+    summary = backward.summarize(rows)
+    assert summary["geomean_bwd_cudnn"] == pytest.approx(math.sqrt(1.2 * 2.0))
+    assert summary["compared_graph_timed"] == 1
+    assert summary["geomean_bwd_cudnn_graph_timed"] == pytest.approx(1.2)
+    text = "\n".join(backward.format_summary(summary))
+    assert "graph-timed on both sides: geomean 1.200x over 1 shapes" in text
+    # With every row graph-timed there is nothing to set apart.
+    all_graphed = "\n".join(backward.format_summary(backward.summarize(rows[:1])))
+    assert "graph-timed on both sides" not in all_graphed
+
+
 def test_summary_without_comparisons():
     summary = backward.summarize([refused_row(1024, False)])
     text = "\n".join(backward.format_summary(summary))
