@@ -56,8 +56,8 @@ struct Sm90BwdEpilogue {
   TILEFMHA_DEVICE tile::u32 scratch(tile::u32 ds_buffer, int row, int chunk) const {
     const int key = group * Traits::kGroupKeyStride + warp * kWarpRows + row;
     const int query_chunk = (Traits::kSplitColumns ? group * kOwnedChunks : 0) + chunk;
-    return ds_buffer + tile::u32((query_chunk / 8) * Traits::kKPanelBytes + key * kSm90RowBytes +
-                                 ((query_chunk % 8) ^ (key % 8)) * 16);
+    return ds_buffer + tile::u32((query_chunk / 8) * Traits::kKPanelBytes +
+                                 sm90_swizzled_offset(key, query_chunk % 8));
   }
 
   // `out` points at the tile's first key row and the warpgroup's first column; rows from

@@ -26,12 +26,6 @@ TILEFMHA_DEVICE void sm90_store_shared_u32(tile::u32 address, tile::u32 value) {
   asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(address), "r"(value) : "memory");
 }
 
-// Byte offset of 16-byte chunk `chunk` (0..7) of row `row` in a 128B-swizzled panel whose
-// base is 1024-byte aligned: the chunk index is XORed with the row's position in its atom.
-TILEFMHA_DEVICE int sm90_swizzled_offset(int row, int chunk) {
-  return row * kSm90RowBytes + ((chunk ^ (row % 8)) * 16);
-}
-
 // FP8: O was accumulated in units of a V descale (Sm90Descaler); the normalizer applies it.
 template <class Traits>
 TILEFMHA_DEVICE void sm90_apply_v_unit(const Sm90ConsumerState<Traits>& state,

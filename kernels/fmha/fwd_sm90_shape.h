@@ -24,7 +24,14 @@ constexpr int kSm90Fp8BlockN = 128;
 // The smallest page the paged kernels read a box at a time: 8 rows of 128 bytes are one whole
 // 1024-byte swizzle atom, so every box starts on an atom.
 constexpr int kSm90MinPageRows = 8;
-constexpr int kSm90AtomBytes = 1024;       // 8 rows: the swizzle pattern's period
+constexpr int kSm90AtomBytes = 1024;  // 8 rows: the swizzle pattern's period
+
+// Byte offset of 16-byte chunk `chunk` (0..7) of row `row` in a 128B-swizzled panel whose
+// base is 1024-byte aligned: the chunk index is XORed with the row's position in its atom.
+constexpr int sm90_swizzled_offset(int row, int chunk) {
+  return row * kSm90RowBytes + ((chunk ^ (row % 8)) * 16);
+}
+
 constexpr int kSm90MaxConsumerGroups = 3;  // 4 warpgroups: 512 threads, 128 registers each
 
 constexpr int sm90_consumer_groups(int block_m) {
