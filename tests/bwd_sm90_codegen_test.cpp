@@ -122,10 +122,58 @@ TEST(BwdSm90Codegen, PersistentGridPaysForShortTiles) {
   EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));
   p.seqlen_k_per_batch.clear();
   p.bwd.deterministic = true;
-  EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));
+  p.nhead_k = 2;  // long tiles: deterministic runs take the staggered walk regardless
+  EXPECT_TRUE(codegen::bwd_sm90_persistent_grid_pays(c, p));
   p.bwd.deterministic = false;
   p.mode = Mode::group;
   EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));
+}
+
+// Deterministic runs go persistent only unmasked, in batch mode, with at most 64 key blocks a
+// head; that grid holds whole heads a wave and is launched cooperatively, so every key block of
+// a head is resident while its turns are staggered.
+TEST(BwdSm90Codegen, DeterministicUnmaskedRunsStaggerWholeHeads) {
+  Problem p = backward_problem(16, 32, 32, 1024, 1024, 64);
+  p.bwd.deterministic = true;
+  KernelConfig c = testing::sm90_bwd_config(DType::bf16, 64);  // 128 keys a block
+  EXPECT_TRUE(codegen::bwd_sm90_persistent_grid_pays(c, p));   // 8 key blocks
+  p.seqlen_k = 64 * 128;
+  EXPECT_TRUE(codegen::bwd_sm90_persistent_grid_pays(c, p));  // 64
+  p.seqlen_k += 1;
+  EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));  // 65
+  p.seqlen_k = 1024;
+  p.seqlen_k_per_batch.assign(16, 700);
+  EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));
+  p.seqlen_k_per_batch.clear();
+  c.mask = MaskKind::causal;
+  EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));
+  c.mask = MaskKind::none;
+
+  c.deterministic = c.persistent = true;
+  EXPECT_TRUE(codegen::bwd_sm90_staggered_turns(c));
+  EXPECT_FALSE(codegen::bwd_sm90_mirrored_pairs(c));
+  const jit::LaunchShape shape = codegen::launch_shape_bwd_sm90(c, p, 132);
+  EXPECT_EQ(shape.grid[0], 128u);  // 16 heads of 8 key blocks
+  EXPECT_TRUE(shape.cooperative);
+  p.batch = 1;
+  p.nhead_q = p.nhead_k = 3;
+  EXPECT_EQ(codegen::launch_shape_bwd_sm90(c, p, 132).grid[0], 24u);  // every tile, one wave
+  EXPECT_EQ(codegen::launch_shape_bwd_sm90(c, p, 0).grid[0], 8u);     // unknown: one head
+  // Fewer SMs than key blocks: the round-robin grid, under the key-block count, which the kernel
+  // takes as the sign to keep turns in launch order.
+  EXPECT_EQ(codegen::launch_shape_bwd_sm90(c, p, 6).grid[0], 5u);
+  EXPECT_TRUE(codegen::launch_shape_bwd_sm90(c, p, 6).cooperative);
+  c.deterministic = false;
+  EXPECT_FALSE(codegen::launch_shape_bwd_sm90(c, p, 132).cooperative);
+
+  for (int64_t key_blocks = 1; key_blocks <= 64; ++key_blocks) {
+    for (int64_t sms : {66, 114, 132}) {
+      const int64_t grid = codegen::bwd_sm90_staggered_grid(key_blocks * 1000, key_blocks, sms);
+      EXPECT_LE(grid, sms);
+      EXPECT_GE(grid, key_blocks);
+      EXPECT_EQ(grid % key_blocks, 0) << key_blocks << " key blocks, " << sms << " SMs";
+    }
+  }
 }
 
 // Under a mask the persistent form pays up to 64 key blocks a head (batch mode, one key count, not
@@ -195,6 +243,12 @@ TEST(BwdSm90Codegen, CompilesForSm90aWithinItsSpillBounds) {
     for (int hdim : {64, 128, 256}) {
       KernelConfig c = testing::sm90_bwd_config(dtype, hdim);
       cases.push_back({c, codegen::generate_bwd_sm90_source(c), hdim == 64 ? 64 : 16});
+      // Deterministic and unmasked: the staggered walk on the persistent grid. Its producer
+      // roles (24 registers a thread) also compute each visit's place in the rotation: 452-532
+      // bytes, in the row staging and the dQ writers.
+      KernelConfig staggered = c;
+      staggered.deterministic = staggered.persistent = true;
+      cases.push_back({staggered, codegen::generate_bwd_sm90_source(staggered), 560});
       c.mask = MaskKind::causal;
       // The launch form of masked runs: mirrored pairs of key blocks on a persistent grid. Its
       // spills are the persistent form's (below: the producer warpgroup's tile walk), 344-356

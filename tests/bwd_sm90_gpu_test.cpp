@@ -5,7 +5,8 @@
 // sink tokens, GQA, soft cap, varlen with an empty sequence, rows that see no key, several key
 // blocks per head, a persistent grid with several tiles per CTA, deterministic mode
 // (bitwise-identical repeats, with the per-query-block turn counters under causal, window and
-// varlen masks, and with more key blocks per head than SMs), and dSink (batch and varlen, GQA,
+// varlen masks, staggered unmasked turns over several waves of heads, and with more key blocks
+// per head than SMs), and dSink (batch and varlen, GQA,
 // rows only the sink sees, more heads than rows per row-kernel CTA, bitwise repeats in both
 // modes). Skipped without a GPU, driver or NVRTC, or on a GPU other than sm_90.
 #include <gtest/gtest.h>
@@ -190,6 +191,25 @@ TEST_F(BwdSm90Gpu, DeterministicMoreKeyBlocksThanSmsFinishes) {
                                       .build(),
                                   true);
   expect_bit_identical_repeats(causal);
+}
+
+// Deterministic and unmasked, up to 64 key blocks a head: a cooperative grid of whole heads a
+// wave, each key block starting its walk at its own query block and taking turns in the order
+// the walks arrive (fmha::Sm90BwdStagger). More heads than a wave holds, under GQA: more query
+// blocks than key blocks (2 key blocks over 3 query blocks), and fewer, where walks start
+// together and ties go to the higher key block (8 over 2).
+TEST_F(BwdSm90Gpu, DeterministicStaggeredTurnsOverSeveralWaves) {
+  const int64_t waves = 2;
+  const int64_t sequences = engine_->sm_count() / 2 * waves / 2 + 1;  // 2 KV heads a sequence
+  TensorPool pool(45);
+  BackwardCase more_query_blocks =
+      make_case(pool, batch(pool, DType::bf16, {sequences, 4, 2, 300, 200, 64, 64}).build(), true);
+  expect_bit_identical_repeats(more_query_blocks);
+  BackwardCase fewer_query_blocks = make_case(
+      pool,
+      batch(pool, DType::fp16, {engine_->sm_count() / 8 + 3, 4, 1, 100, 1000, 128, 128}).build(),
+      true);
+  expect_bit_identical_repeats(fewer_query_blocks);
 }
 
 // Short tiles, more of them than SMs: a persistent grid, each CTA walking several tiles with its

@@ -16,8 +16,9 @@
 //     is split between them by 64x64 tiles and left in shared memory;
 //   * the producer's warp 2 adds each block's dQ to the fp32 accumulator with one bulk add
 //     reduction; in deterministic mode the key blocks seeing a query block take turns in a
-//     fixed order (a counter per query block, highest key block first, the order CTAs take
-//     key blocks), so every run sums in the same order.
+//     fixed order (a counter per query block: highest key block first, the order CTAs take
+//     key blocks; unmasked on a cooperative grid of whole heads, the order of staggered walks,
+//     Sm90BwdStagger), so every run sums in the same order.
 // Visibility is the forward's mask hook (fmha/mask.h), the logit the sm80 kernel's (BwdLogit).
 #pragma once
 
@@ -71,6 +72,13 @@ struct Sm90BwdTraits {
   // key blocks in launch order, highest first: sm90_bwd_for_each_tile.)
   static constexpr bool kMirroredPairs =
       Persistent && !Deterministic && !tile::same_type<Mask_, NoMask>::value;
+  // Deterministic and unmasked on a persistent grid: the host launches whole heads per wave,
+  // cooperatively (codegen::bwd_sm90_staggered_grid), and a head's key blocks start their walks
+  // at staggered query blocks, so their turns at a query block come about one block apart
+  // instead of all at once (sm90_bwd_stagger). A grid of fewer CTAs than a head's key blocks
+  // cannot hold a head, and keeps the turns in launch order.
+  static constexpr bool kStaggerable =
+      Persistent && Deterministic && tile::same_type<Mask_, NoMask>::value;
   static constexpr Sm90BwdSmemLayout kSmem = sm90_bwd_smem_layout(HdimQ, HdimV, BlockM, Stages);
   // dQ is written over the consumed Q/dO stage (rows of the first half over Q, of the second
   // over dO), which the dQ writer hands back to the producer.
@@ -172,6 +180,46 @@ struct Sm90BwdTile {
   int rows_written;
 };
 
+// The staggered walk of an unmasked head with `key_blocks` key blocks over `query_blocks` query
+// blocks: key block n starts at query block n * query_blocks / key_blocks and wraps around, so
+// at any query block the key blocks arrive in a fixed rotation of decreasing n, consecutive ones
+// about query_blocks / key_blocks blocks apart (one at a time where the walks start together).
+// The turns follow arrival: a key block waits only for those that reached the query block in
+// earlier steps of their walks (or at the same step, with a higher n), so the lowest waiting
+// (step, -n) always has its turn and, with every key block of the head resident, nothing waits
+// forever.
+struct Sm90BwdStagger {
+  int key_blocks;
+  int query_blocks;
+
+  TILEFMHA_DEVICE int start(int n_block) const {
+    return int((long long)n_block * query_blocks / key_blocks);
+  }
+  // Key blocks that add to query block m before key block n: the rotation starts at the highest
+  // key block whose walk starts at or before m.
+  TILEFMHA_DEVICE int turns_before(int n_block, int m) const {
+    const long long last = ((long long)(m + 1) * key_blocks - 1) / query_blocks;
+    const int first_arrival = last < key_blocks - 1 ? int(last) : key_blocks - 1;
+    const int before = first_arrival - n_block;
+    return before < 0 ? before + key_blocks : before;
+  }
+};
+
+// Whether the turns are staggered: Sm90BwdTraits::kStaggerable on a grid that holds a head.
+template <class Traits>
+TILEFMHA_DEVICE bool sm90_bwd_staggered(const FwdParams& p) {
+  if constexpr (Traits::kStaggerable)
+    return (long long)gridDim.x >= (p.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN;
+  return false;
+}
+
+template <class Traits>
+TILEFMHA_DEVICE Sm90BwdStagger sm90_bwd_stagger(const FwdParams& p, const SeqInfo& seq) {
+  const KeyBlocks visits =
+      typename Traits::Mask(p, seq, 0, Traits::kBlockM).key_blocks(Traits::kBlockN);
+  return {visits.window_end, ceil_div(seq.len_q, Traits::kBlockM)};
+}
+
 // Calls f(tile) for the CTA's tiles: its own (blockIdx.x), or on a persistent grid every
 // gridDim.x-th from it, so the roles of a CTA walk the same tiles in the same order and carry
 // their ring positions from one tile to the next. Key blocks vary fastest: the CTAs of one
@@ -181,15 +229,19 @@ struct Sm90BwdTile {
 // under a mask it deals mirrored pairs of a head's key blocks instead (kMirroredPairs).
 // Deterministic, key blocks go from the highest down, the order of every query block's turns
 // (sm90_bwd_write_dq): a tile waits only on tiles of lower index, and the lowest unfinished tile
-// always runs.
+// always runs. Staggered (Sm90BwdTraits::kStaggerable), the grid deals whole heads a wave instead,
+// and every key block of a wave's heads is resident by the cooperative launch.
 template <class Traits, class F>
 TILEFMHA_DEVICE void sm90_bwd_for_each_tile(const FwdParams& p, F&& f) {
   // 32-bit: the launch refuses 2^31 tiles or more, and the producer roles' registers are scarce.
   const int key_blocks = int((p.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN);
+  // Staggered turns: a grid of whole heads (codegen::bwd_sm90_staggered_grid), walked a wave of
+  // heads at a time; the key-block order within a head does not matter there.
+  const bool staggered = sm90_bwd_staggered<Traits>(p);
   auto visit = [&](int index) {
     const int position = index % key_blocks;
     const int rest = index / key_blocks;
-    const int n_block = Traits::kDeterministic ? key_blocks - 1 - position : position;
+    const int n_block = Traits::kDeterministic && !staggered ? key_blocks - 1 - position : position;
     const int kv_head = rest % int(p.nhead_k);
     const int batch = rest / int(p.nhead_k);
     const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, batch);
@@ -214,7 +266,9 @@ TILEFMHA_DEVICE void sm90_bwd_for_each_tile(const FwdParams& p, F&& f) {
     }
   } else if constexpr (Traits::kPersistent) {
     const int tiles = key_blocks * int(p.nhead_k) * int(p.batch);
-    for (int index = int(blockIdx.x); index < tiles; index += int(gridDim.x)) visit(index);
+    const int stride = staggered ? int(gridDim.x) / key_blocks * key_blocks : int(gridDim.x);
+    if (staggered && int(blockIdx.x) >= stride) return;  // (the host sends whole heads)
+    for (int index = int(blockIdx.x); index < tiles; index += stride) visit(index);
   } else {
     visit(int(blockIdx.x));
   }
@@ -238,9 +292,17 @@ TILEFMHA_DEVICE void sm90_bwd_for_each_block(const FwdParams& p, const Sm90BwdTi
   const int end = rows.last < 0 ? 0 : rows.last / Traits::kBlockM + 1;
   const int k_begin = first < query_blocks ? first : query_blocks;
   const int k_end = end < query_blocks ? end : query_blocks;
+  // Staggered (unmasked, so every query block): the walk starts at the key block's own place.
+  int rotation = 0;
+  if constexpr (Traits::kStaggerable) {
+    const Sm90BwdStagger stagger = sm90_bwd_stagger<Traits>(p, seq);
+    if (sm90_bwd_staggered<Traits>(p) && n_block < stagger.key_blocks)
+      rotation = stagger.start(n_block);
+  }
   const int head_end = (kv_head + 1) * int(p.head_group);
   for (int h = kv_head * int(p.head_group); h < head_end; ++h) {
-    for (int k = k_begin; k < k_end; ++k) {
+    for (int i = k_begin; i < k_end; ++i) {
+      const int k = i + rotation < k_end ? i + rotation : i + rotation - (k_end - k_begin);
       const int m_begin = k * Traits::kBlockM;
       const typename Traits::Mask mask(p, seq, m_begin, Traits::kBlockM);
       const KeyBlocks visits = mask.key_blocks(Traits::kBlockN);
@@ -394,8 +456,12 @@ TILEFMHA_DEVICE void sm90_bwd_write_dq(const BwdParams& bp, tile::u32 smem,
             const int window_after =
                 visits.window_end -
                 (n_block + 1 > visits.window_begin ? n_block + 1 : visits.window_begin);
-            const int before =
+            int before =
                 (sinks_after > 0 ? sinks_after : 0) + (window_after > 0 ? window_after : 0);
+            if constexpr (Traits::kStaggerable)
+              if (sm90_bwd_staggered<Traits>(p))
+                before = sm90_bwd_stagger<Traits>(p, seq).turns_before(n_block,
+                                                                       m_begin / Traits::kBlockM);
             turn = bp.dq_semaphores + ((long long)batch * p.nhead_q + h) * query_blocks +
                    m_begin / Traits::kBlockM;
             tile::wait_until_equal(turn, before);

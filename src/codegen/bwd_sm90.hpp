@@ -30,12 +30,14 @@ int64_t shared_bytes_bwd_sm90(const KernelConfig& config);
 jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& config, const Problem& problem,
                                        int64_t sm_count);
 
-// Whether a persistent grid pays for `problem`: the run is not deterministic (its turns chain
-// the tiles), every sequence has the same tiles (batch mode, one key count: the grid deals them
-// statically), and either its tiles are short, at most kBwdPersistentMaxVisits query blocks each
-// (over the GQA group), so a CTA's fixed cost (K and V in, dK and dV out, the ring's fill)
-// weighs, or a mask makes the key blocks' work unequal, which mirrored pairs even out
-// (bwd_sm90_mirrored_pairs), where a head has at most kBwdMirroredMaxKeyBlocks key blocks.
+// Whether a persistent grid pays for `problem`: every sequence has the same tiles (batch mode,
+// one key count: the grid deals them statically), and
+//   * deterministic: no mask and at most kBwdStaggeredMaxKeyBlocks key blocks a head, so that a
+//     wave holds whole heads and their turns can be staggered (bwd_sm90_staggered_turns);
+//   * otherwise: its tiles are short, at most kBwdPersistentMaxVisits query blocks each (over
+//     the GQA group), so a CTA's fixed cost (K and V in, dK and dV out, the ring's fill) weighs,
+//     or a mask makes the key blocks' work unequal, which mirrored pairs even out
+//     (bwd_sm90_mirrored_pairs), where a head has at most kBwdMirroredMaxKeyBlocks key blocks.
 bool bwd_sm90_persistent_grid_pays(const KernelConfig& config, const Problem& problem);
 // Whether the persistent kernel of `config` deals a head's key blocks in mirrored pairs (n and
 // blocks - 1 - n) rather than single tiles round-robin: under a mask, outside deterministic
@@ -50,6 +52,18 @@ inline constexpr int64_t kBwdPersistentMaxVisits = 16;
 // off hdim 128 at 16-64 key blocks (2k-8k) and 0-2% off hdim 64 and 256 there, but added 2-3%
 // at 128-256 key blocks (hdim 64 16k, hdim 256 8k-16k), where one CTA per tile already balances.
 inline constexpr int64_t kBwdMirroredMaxKeyBlocks = 64;
+// Whether the persistent kernel of `config` staggers deterministic turns: deterministic and
+// unmasked (fmha::Sm90BwdTraits::kStaggerable). Its grid holds whole heads per wave and is
+// launched cooperatively (bwd_sm90_staggered_grid), because a staggered turn may wait on any key
+// block of its head, which must therefore be resident.
+bool bwd_sm90_staggered_turns(const KernelConfig& config);
+// Up to this many key blocks a head (hdim 64/128 up to 8k keys, hdim 256 up to 4k), every H100
+// and H200 holds a head's key blocks in one wave with room for more heads.
+inline constexpr int64_t kBwdStaggeredMaxKeyBlocks = 64;
+// CTAs of the staggered grid: whole heads, as many as the SMs hold, at most every tile. Where the
+// SMs cannot hold one head (fewer SMs than key blocks), the round-robin persistent grid of fewer
+// CTAs than key blocks, which the kernel takes as the sign to keep turns in launch order.
+int64_t bwd_sm90_staggered_grid(int64_t tiles, int64_t key_blocks, int64_t sm_count);
 
 // CTAs of the persistent grid for `tiles` tiles of `key_blocks` key blocks each on `sm_count` SMs:
 // all tiles where they fit one wave, else the most CTAs up to the SM count with no factor in

@@ -126,15 +126,29 @@ bool short_tiles(const KernelConfig& c, const Problem& problem) {
 
 bool bwd_sm90_persistent_grid_pays(const KernelConfig& c, const Problem& problem) {
   if (problem.mode == Mode::group || problem.has_key_lengths()) return false;
-  // Deterministic turns chain a head's tiles; dealt statically, the chain measured slower (hdim
-  // 256 at 1k: 186 against 216 TFLOP/s one CTA per tile, H200).
-  if (problem.bwd.deterministic) return false;
+  // Deterministic: only the staggered walk of whole heads per wave, and only unmasked (a mask's
+  // turns already arrive one block apart, highest key block first; dealt statically in launch
+  // order the chain measured slower: hdim 256 at 1k 186 against 216 TFLOP/s one CTA per tile,
+  // H200).
+  if (problem.bwd.deterministic)
+    return c.mask == MaskKind::none && bwd_key_blocks(c, problem) <= kBwdStaggeredMaxKeyBlocks;
   if (short_tiles(c, problem)) return true;
   return c.mask != MaskKind::none && bwd_key_blocks(c, problem) <= kBwdMirroredMaxKeyBlocks;
 }
 
 bool bwd_sm90_mirrored_pairs(const KernelConfig& c) {
   return c.persistent && !c.deterministic && c.mask != MaskKind::none;
+}
+
+bool bwd_sm90_staggered_turns(const KernelConfig& c) {
+  return c.persistent && c.deterministic && c.mask == MaskKind::none;
+}
+
+int64_t bwd_sm90_staggered_grid(int64_t tiles, int64_t key_blocks, int64_t sm_count) {
+  // Unknown SM count: one head a wave, which any GPU that runs the tile at all holds.
+  const int64_t sms = sm_count > 0 ? sm_count : key_blocks;
+  if (sms < key_blocks) return bwd_sm90_persistent_grid(tiles, key_blocks, sms);
+  return std::min(tiles, sms / key_blocks * key_blocks);
 }
 
 jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& c, const Problem& problem,
@@ -156,6 +170,9 @@ jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& c, const Problem& pro
     const int64_t heads_and_sequences = tiles / blocks;
     grid = (blocks + 1) / 2 * heads_and_sequences;  // one CTA per pair
     if (sm_count > 0 && short_tiles(c, problem)) grid = std::min(grid, sm_count);
+  } else if (bwd_sm90_staggered_turns(c)) {
+    grid = bwd_sm90_staggered_grid(tiles, blocks, sm_count);
+    shape.cooperative = true;
   } else if (c.persistent) {
     grid = bwd_sm90_persistent_grid(tiles, blocks, sm_count);
   }

@@ -40,6 +40,7 @@ struct alignas(64) CuTensorMap {
 
 // cuLaunchKernelEx's configuration (CUlaunchConfig, CUlaunchAttribute: a 4-byte id padded to 8,
 // then a 64-byte value union whose members hold pointers).
+constexpr int cu_launch_attribute_cooperative = 2;
 constexpr int cu_launch_attribute_programmatic_stream_serialization = 6;
 struct CuLaunchAttribute {
   int id;
@@ -47,6 +48,7 @@ struct CuLaunchAttribute {
   union {
     char bytes[64];
     int programmatic_stream_serialization_allowed;
+    int cooperative;
     void* align;
   } value;
 };

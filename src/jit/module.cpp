@@ -133,13 +133,23 @@ void launch_kernel(CUfunction function, const LaunchShape& shape, void** argumen
                "cuFuncSetAttribute(max dynamic shared memory " +
                    std::to_string(shape.dynamic_shared_bytes) + ")");
   }
-  if (shape.programmatic_dependency && api.launch_kernel_ex != nullptr) {
-    CuLaunchAttribute attribute{};
-    attribute.id = cu_launch_attribute_programmatic_stream_serialization;
-    attribute.value.programmatic_stream_serialization_allowed = 1;
+  if (shape.cooperative && api.launch_kernel_ex == nullptr)
+    throw Error(ErrorKind::not_supported,
+                "a cooperative launch needs cuLaunchKernelEx (CUDA driver 12.0 or newer)");
+  if ((shape.programmatic_dependency || shape.cooperative) && api.launch_kernel_ex != nullptr) {
+    CuLaunchAttribute attributes[2]{};
+    unsigned count = 0;
+    if (shape.programmatic_dependency) {
+      attributes[count].id = cu_launch_attribute_programmatic_stream_serialization;
+      attributes[count++].value.programmatic_stream_serialization_allowed = 1;
+    }
+    if (shape.cooperative) {
+      attributes[count].id = cu_launch_attribute_cooperative;
+      attributes[count++].value.cooperative = 1;
+    }
     const CuLaunchConfig config{shape.grid[0],  shape.grid[1], shape.grid[2],
                                 shape.block[0], shape.block[1], shape.block[2],
-                                shape.dynamic_shared_bytes, stream, &attribute, 1};
+                                shape.dynamic_shared_bytes, stream, attributes, count};
     check_cuda(api.launch_kernel_ex(&config, function, arguments, nullptr), "cuLaunchKernelEx");
     return;
   }

@@ -65,6 +65,10 @@ struct LaunchShape {
   // before their first global memory access: that waits for the previous grid to complete and
   // its writes to be visible.
   bool programmatic_dependency = false;
+  // Cooperative launch: every CTA of the grid is resident at once, or the launch fails
+  // (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) instead of running. For grids whose CTAs wait on
+  // one another in an order that launch order alone does not make safe.
+  bool cooperative = false;
 };
 
 // Raises `function`'s dynamic shared-memory limit to what `shape` needs and marks the shape.
