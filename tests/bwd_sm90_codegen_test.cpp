@@ -145,8 +145,11 @@ TEST(BwdSm90Codegen, DeterministicUnmaskedRunsStaggerWholeHeads) {
   p.seqlen_k_per_batch.assign(16, 700);
   EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));
   p.seqlen_k_per_batch.clear();
-  c.mask = MaskKind::causal;
+  c.mask = MaskKind::causal;  // short tiles under a mask: mirrored pairs (below)
+  EXPECT_TRUE(codegen::bwd_sm90_persistent_grid_pays(c, p));
+  p.seqlen_q = p.seqlen_k = 4096;  // long ones: one CTA per tile
   EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));
+  p.seqlen_q = p.seqlen_k = 1024;
   c.mask = MaskKind::none;
 
   c.deterministic = c.persistent = true;
@@ -195,13 +198,41 @@ TEST(BwdSm90Codegen, MaskedTilesGoInMirroredPairs) {
   p = backward_problem(64, 8, 8, 512, 512, 128);  // short tiles: pairs round-robin
   EXPECT_EQ(codegen::launch_shape_bwd_sm90(c, p, 132).grid[0], 132u);
   EXPECT_EQ(codegen::launch_shape_bwd_sm90(c, p, 0).grid[0], 2u * 8u * 64u);
-  p.bwd.deterministic = true;
-  EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));
-  c.deterministic = true;
-  EXPECT_FALSE(codegen::bwd_sm90_mirrored_pairs(c));
-  c.deterministic = false;
+  EXPECT_FALSE(codegen::launch_shape_bwd_sm90(c, p, 132).cooperative);
   c.mask = MaskKind::none;
   EXPECT_FALSE(codegen::bwd_sm90_mirrored_pairs(c));
+}
+
+// Deterministic runs under a mask take mirrored pairs where tiles are short and a head has at
+// most 8 key blocks (below hdim 256), high key block first, on a cooperative grid of at most one
+// CTA per SM but at least a head's pairs, so that a CTA's pairs lie in different heads.
+TEST(BwdSm90Codegen, DeterministicShortMaskedTilesGoInMirroredPairs) {
+  Problem p = backward_problem(64, 8, 8, 512, 512, 128);
+  p.bwd.deterministic = true;
+  KernelConfig c = testing::sm90_bwd_config(DType::bf16, 128);
+  c.mask = MaskKind::causal;
+  EXPECT_TRUE(codegen::bwd_sm90_persistent_grid_pays(c, p));  // 8 query blocks, 4 key blocks
+  p.seqlen_q = p.seqlen_k = 2048;
+  EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));  // 32 query blocks
+  p.seqlen_q = 512;
+  p.seqlen_k = 9 * 128;
+  EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));  // 9 key blocks
+  p.seqlen_k = 512;
+  KernelConfig wide = testing::sm90_bwd_config(DType::bf16, 256);  // 64 KB dQ adds
+  wide.mask = MaskKind::causal;
+  EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(wide, p));
+  c.deterministic = c.persistent = true;
+  EXPECT_TRUE(codegen::bwd_sm90_mirrored_pairs(c));
+  EXPECT_FALSE(codegen::bwd_sm90_staggered_turns(c));
+  jit::LaunchShape shape = codegen::launch_shape_bwd_sm90(c, p, 132);
+  EXPECT_EQ(shape.grid[0], 132u);
+  EXPECT_TRUE(shape.cooperative);
+  p.batch = 1;
+  p.nhead_q = p.nhead_k = 2;
+  EXPECT_EQ(codegen::launch_shape_bwd_sm90(c, p, 132).grid[0], 4u);  // every pair
+  p.seqlen_k = 64 * 128;  // 32 pairs a head: never fewer CTAs
+  EXPECT_EQ(codegen::launch_shape_bwd_sm90(c, p, 20).grid[0], 32u);
+  EXPECT_EQ(codegen::launch_shape_bwd_sm90(c, p, 0).grid[0], 32u);
 }
 
 // The persistent grid shares no factor with the key-block count, so a CTA's tiles, `grid` apart,
@@ -260,11 +291,12 @@ TEST(BwdSm90Codegen, CompilesForSm90aWithinItsSpillBounds) {
       // (In the producer warpgroup. hdim 128/256: 88 bytes, 148 since the tile walk, 212 since
       // the walk starts at the first query block that may see the key block; hdim 64: 196.)
       cases.push_back({c, codegen::generate_bwd_sm90_source(c), hdim == 64 ? 208 : 224});
-      // The persistent form: the producer warpgroup (24 registers a thread after setmaxnreg)
-      // spills in its row staging and dQ writer, which walk the tiles; off the tensor-core path.
-      // The consumers spill at most 8 bytes (hdim 64), found by compiling without those roles.
+      // The persistent form (deterministic mirrored pairs): the producer warpgroup (24 registers
+      // a thread after setmaxnreg) spills in its row staging and dQ writer, which walk the tiles;
+      // off the tensor-core path. 396-428 bytes dealing single tiles, 444-476 in pairs. The
+      // consumers spill at most 8 bytes (hdim 64), found by compiling without those roles.
       c.persistent = true;
-      cases.push_back({c, codegen::generate_bwd_sm90_source(c), hdim == 64 ? 432 : 400});
+      cases.push_back({c, codegen::generate_bwd_sm90_source(c), 480});
     }
   }
   for (int hdim : {64, 128, 256}) {

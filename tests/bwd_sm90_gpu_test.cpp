@@ -5,8 +5,8 @@
 // sink tokens, GQA, soft cap, varlen with an empty sequence, rows that see no key, several key
 // blocks per head, a persistent grid with several tiles per CTA, deterministic mode
 // (bitwise-identical repeats, with the per-query-block turn counters under causal, window and
-// varlen masks, staggered unmasked turns over several waves of heads, and with more key blocks
-// per head than SMs), and dSink (batch and varlen, GQA,
+// varlen masks, staggered unmasked turns over several waves of heads, mirrored pairs under masks,
+// and with more key blocks per head than SMs), and dSink (batch and varlen, GQA,
 // rows only the sink sees, more heads than rows per row-kernel CTA, bitwise repeats in both
 // modes). Skipped without a GPU, driver or NVRTC, or on a GPU other than sm_90.
 #include <gtest/gtest.h>
@@ -210,6 +210,24 @@ TEST_F(BwdSm90Gpu, DeterministicStaggeredTurnsOverSeveralWaves) {
       batch(pool, DType::fp16, {engine_->sm_count() / 8 + 3, 4, 1, 100, 1000, 128, 128}).build(),
       true);
   expect_bit_identical_repeats(fewer_query_blocks);
+}
+
+// Deterministic under a mask, short tiles: mirrored key-block pairs, high key block first, on a
+// cooperative grid with more pairs than CTAs (codegen::bwd_sm90_mirrored_pairs): an odd count's
+// middle block alone, causal top-left over more keys than queries, a window with sinks under GQA.
+TEST_F(BwdSm90Gpu, DeterministicMirroredPairsUnderMasks) {
+  const int64_t sequences = engine_->sm_count() / 3 + 4;  // 3 or 4 pairs a sequence
+  TensorPool pool(46);
+  BackwardCase causal = make_case(
+      pool, batch(pool, DType::bf16, {sequences, 2, 1, 500, 600, 128, 128}).causal().build(), true);
+  expect_bit_identical_repeats(causal);
+  BackwardCase window = make_case(pool,
+                                  batch(pool, DType::fp16, {sequences, 4, 2, 300, 330, 64, 64})
+                                      .window(100, 20, MaskAlign::bottom_right)
+                                      .sink_tokens(3)
+                                      .build(),
+                                  true);
+  expect_bit_identical_repeats(window);
 }
 
 // Short tiles, more of them than SMs: a persistent grid, each CTA walking several tiles with its

@@ -68,10 +68,10 @@ struct Sm90BwdTraits {
   // Under a mask the work of a key block depends on its place (causal: key block n sees the query
   // blocks from its diagonal on), so a persistent CTA takes a head's key blocks in mirrored
   // pairs, n then blocks - 1 - n: every pair holds about the same work, and the second tile's
-  // K, V and first Q/dO load while the first stores dK and dV. (Deterministic turns need the
-  // key blocks in launch order, highest first: sm90_bwd_for_each_tile.)
-  static constexpr bool kMirroredPairs =
-      Persistent && !Deterministic && !tile::same_type<Mask_, NoMask>::value;
+  // K, V and first Q/dO load while the first stores dK and dV. Deterministic, the higher key
+  // block of a pair goes first, the order of the turns (sm90_bwd_for_each_tile says why that
+  // cannot deadlock).
+  static constexpr bool kMirroredPairs = Persistent && !tile::same_type<Mask_, NoMask>::value;
   // Deterministic and unmasked on a persistent grid: the host launches whole heads per wave,
   // cooperatively (codegen::bwd_sm90_staggered_grid), and a head's key blocks start their walks
   // at staggered query blocks, so their turns at a query block come about one block apart
@@ -230,7 +230,11 @@ TILEFMHA_DEVICE Sm90BwdStagger sm90_bwd_stagger(const FwdParams& p, const SeqInf
 // Deterministic, key blocks go from the highest down, the order of every query block's turns
 // (sm90_bwd_write_dq): a tile waits only on tiles of lower index, and the lowest unfinished tile
 // always runs. Staggered (Sm90BwdTraits::kStaggerable), the grid deals whole heads a wave instead,
-// and every key block of a wave's heads is resident by the cooperative launch.
+// and every key block of a wave's heads is resident by the cooperative launch. Deterministic
+// mirrored pairs (high key block first, on a cooperative grid of at least a head's pairs): a turn
+// waits only on higher key blocks of its head, so order the tiles by (head, -key block); every
+// CTA walks its tiles in that order (its pairs are a grid apart, so in later heads), so the
+// lowest unfinished tile's CTA has finished all its earlier ones, and that tile always runs.
 template <class Traits, class F>
 TILEFMHA_DEVICE void sm90_bwd_for_each_tile(const FwdParams& p, F&& f) {
   // 32-bit: the launch refuses 2^31 tiles or more, and the producer roles' registers are scarce.
@@ -241,7 +245,10 @@ TILEFMHA_DEVICE void sm90_bwd_for_each_tile(const FwdParams& p, F&& f) {
   auto visit = [&](int index) {
     const int position = index % key_blocks;
     const int rest = index / key_blocks;
-    const int n_block = Traits::kDeterministic && !staggered ? key_blocks - 1 - position : position;
+    // (Mirrored pairs name their key block themselves.)
+    const int n_block = Traits::kDeterministic && !staggered && !Traits::kMirroredPairs
+                            ? key_blocks - 1 - position
+                            : position;
     const int kv_head = rest % int(p.nhead_k);
     const int batch = rest / int(p.nhead_k);
     const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, batch);
@@ -260,9 +267,16 @@ TILEFMHA_DEVICE void sm90_bwd_for_each_tile(const FwdParams& p, F&& f) {
     for (unsigned step = 2u * blockIdx.x; step / 2u < unsigned(pairs);
          step += (step & 1u) ? 2u * gridDim.x - 1u : 1u) {
       const int pair = int(step / 2u), position = pair % half;
-      const int n = (step & 1u) ? key_blocks - 1 - position : position;
-      if ((step & 1u) && n == position) continue;  // an odd count's middle block stands alone
-      visit(pair / half * key_blocks + n);
+      // The higher key block second, or first where turns go highest first; an odd count's
+      // middle block stands alone.
+      if constexpr (Traits::kDeterministic) {
+        if ((step & 1u) && key_blocks - 1 - position == position) continue;
+        visit(pair / half * key_blocks + ((step & 1u) ? position : key_blocks - 1 - position));
+      } else {
+        const int n = (step & 1u) ? key_blocks - 1 - position : position;
+        if ((step & 1u) && n == position) continue;
+        visit(pair / half * key_blocks + n);
+      }
     }
   } else if constexpr (Traits::kPersistent) {
     const int tiles = key_blocks * int(p.nhead_k) * int(p.batch);

@@ -33,15 +33,19 @@ jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& config, const Problem
 // Whether a persistent grid pays for `problem`: every sequence has the same tiles (batch mode,
 // one key count: the grid deals them statically), and
 //   * deterministic: no mask and at most kBwdStaggeredMaxKeyBlocks key blocks a head, so that a
-//     wave holds whole heads and their turns can be staggered (bwd_sm90_staggered_turns);
+//     wave holds whole heads and their turns can be staggered (bwd_sm90_staggered_turns); or
+//     short tiles (as below) under a mask with at most kBwdDeterministicPairsMaxKeyBlocks key
+//     blocks a head, below hdim 256, dealt in mirrored pairs, high key block first, on a
+//     cooperative grid;
 //   * otherwise: its tiles are short, at most kBwdPersistentMaxVisits query blocks each (over
 //     the GQA group), so a CTA's fixed cost (K and V in, dK and dV out, the ring's fill) weighs,
 //     or a mask makes the key blocks' work unequal, which mirrored pairs even out
 //     (bwd_sm90_mirrored_pairs), where a head has at most kBwdMirroredMaxKeyBlocks key blocks.
 bool bwd_sm90_persistent_grid_pays(const KernelConfig& config, const Problem& problem);
 // Whether the persistent kernel of `config` deals a head's key blocks in mirrored pairs (n and
-// blocks - 1 - n) rather than single tiles round-robin: under a mask, outside deterministic
-// mode (fmha::Sm90BwdTraits::kMirroredPairs).
+// blocks - 1 - n) rather than single tiles round-robin: under a mask
+// (fmha::Sm90BwdTraits::kMirroredPairs). Deterministic, the grid is launched cooperatively, at
+// most one CTA per SM but at least a head's pairs.
 bool bwd_sm90_mirrored_pairs(const KernelConfig& config);
 // Measured (bf16, FA3 sweep, docs/performance.md "v11"): hdim 64 at 512-2k keys (4-16 blocks of
 // 128 queries) gained 1-11% on an H200, hdim 128 and 256 at 512-1k -0.4% to +4%; persistent
@@ -60,6 +64,13 @@ bool bwd_sm90_staggered_turns(const KernelConfig& config);
 // Up to this many key blocks a head (hdim 64/128 up to 8k keys, hdim 256 up to 4k), every H100
 // and H200 holds a head's key blocks in one wave with room for more heads.
 inline constexpr int64_t kBwdStaggeredMaxKeyBlocks = 64;
+// Deterministic mirrored pairs: the low key blocks of a head's pairs all start when their high
+// partners end, so they reach each query block together and queue for its turns, about a dQ add
+// each (docs/backward.md). Measured (bf16 causal, H200, one lease, docs/performance.md
+// "Deterministic v2"): against one CTA per tile, hdim 64 at 4 key blocks 145 -> 167 TFLOP/s and at
+// 8 key blocks 220 -> 226, hdim 128 within 1%, hdim 256 at 8 key blocks (64 KB dQ adds) 158 ->
+// 144, and 16 key blocks (hdim 64 at 2k) 293 -> 251 in an earlier run.
+inline constexpr int64_t kBwdDeterministicPairsMaxKeyBlocks = 8;
 // CTAs of the staggered grid: whole heads, as many as the SMs hold, at most every tile. Where the
 // SMs cannot hold one head (fewer SMs than key blocks), the round-robin persistent grid of fewer
 // CTAs than key blocks, which the kernel takes as the sign to keep turns in launch order.

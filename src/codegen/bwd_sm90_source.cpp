@@ -130,14 +130,18 @@ bool bwd_sm90_persistent_grid_pays(const KernelConfig& c, const Problem& problem
   // turns already arrive one block apart, highest key block first; dealt statically in launch
   // order the chain measured slower: hdim 256 at 1k 186 against 216 TFLOP/s one CTA per tile,
   // H200).
-  if (problem.bwd.deterministic)
-    return c.mask == MaskKind::none && bwd_key_blocks(c, problem) <= kBwdStaggeredMaxKeyBlocks;
+  if (problem.bwd.deterministic) {
+    const int64_t key_blocks = bwd_key_blocks(c, problem);
+    if (c.mask == MaskKind::none) return key_blocks <= kBwdStaggeredMaxKeyBlocks;
+    return short_tiles(c, problem) && key_blocks <= kBwdDeterministicPairsMaxKeyBlocks &&
+           !fmha::sm90_bwd_splits_columns(c.hdim_q);
+  }
   if (short_tiles(c, problem)) return true;
   return c.mask != MaskKind::none && bwd_key_blocks(c, problem) <= kBwdMirroredMaxKeyBlocks;
 }
 
 bool bwd_sm90_mirrored_pairs(const KernelConfig& c) {
-  return c.persistent && !c.deterministic && c.mask != MaskKind::none;
+  return c.persistent && c.mask != MaskKind::none;
 }
 
 bool bwd_sm90_staggered_turns(const KernelConfig& c) {
@@ -168,8 +172,16 @@ jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& c, const Problem& pro
   int64_t grid = tiles;
   if (bwd_sm90_mirrored_pairs(c)) {
     const int64_t heads_and_sequences = tiles / blocks;
-    grid = (blocks + 1) / 2 * heads_and_sequences;  // one CTA per pair
-    if (sm_count > 0 && short_tiles(c, problem)) grid = std::min(grid, sm_count);
+    const int64_t head_pairs = (blocks + 1) / 2;
+    grid = head_pairs * heads_and_sequences;  // one CTA per pair
+    if (c.deterministic) {
+      // Resident together, and at least a head's pairs, so that a CTA's pairs lie in different
+      // heads (fmha::sm90_bwd_for_each_tile: why the turns cannot deadlock).
+      grid = std::min(grid, std::max(sm_count, head_pairs));
+      shape.cooperative = true;
+    } else if (sm_count > 0 && short_tiles(c, problem)) {
+      grid = std::min(grid, sm_count);
+    }
   } else if (bwd_sm90_staggered_turns(c)) {
     grid = bwd_sm90_staggered_grid(tiles, blocks, sm_count);
     shape.cooperative = true;
