@@ -126,10 +126,10 @@ bool short_tiles(const KernelConfig& c, const Problem& problem) {
 
 bool bwd_sm90_persistent_grid_pays(const KernelConfig& c, const Problem& problem) {
   if (problem.mode == Mode::group || problem.has_key_lengths()) return false;
-  // Deterministic: only the staggered walk of whole heads per wave, and only unmasked (a mask's
-  // turns already arrive one block apart, highest key block first; dealt statically in launch
-  // order the chain measured slower: hdim 256 at 1k 186 against 216 TFLOP/s one CTA per tile,
-  // H200).
+  // Deterministic: the staggered walk of whole heads a wave where unmasked, mirrored pairs where
+  // their low halves' queue for turns is short (kBwdDeterministicPairsMaxKeyBlocks), else one CTA
+  // per tile (single tiles dealt round-robin chain the turns through the grid: hdim 256 at 1k
+  // measured 186 against 216 TFLOP/s one CTA per tile, H200).
   if (problem.bwd.deterministic) {
     const int64_t key_blocks = bwd_key_blocks(c, problem);
     if (c.mask == MaskKind::none) return key_blocks <= kBwdStaggeredMaxKeyBlocks;
