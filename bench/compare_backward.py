@@ -16,6 +16,7 @@ slice is exact), plus a finiteness check of the whole gradients. A shape the GPU
 refuses reads "refused: <message>" and the sweep goes on.
 
     PYTHONPATH=build/python python3 bench/compare_backward.py --dtype bf16 --csv b.csv --json b.json
+    PYTHONPATH=build/python python3 bench/compare_backward.py --deterministic-too   # + det / default
     python3 bench/compare_backward.py --list-shapes --hdim 128     # no torch or GPU needed
 
 Needs PyTorch with CUDA and a GPU for the timed run; without them it says so and exits 2.
@@ -57,9 +58,13 @@ REF_SCORE_ELEMENTS = 2**27
 FLOAT64_MAX_SEQLEN = 2048
 # The issue's target for the backward alone, hdim 128, seqlen 8k, bf16, on an H100.
 TARGET = {"hdim": 128, "seqlen": 8192, "dtype": "bf16", "tflops": 560}
+# The issue's target for deterministic mode: at most 15% slower than the default backward.
+DETERMINISTIC_TARGET = 0.85
 CSV_FIELDS = ["shape", "dtype", "batch", "nhead", "seqlen", "hdim", "causal", "status",
               "message", "fwd_flops", "ref_dtype", "ref_batch", "ref_heads",
-              "ratio_bwd_cudnn", "ratio_fwdbwd_cudnn", "ratio_bwd_fa2", "ratio_fwdbwd_fa2"] + [
+              "ratio_bwd_cudnn", "ratio_fwdbwd_cudnn", "ratio_bwd_fa2", "ratio_fwdbwd_fa2",
+              "ours_det_bwd_ms", "ours_det_bwd_tflops", "ours_det_bwd_timing", "ours_det_agrees",
+              "ours_det_error", "ratio_det_default"] + [
     f"{name}_{key}" for name in IMPLEMENTATIONS
     for key in ("bwd_ms", "bwd_tflops", "fwdbwd_ms", "fwdbwd_tflops", "bwd_timing",
                 "fwdbwd_timing", "err_dq", "err_dk", "err_dv", "agrees", "error")]
@@ -79,6 +84,9 @@ def parse_args(argv=None):
     parser.add_argument("--dtype", choices=sorted(RTOL), help="element type (default: sweep's)")
     parser.add_argument("--deterministic", action="store_true",
                         help="time our deterministic backward (bit-reproducible dQ)")
+    parser.add_argument("--deterministic-too", action="store_true",
+                        help="also time our deterministic backward alone beside the default one, "
+                             "and report their ratio")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--timing", choices=("graph", "events"), default="graph",
@@ -88,6 +96,8 @@ def parse_args(argv=None):
     parser.add_argument("--json", type=pathlib.Path, help="also write rows and summary here")
     parser.add_argument("--list-shapes", action="store_true", help="print the shapes and exit")
     args = parser.parse_args(argv)
+    if args.deterministic and args.deterministic_too:
+        parser.error("--deterministic-too times both modes; drop --deterministic")
     if args.warmup < 0 or args.repeat < 1:
         parser.error(f"--warmup must be >= 0 and --repeat >= 1 (got {args.warmup}, {args.repeat})")
     return args
@@ -152,9 +162,20 @@ def summarize(rows):
         "refused": [{"shape": r["shape"], "message": r.get("message", "")}
                     for r in rows if r["status"] == "refused"],
         "errors": [r["shape"] for r in rows if r["status"] == "error"],
-        "mismatches": [r["shape"] for r in rows if r.get("ours_agrees") is False],
+        "mismatches": [r["shape"] for r in rows if r.get("ours_agrees") is False
+                       or r.get("ours_det_agrees") is False],
         "target": {},
     }
+    deterministic = [r for r in rows if "ratio_det_default" in r]
+    if deterministic:
+        lowest = min(deterministic, key=lambda r: r["ratio_det_default"])
+        summary["deterministic"] = {
+            "compared": len(deterministic),
+            "geomean": geomean([r["ratio_det_default"] for r in deterministic]),
+            "lowest_shape": lowest["shape"], "lowest": lowest["ratio_det_default"],
+            "below_target": [r["shape"] for r in deterministic
+                             if r["ratio_det_default"] < DETERMINISTIC_TARGET],
+        }
     if both:
         worst = min(both, key=lambda r: r["ratio_bwd_cudnn"])
         summary["worst_shape"], summary["worst_ratio"] = worst["shape"], worst["ratio_bwd_cudnn"]
@@ -188,6 +209,14 @@ def format_summary(summary):
         lines.append(f"  {where}: {values} TFLOP/s (target {TARGET['tflops']} on H100)")
     else:
         lines.append(f"  {where}: not in this run (target {TARGET['tflops']} on H100)")
+    deterministic = summary.get("deterministic")
+    if deterministic:
+        below = deterministic["below_target"]
+        lines.append(f"  deterministic / default backward: geomean {deterministic['geomean']:.3f}x "
+                     f"over {deterministic['compared']} shapes, lowest "
+                     f"{deterministic['lowest_shape']} {deterministic['lowest']:.3f}x; "
+                     f"{len(below)} below {DETERMINISTIC_TARGET}x (at most 15% slower)"
+                     + (f" ({', '.join(below)})" if below else ""))
     refused = summary["refused"]
     lines.append(f"  refused: {len(refused)} shapes")
     by_message = {}
@@ -217,9 +246,15 @@ def format_row(row, timing="graph"):
             cells.append(f"{name} n/a ({row.get(f'{name}_error', 'not run')})")
     if "ratio_bwd_cudnn" in row:
         cells.append(f"x{row['ratio_bwd_cudnn']:.2f} vs cuDNN")
+    if "ratio_det_default" in row:
+        check = "" if row.get("ours_det_agrees", True) else " MISMATCH"
+        cells.append(f"det bwd {row['ours_det_bwd_tflops']:6.1f} "
+                     f"x{row['ratio_det_default']:.2f} default{check}")
+    elif "ours_det_error" in row:
+        cells.append(f"det n/a ({row['ours_det_error']})")
     # Graph capture failed for these: their times include launch and Python cost.
-    eager = [f"{name} {kind}" for name in IMPLEMENTATIONS for kind in ("fwdbwd", "bwd")
-             if row.get(f"{name}_{kind}_timing") == "events"]
+    eager = [f"{name} {kind}" for name in IMPLEMENTATIONS + ("ours_det",)
+             for kind in ("fwdbwd", "bwd") if row.get(f"{name}_{kind}_timing") == "events"]
     if eager and timing == "graph":
         cells.append(f"eager: {', '.join(eager)}")
     return " | ".join(cells)
@@ -312,6 +347,29 @@ def run_ours(torch, tilefmha, row, shape, q, k, v, do, reference, args):
     time_pair(torch, row, "ours", fwd_bwd,
               lambda: tilefmha.attention_backward(q, k, v, o, lse, do, causal=causal,
                                                   deterministic=deterministic), shape, args)
+    if args.deterministic_too:
+        run_ours_deterministic(torch, tilefmha, row, shape, q, k, v, o, lse, do, reference, args)
+
+
+def run_ours_deterministic(torch, tilefmha, row, shape, q, k, v, o, lse, do, reference, args):
+    """Our deterministic backward alone on the same forward, checked and timed beside the
+    default one: row["ratio_det_default"] is its TFLOP/s over the default's."""
+
+    def bwd():
+        return tilefmha.attention_backward(q, k, v, o, lse, do, causal=shape["causal"],
+                                           deterministic=True)
+
+    try:
+        check_gradients(torch, row, "ours_det", bwd(), reference, row["ref_batch"],
+                        row["ref_heads"])
+        ms, how = compare.time_ms(torch, bwd, args.warmup, args.repeat, args.timing)
+    except Exception as error:  # noqa: BLE001 - report it in the row, keep the sweep going
+        row["ours_det_error"] = first_line(error)
+        torch.cuda.synchronize()
+        return
+    row["ours_det_bwd_ms"], row["ours_det_bwd_timing"] = ms, how
+    row["ours_det_bwd_tflops"] = tflops(backward_flops(shape), ms)
+    row["ratio_det_default"] = row["ours_det_bwd_tflops"] / row["ours_bwd_tflops"]
 
 
 def run_sdpa(torch, row, name, shape, q, k, v, do, reference, args):
@@ -402,7 +460,9 @@ def main(argv=None):
     print(f"compare_backward: {device}, PyTorch {torch.__version__}, {len(shapes)} shapes, "
           f"TFLOP/s (backward = 2.5 forwards) at the median of {args.repeat} {args.timing} "
           "timings; bwd = backward alone, f+b = forward + backward; x = ours/cuDNN backward"
-          + ("; ours deterministic" if args.deterministic else ""), flush=True)
+          + ("; ours deterministic" if args.deterministic else "")
+          + ("; det = ours deterministic backward alone" if args.deterministic_too else ""),
+          flush=True)
     rows = []
     for shape in shapes:
         row = run_shape(torch, tilefmha, shape, args)

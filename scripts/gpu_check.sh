@@ -26,8 +26,8 @@
 #            cuDNN, batch
 #            prefill beside the varlen forward (TILEFMHA_SERVING_ARGS, e.g. "--only decode")
 #   backward bench/compare_backward.py: the backward (fwd+bwd and alone) beside SDPA cuDNN and
-#            FA2 on the FA3 sweep, bf16 (TILEFMHA_BACKWARD_ARGS adds flags, e.g. "--dtype fp16"
-#            or "--hdim 128")
+#            FA2 on the FA3 sweep, bf16 (TILEFMHA_BACKWARD_ARGS adds flags, e.g. "--dtype fp16",
+#            "--hdim 128" or "--deterministic-too")
 #   fp8      python/tests/test_gpu_fp8.py (the e4m3 forward against the CPU backend), with
 #            test_fp8.py (its PyTorch and ml_dtypes cases) and tests/python/test_fp8_bench.py,
 #            then bench/fp8_bench.py: e4m3 TFLOP/s beside bf16 and the _scaled_mm ceiling, and

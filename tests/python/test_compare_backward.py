@@ -177,6 +177,41 @@ def test_summary_sets_eagerly_timed_rows_apart():
     assert "graph-timed on both sides" not in all_graphed
 
 
+def with_deterministic(row, det_bwd, agrees=True):
+    return dict(row, ours_det_bwd_tflops=det_bwd, ours_det_bwd_timing="graph",
+                ours_det_agrees=agrees, ratio_det_default=det_bwd / row["ours_bwd_tflops"])
+
+
+def test_deterministic_too_reports_the_ratio_to_the_default():
+    assert backward.parse_args(["--deterministic-too"]).deterministic_too
+    rows = [with_deterministic(make_row(128, 8192, False, 500.0, 500.0), 450.0),
+            with_deterministic(make_row(64, 1024, False, 400.0, 400.0), 320.0, agrees=False),
+            dict(make_row(64, 512, True, 200.0, 200.0), ours_det_error="RuntimeError: boom")]
+    summary = backward.summarize(rows)
+    det = summary["deterministic"]
+    assert det["compared"] == 2 and det["geomean"] == pytest.approx(math.sqrt(0.9 * 0.8))
+    assert det["lowest_shape"] == "d64 s1024 b16 h32 full bf16" and det["lowest"] == 0.8
+    assert det["below_target"] == ["d64 s1024 b16 h32 full bf16"]
+    assert summary["mismatches"] == ["d64 s1024 b16 h32 full bf16"]
+    text = "\n".join(backward.format_summary(summary))
+    assert ("deterministic / default backward: geomean 0.849x over 2 shapes, lowest "
+            "d64 s1024 b16 h32 full bf16 0.800x; 1 below 0.85x (at most 15% slower) "
+            "(d64 s1024 b16 h32 full bf16)") in text
+    assert "det bwd  450.0 x0.90 default" in backward.format_row(rows[0])
+    assert "x0.80 default MISMATCH" in backward.format_row(rows[1])
+    assert "det n/a (RuntimeError: boom)" in backward.format_row(rows[2])
+    # Without the flag the summary says nothing of it.
+    plain = backward.summarize([make_row(128, 8192, False, 500.0, 500.0)])
+    assert "deterministic" not in plain
+    assert "deterministic /" not in "\n".join(backward.format_summary(plain))
+
+
+def test_deterministic_and_deterministic_too_exclude_each_other(capsys):
+    with pytest.raises(SystemExit) as stop:
+        backward.parse_args(["--deterministic", "--deterministic-too"])
+    assert stop.value.code == 2 and "--deterministic-too" in capsys.readouterr().err
+
+
 def test_summary_without_comparisons():
     summary = backward.summarize([refused_row(1024, False)])
     text = "\n".join(backward.format_summary(summary))
@@ -216,9 +251,19 @@ def test_gpu_rows_time_check_and_refuse():
     small = dict(shape(64, 512), batch=2)  # a few heads of a short sequence: seconds, not minutes
     row = backward.run_shape(torch, tilefmha, small, args)
     assert row["status"] == "ok" and row["ours_agrees"], row
+    assert "ratio_det_default" not in row
+    both = backward.run_shape(torch, tilefmha, small,
+                              backward.parse_args(["--warmup", "1", "--repeat", "2",
+                                                   "--deterministic-too"]))
+    assert both["ours_det_agrees"] and both["ratio_det_default"] > 0, both
     assert row["ours_bwd_tflops"] > 0 and row["ours_fwdbwd_tflops"] > 0
     assert row["ref_dtype"] == "float64" and (row["ref_batch"], row["ref_heads"]) == (2, 32)
     assert "ratio_bwd_cudnn" in row or "cudnn_error" in row
-    refused = backward.run_shape(torch, tilefmha, dict(shape(256, 512), batch=1), args)
+    class Refusing:  # a package whose GPU backward has no kernel for the shape
+        @staticmethod
+        def attention(*_, **__):
+            raise NotImplementedError("bwd_dq_dk_dv: no sm90_ws kernel for this shape")
+
+    refused = backward.run_shape(torch, Refusing, dict(shape(64, 512), batch=1), args)
     assert refused["status"] == "refused" and "ours_bwd_tflops" not in refused
     assert "refused: " in backward.format_row(refused)
