@@ -75,6 +75,27 @@ TEST(BwdSm90Codegen, UnsupportedFieldsAreNamed) {
   }
 }
 
+// The tiles start at the window's first 1024-byte boundary; CUDA aligns the window to 16 bytes
+// only. For every possible gap below the tiles, the mbarriers lie inside the allocation and clear
+// of the tiles and rows, and hdim 64 and 128 have room for two dQ tiles (two dQ writers).
+TEST(BwdSm90Codegen, BarriersFitBesideEveryAlignmentGap) {
+  for (int hdim : {64, 128, 256}) {
+    const KernelConfig c = testing::sm90_bwd_config(DType::bf16, hdim);
+    const fmha::Sm90BwdSmemLayout layout = codegen::bwd_sm90_layout(c);
+    EXPECT_EQ(layout.dq_buffers, hdim == 256 ? 0 : 2) << c.name();
+    EXPECT_LE(layout.bytes, fmha::kSm90MaxSharedBytes) << c.name();
+    const int barrier_bytes = 8 * fmha::sm90_bwd_barrier_count(c.stages);
+    for (int gap = 0; gap <= fmha::kSm90BwdMaxAlignmentGap; gap += 16) {
+      EXPECT_LE(gap + layout.barrier_offset, layout.bytes) << c.name() << " gap " << gap;
+      const int start = fmha::sm90_bwd_barrier_position(layout, c.stages, gap);
+      EXPECT_GE(start, -gap) << c.name() << " gap " << gap;
+      EXPECT_LE(gap + start + barrier_bytes, layout.bytes) << c.name() << " gap " << gap;
+      EXPECT_TRUE(start + barrier_bytes <= 0 || start >= layout.barrier_offset)
+          << c.name() << " gap " << gap << ": the barriers overlap the tiles or rows";
+    }
+  }
+}
+
 TEST(BwdSm90Codegen, TemplateTableServesIt) {
   const KernelConfig c = testing::sm90_bwd_config(DType::bf16, 128);
   const templates::KernelTemplate& hopper = templates::kernel_template(c);

@@ -168,6 +168,18 @@ TILEFMHA_DEVICE Sm90BwdDqTile sm90_bwd_dq_tile(tile::u32 smem, int slot) {
   }
 }
 
+// The mbarriers: after the LSE and D rows, or with Sm90BwdSmemLayout::barriers_in_gap in the
+// alignment gap below the tiles where it holds them (the window is 16-byte aligned, so the gap is
+// a multiple of 16).
+template <class Traits>
+TILEFMHA_DEVICE tile::u32 sm90_bwd_barrier_base(tile::u32 window, tile::u32 smem) {
+  if constexpr (!Traits::kSmem.barriers_in_gap)
+    return smem + tile::u32(Traits::kSmem.barrier_offset);
+  constexpr Sm90BwdSmemLayout kLayout = Traits::kSmem;  // (a copy: device code cannot bind the
+                                                        // static member by reference)
+  return smem + tile::u32(sm90_bwd_barrier_position(kLayout, Traits::kStages, int(smem - window)));
+}
+
 // One tile of work: a key block of one KV head of one sequence. `rows_written`: batch mode
 // writes dK/dV rows up to seqlen_k (zeros past a shorter per-sequence key count), as the
 // reference does; group mode writes the sequence's keys only.
@@ -726,7 +738,7 @@ TILEFMHA_DEVICE void bwd_sm90(const Sm90BwdParams& params) {
   const tile::u32 window = tile::shared_address(shared);
   const tile::u32 smem = (window + (kSm90AtomBytes - 1)) & ~tile::u32(kSm90AtomBytes - 1);
   unsigned char* const shared_base = shared + (smem - window);
-  const Sm90BwdBarriers<Traits::kStages> barriers{smem + Traits::kSmem.barrier_offset};
+  const Sm90BwdBarriers<Traits::kStages> barriers{sm90_bwd_barrier_base<Traits>(window, smem)};
 
   constexpr int kConsumerWarps = kSm90BwdConsumerGroups * 4;
   if (threadIdx.x == 0) barriers.init(kConsumerWarps, Traits::kDqInStage ? 1 : kConsumerWarps);

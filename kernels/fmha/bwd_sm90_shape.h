@@ -42,16 +42,18 @@ constexpr int kSm90BwdConsumerRegisters = sm90_consumer_registers(kSm90BwdConsum
 constexpr int kSm90BwdDsBuffers = 2;
 
 struct Sm90BwdSmemLayout {
-  int k_offset;        // K block [128 keys][hdim_q]
-  int v_offset;        // V block [128 keys][hdim_v]
-  int q_offset;        // `stages` Q tiles [block_m][hdim_q]
-  int do_offset;       // `stages` dO tiles [block_m][hdim_v]
-  int ds_offset;       // 2 dS^T tiles [128 keys][block_m]
-  int lse_offset;      // `stages` x block_m fp32: LSE in log2 units (+inf for rows without keys)
-  int d_offset;        // `stages` x block_m fp32: D = rowsum(dO * O)
-  int dq_offset;       // 1 or 2 fp32 dQ tiles [block_m][hdim_q], chunk-swizzled rows
-  int barrier_offset;  // kv_full, q_full and q_empty per stage, then dq_full and dq_empty per
-                       // dQ tile
+  int k_offset;          // K block [128 keys][hdim_q]
+  int v_offset;          // V block [128 keys][hdim_v]
+  int q_offset;          // `stages` Q tiles [block_m][hdim_q]
+  int do_offset;         // `stages` dO tiles [block_m][hdim_v]
+  int ds_offset;         // 2 dS^T tiles [128 keys][block_m]
+  int lse_offset;        // `stages` x block_m fp32: LSE in log2 units (+inf for rows without keys)
+  int d_offset;          // `stages` x block_m fp32: D = rowsum(dO * O)
+  int dq_offset;         // 1 or 2 fp32 dQ tiles [block_m][hdim_q], chunk-swizzled rows
+  int barrier_offset;    // kv_full, q_full and q_empty per stage, then dq_full and dq_empty per
+                         // dQ tile (barriers_in_gap: only when the alignment gap cannot hold them)
+  bool barriers_in_gap;  // the mbarriers go in the alignment gap below the tiles where it holds
+                         // them: what lets a second dQ tile fit (hdim 64)
   int q_stage_bytes;
   int do_stage_bytes;
   int ds_bytes;
@@ -59,12 +61,26 @@ struct Sm90BwdSmemLayout {
   int dq_bytes;    // one dQ tile
   int dq_buffers;  // 2 where they fit: the writer's bulk copy of block i overlaps block i + 1;
                    // 0: the tile is written over the block's own Q/dO ring stage (above)
-  int bytes;       // everything, plus one atom of slack to align the base to 1024 bytes
+  int bytes;       // everything, plus the alignment gap below the tiles
 };
 
 // K/V full, per stage full and empty, two dQ full and empty, K/V empty (Sm90BwdBarriers).
 constexpr int sm90_bwd_barrier_count(int stages) {
   return 1 + 2 * stages + 2 * 2 + 1;
+}
+
+// The tiles start at the first 1024-byte boundary of the dynamic shared window, which CUDA aligns
+// to 16 bytes only: up to 1008 bytes below them go unused, and a layout reserves a whole atom for
+// that beside its mbarriers. Where that misses a second dQ tile (hdim 64, by 80 bytes), the
+// mbarriers live in the gap where it holds them, else after the rows
+// (sm90_bwd_barrier_position), so the gap alone is the tail beyond the rows.
+constexpr int kSm90DynamicSharedAlignment = 16;
+constexpr int kSm90BwdMaxAlignmentGap = kSm90AtomBytes - kSm90DynamicSharedAlignment;
+constexpr int sm90_bwd_gap_tail_bytes(int stages) {
+  const int barrier_bytes = 8 * sm90_bwd_barrier_count(stages);
+  // A gap too small for the barriers is at most barrier_bytes - 16.
+  const int small_gap = barrier_bytes - kSm90DynamicSharedAlignment + barrier_bytes;
+  return small_gap > kSm90BwdMaxAlignmentGap ? small_gap : kSm90BwdMaxAlignmentGap;
 }
 
 // The dQ tile is dense [block_m][hdim_q] fp32 in the accumulator's own row order, so one bulk
@@ -91,10 +107,14 @@ constexpr Sm90BwdSmemLayout sm90_bwd_smem_layout(int hdim_q, int hdim_v, int blo
   layout.dq_row_bytes = sm90_bwd_dq_row_bytes(hdim_q);
   layout.dq_bytes = block_m * layout.dq_row_bytes;
   const int rows_bytes = 2 * stages * block_m * 4;  // LSE and D
-  const int tail = rows_bytes + 8 * sm90_bwd_barrier_count(stages) + kSm90AtomBytes;
-  const auto fits = [&](int dq_tiles) {
-    return layout.dq_offset + dq_tiles * layout.dq_bytes + tail <= kSm90MaxSharedBytes;
+  const int barriers_beside_tail = 8 * sm90_bwd_barrier_count(stages) + kSm90AtomBytes;
+  const auto fits_with = [&](int dq_tiles, int tail) {
+    return layout.dq_offset + dq_tiles * layout.dq_bytes + rows_bytes + tail <= kSm90MaxSharedBytes;
   };
+  layout.barriers_in_gap =
+      !fits_with(2, barriers_beside_tail) && fits_with(2, sm90_bwd_gap_tail_bytes(stages));
+  const int tail = layout.barriers_in_gap ? sm90_bwd_gap_tail_bytes(stages) : barriers_beside_tail;
+  const auto fits = [&](int dq_tiles) { return fits_with(dq_tiles, tail); };
   const bool stage_holds_dq = layout.dq_bytes == layout.q_stage_bytes + layout.do_stage_bytes;
   // Without room for a tile of its own, over the stage where it is as large; otherwise one tile
   // (the launcher then refuses the layout as too large).
@@ -102,8 +122,17 @@ constexpr Sm90BwdSmemLayout sm90_bwd_smem_layout(int hdim_q, int hdim_v, int blo
   layout.lse_offset = layout.dq_offset + layout.dq_buffers * layout.dq_bytes;
   layout.d_offset = layout.lse_offset + stages * block_m * 4;
   layout.barrier_offset = layout.d_offset + stages * block_m * 4;
-  layout.bytes = layout.barrier_offset + 8 * sm90_bwd_barrier_count(stages) + kSm90AtomBytes;
+  layout.bytes = layout.barrier_offset + tail;
   return layout;
+}
+
+// Where the mbarriers start, in bytes from the tiles' base, given the alignment gap below that
+// base (a multiple of 16, at most kSm90BwdMaxAlignmentGap): after the rows, or with
+// barriers_in_gap at the window's start, inside the gap, where it holds them.
+constexpr int sm90_bwd_barrier_position(const Sm90BwdSmemLayout& layout, int stages, int gap) {
+  return layout.barriers_in_gap && gap >= 8 * sm90_bwd_barrier_count(stages)
+             ? -gap
+             : layout.barrier_offset;
 }
 
 }  // namespace tilefmha::fmha
