@@ -13,6 +13,7 @@
 #include "runtime/dispatcher.hpp"
 #include "runtime/stage_runner.hpp"
 #include "support/gpu_availability.hpp"
+#include "support/kernel_configs.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::runtime {
@@ -77,15 +78,21 @@ TEST(BwdPlan, WorkspaceHoldsDAndTheDqAccumulator) {
   EXPECT_GE(sliced.dq_slice_stride, 2 * 77 * 8 * 128);
   EXPECT_GE(sliced.bytes, sliced.dq_acc + 3 * sliced.dq_slice_stride * 4);
 
-  // Deterministic on sm90_ws: one slice and a turn counter per (sequence, query head, query
-  // block), after the accumulator; none outside deterministic mode.
+  // A turn-taking sm90_ws kernel: one slice and a turn counter per (sequence, query head, query
+  // block), after the accumulator.
   const WorkspaceLayout counted =
       workspace_layout(deterministic, 1, /*attention_bytes=*/0, {.dq_semaphores = 2 * 8 * 2});
   EXPECT_EQ(counted.dq_slices, 1);
   ASSERT_GE(counted.dq_semaphores, counted.dq_acc + counted.dq_slice_stride * 4);
   EXPECT_EQ(counted.dq_semaphore_count, 2 * 8 * 2);
   EXPECT_GE(counted.bytes, counted.dq_semaphores + 2 * 8 * 2 * 4);
-  EXPECT_EQ(workspace_layout(p, 1, 0, {.dq_semaphores = 2 * 8 * 2}).dq_semaphores, -1);
+  // The counters follow the planned kernel, not the problem's mode: an sm90_ws dq_dk_dv takes
+  // turns in deterministic mode and, as its launch form, where turns pay in the default mode.
+  PlannedStage stage;
+  stage.kernel = testing::sm90_bwd_config(DType::bf16, 128);
+  EXPECT_EQ(backward_workspace(p, {stage}).dq_semaphores, 0);
+  stage.kernel.deterministic = true;
+  EXPECT_EQ(backward_workspace(p, {stage}).dq_semaphores, 2 * 8 * 2);  // 77 rows: 2 blocks of 64
 
   // The caller's own D and accumulator take no workspace.
   Problem given = p;

@@ -150,6 +150,34 @@ TEST(BwdSm90Codegen, PersistentGridPaysForShortTiles) {
   EXPECT_FALSE(codegen::bwd_sm90_persistent_grid_pays(c, p));
 }
 
+// Outside deterministic mode the kernel takes turns (and is the deterministic one) where they
+// measured faster: unmasked, batch mode, one key count, 16 to 64 key blocks at hdim 64 and 16 to
+// 32 at hdim 128.
+TEST(BwdSm90Codegen, DefaultModeTakesTurnsWhereTheyPay) {
+  Problem p = backward_problem(4, 16, 16, 4096, 4096, 128);  // 32 key blocks
+  const KernelConfig c = testing::sm90_bwd_config(DType::bf16, 128);
+  EXPECT_TRUE(codegen::bwd_sm90_takes_turns(c, p));
+  p.seqlen_q = p.seqlen_k = 1024;  // 8 key blocks
+  EXPECT_FALSE(codegen::bwd_sm90_takes_turns(c, p));
+  p.seqlen_q = p.seqlen_k = 8192;  // 64 key blocks: hdim 64 only
+  EXPECT_FALSE(codegen::bwd_sm90_takes_turns(c, p));
+  EXPECT_TRUE(codegen::bwd_sm90_takes_turns(testing::sm90_bwd_config(DType::bf16, 64), p));
+  p.seqlen_q = p.seqlen_k = 16384;  // 128 key blocks
+  EXPECT_FALSE(codegen::bwd_sm90_takes_turns(testing::sm90_bwd_config(DType::bf16, 64), p));
+  p.seqlen_q = p.seqlen_k = 2048;
+  EXPECT_TRUE(codegen::bwd_sm90_takes_turns(c, p));
+  KernelConfig causal = c;
+  causal.mask = MaskKind::causal;
+  EXPECT_FALSE(codegen::bwd_sm90_takes_turns(causal, p));
+  EXPECT_FALSE(codegen::bwd_sm90_takes_turns(testing::sm90_bwd_config(DType::bf16, 256), p));
+  p.seqlen_k_per_batch.assign(4, 2000);
+  EXPECT_FALSE(codegen::bwd_sm90_takes_turns(c, p));
+  p.seqlen_k_per_batch.clear();
+  p.bwd.deterministic = true;  // deterministic mode always does
+  p.seqlen_q = p.seqlen_k = 16384;
+  EXPECT_TRUE(codegen::bwd_sm90_takes_turns(causal, p));
+}
+
 // Deterministic runs go persistent only unmasked, in batch mode, with at most 64 key blocks a
 // head; that grid holds whole heads a wave and is launched cooperatively, so every key block of
 // a head is resident while its turns are staggered.

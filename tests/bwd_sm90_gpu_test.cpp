@@ -3,11 +3,11 @@
 // inputs, gradients poisoned before each run. Cases: head dims 64, 128 and 256, bf16 and fp16,
 // ragged lengths (partial query and key blocks), causal top-left and bottom-right, a window with
 // sink tokens, GQA, soft cap, varlen with an empty sequence, rows that see no key, several key
-// blocks per head, a persistent grid with several tiles per CTA, deterministic mode
-// (bitwise-identical repeats, with the per-query-block turn counters under causal, window and
-// varlen masks, staggered unmasked turns over several waves of heads, mirrored pairs under masks,
-// and with more key blocks per head than SMs), and dSink (batch and varlen, GQA,
-// rows only the sink sees, more heads than rows per row-kernel CTA, bitwise repeats in both
+// blocks per head, a persistent grid with several tiles per CTA, the default mode's turns,
+// deterministic mode (bitwise-identical repeats, with the per-query-block turn counters under
+// causal, window and varlen masks, staggered unmasked turns over several waves of heads, mirrored
+// pairs under masks, and with more key blocks per head than SMs), and dSink (batch and varlen,
+// GQA, rows only the sink sees, more heads than rows per row-kernel CTA, bitwise repeats in both
 // modes). Skipped without a GPU, driver or NVRTC, or on a GPU other than sm_90.
 #include <gtest/gtest.h>
 
@@ -111,6 +111,19 @@ TEST_F(BwdSm90Gpu, DeterministicUnmaskedRepeatsAreBitIdentical) {
   BackwardCase tall =
       make_case(pool, batch(pool, DType::fp16, {1, 4, 1, 760, 250, 64, 64}).build(), true);
   expect_bit_identical_repeats(tall);
+}
+
+// Outside deterministic mode, unmasked heads of 16 to 64 key blocks take turns at the dQ adds
+// anyway, where turns measured faster (codegen::bwd_sm90_takes_turns): the plan's kernel is the
+// deterministic one, its turn counters come from the workspace, and repeats give the same bytes.
+TEST_F(BwdSm90Gpu, DefaultModeTakesTurnsOverSixteenKeyBlocksOrMore) {
+  TensorPool pool(33);
+  BackwardCase gqa =
+      make_case(pool, batch(pool, DType::bf16, {1, 4, 2, 600, 2100, 128, 128}).build(), false);
+  expect_bit_identical_repeats(gqa);
+  BackwardCase square =
+      make_case(pool, batch(pool, DType::fp16, {2, 2, 2, 2048, 2048, 64, 64}).build(), false);
+  expect_bit_identical_repeats(square);
 }
 
 TEST_F(BwdSm90Gpu, DeterministicVarlenRepeatsAreBitIdentical) {

@@ -30,9 +30,22 @@ int64_t shared_bytes_bwd_sm90(const KernelConfig& config);
 jit::LaunchShape launch_shape_bwd_sm90(const KernelConfig& config, const Problem& problem,
                                        int64_t sm_count);
 
+// Whether the kernel takes turns at each query block's dQ adds (runs deterministic, bit-
+// reproducible): in deterministic mode, and in the default mode where the turns measured faster
+// than overlapping adds: unmasked, batch mode, one key count, with kBwdTurnsMinKeyBlocks key
+// blocks a head or more, and at most kBwdStaggeredMaxKeyBlocks at hdim 64 (2k-8k keys) or
+// kBwdTurnsMaxKeyBlocksHdim128 at hdim 128 (2k-4k): the staggered walk. Measured (bf16, H200,
+// docs/performance.md "Deterministic v3"): deterministic over default at hdim 64 2k-8k keys
+// 1.03-1.12x, hdim 128 2k-4k 1.02-1.08x (one A/B: 4k -1.5%) and 8k 0.98-1.00x; at 1k and below
+// 0.92-1.01x; hdim 256 0.86-0.93x everywhere.
+bool bwd_sm90_takes_turns(const KernelConfig& config, const Problem& problem);
+inline constexpr int64_t kBwdTurnsMinKeyBlocks = 16;
+inline constexpr int64_t kBwdTurnsMaxKeyBlocksHdim128 = 32;
+
 // Whether a persistent grid pays for `problem`: every sequence has the same tiles (batch mode,
 // one key count: the grid deals them statically), and
-//   * deterministic: no mask and at most kBwdStaggeredMaxKeyBlocks key blocks a head, so that a
+//   * deterministic (the problem, or the kernel: bwd_sm90_takes_turns): no mask and at most
+//   kBwdStaggeredMaxKeyBlocks key blocks a head, so that a
 //     wave holds whole heads and their turns can be staggered (bwd_sm90_staggered_turns); or
 //     short tiles (as below) under a mask with at most kBwdDeterministicPairsMaxKeyBlocks key
 //     blocks a head, below hdim 256, dealt in mirrored pairs, high key block first, on a

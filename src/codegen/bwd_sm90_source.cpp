@@ -124,13 +124,23 @@ bool short_tiles(const KernelConfig& c, const Problem& problem) {
 
 }  // namespace
 
+bool bwd_sm90_takes_turns(const KernelConfig& c, const Problem& problem) {
+  if (problem.bwd.deterministic) return true;
+  if (problem.mode == Mode::group || problem.has_key_lengths() || c.mask != MaskKind::none ||
+      fmha::sm90_bwd_splits_columns(c.hdim_q))
+    return false;
+  const int64_t key_blocks = bwd_key_blocks(c, problem);
+  const int64_t most = c.hdim_q <= 64 ? kBwdStaggeredMaxKeyBlocks : kBwdTurnsMaxKeyBlocksHdim128;
+  return key_blocks >= kBwdTurnsMinKeyBlocks && key_blocks <= most;
+}
+
 bool bwd_sm90_persistent_grid_pays(const KernelConfig& c, const Problem& problem) {
   if (problem.mode == Mode::group || problem.has_key_lengths()) return false;
   // Deterministic: the staggered walk of whole heads a wave where unmasked, mirrored pairs where
   // their low halves' queue for turns is short (kBwdDeterministicPairsMaxKeyBlocks), else one CTA
   // per tile (single tiles dealt round-robin chain the turns through the grid: hdim 256 at 1k
   // measured 186 against 216 TFLOP/s one CTA per tile, H200).
-  if (problem.bwd.deterministic) {
+  if (problem.bwd.deterministic || c.deterministic) {
     const int64_t key_blocks = bwd_key_blocks(c, problem);
     if (c.mask == MaskKind::none) return key_blocks <= kBwdStaggeredMaxKeyBlocks;
     return short_tiles(c, problem) && key_blocks <= kBwdDeterministicPairsMaxKeyBlocks &&

@@ -124,6 +124,7 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem, bool own_wo
     why << to_string(stage.kernel.family) << ": " << stage.kernel.name() << " (score " << best.score
         << ", " << others << " other candidates"
         << (stage.kernel.persistent ? "; persistent grid" : "")
+        << (stage.kernel.deterministic && !problem.bwd.deterministic ? "; dQ turns" : "")
         << (stage.kernel.pack_gqa ? "; GQA groups packed" : "") << "; grid " << stage.shape.grid[0]
         << "x" << stage.shape.grid[1] << "x" << stage.shape.grid[2] << ")\n";
   };

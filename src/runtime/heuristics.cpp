@@ -85,6 +85,9 @@ KernelConfig launch_form(KernelConfig kernel, const Problem& problem) {
   if (kernel.pipeline != Pipeline::sm90_ws) return kernel;
   kernel.accumulate = problem.accumulate && kernel.family == Family::fwd;
   if (kernel.family == Family::bwd_dq_dk_dv) {
+    // Turns at the dQ adds are a launch form too where they are faster than the default's
+    // overlapping adds (the kernel is then the deterministic one).
+    kernel.deterministic = codegen::bwd_sm90_takes_turns(kernel, problem);
     kernel.persistent = codegen::bwd_sm90_persistent_grid_pays(kernel, problem);
     return kernel;
   }

@@ -99,7 +99,7 @@ void reserve_backward(WorkspaceLayout& layout, const Problem& problem,
     layout.dq_slice_stride = (rows * problem.hdim_q + 3) / 4 * 4;
     layout.dq_acc = reserve(layout, layout.dq_slices * layout.dq_slice_stride * int64_t{4});
   }
-  if (problem.bwd.deterministic && dq_semaphores > 0) {
+  if (dq_semaphores > 0) {
     layout.dq_semaphore_count = dq_semaphores;
     layout.dq_semaphores = reserve(layout, dq_semaphores * int64_t{sizeof(int32_t)});
   }
@@ -164,7 +164,8 @@ BackwardWorkspace backward_workspace(const Problem& problem,
       backward.dsink_partial_count = static_cast<int64_t>(stage.shape.grid[0]);
     if (kernel.family != Family::bwd_dq_dk_dv || kernel.block_n <= 0) continue;
     backward.dq_swizzled = kernel.pipeline == Pipeline::sm90_ws;
-    if (backward.dq_swizzled)
+    // (The Hopper kernel may take turns outside deterministic mode too: its launch form says.)
+    if (backward.dq_swizzled && kernel.deterministic)
       backward.dq_semaphores = problem.batch * problem.nhead_q *
                                ((problem.seqlen_q + kernel.block_m - 1) / kernel.block_m);
     else

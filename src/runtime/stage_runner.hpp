@@ -13,8 +13,9 @@ namespace tilefmha::runtime {
 struct BackwardWorkspace {
   // A deterministic sm80_mma dq_dk_dv keeps one dQ accumulator slice per key block.
   int64_t dq_slices = 1;
-  // A deterministic sm90_ws dq_dk_dv orders its adds with one counter per (sequence, query
-  // head, query block) instead, and writes the accumulator chunk-swizzled.
+  // An sm90_ws dq_dk_dv that takes turns (deterministic mode, or its launch form where turns
+  // pay) orders its adds with one counter per (sequence, query head, query block) instead; every
+  // sm90_ws dq_dk_dv writes the accumulator chunk-swizzled.
   int64_t dq_semaphores = 0;
   bool dq_swizzled = false;
   // With bwd.dsink: one partial per bwd_dot_do_o CTA and query head.
