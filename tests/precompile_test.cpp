@@ -38,14 +38,21 @@ TEST(Precompile, Sm90ForwardGainsItsPersistentAndPackedForms) {
   EXPECT_TRUE(names.contains(plain.name() + ".packgqa-1")) << *names.rbegin();
 }
 
-// The Hopper backward's launch form is its persistent grid; it packs no GQA groups.
-TEST(Precompile, Sm90BackwardGainsOnlyItsPersistentForm) {
-  const KernelConfig bwd = testing::sm90_bwd_config(DType::bf16, 64);
+// The Hopper backward's launch forms are its persistent grid and, unmasked, the dQ turns the
+// default mode takes where they pay (deterministic, on the staggered persistent grid); it packs
+// no GQA groups.
+TEST(Precompile, Sm90BackwardGainsItsPersistentAndTurnForms) {
+  KernelConfig bwd = testing::sm90_bwd_config(DType::bf16, 64);
   const std::vector<KernelConfig> forms = runtime::with_launch_forms(std::vector{bwd});
-  ASSERT_EQ(forms.size(), 2u);
+  ASSERT_EQ(forms.size(), 3u);
   EXPECT_EQ(forms[0], bwd);
   EXPECT_TRUE(forms[1].persistent);
-  EXPECT_FALSE(forms[1].pack_gqa);
+  EXPECT_FALSE(forms[1].deterministic);
+  EXPECT_TRUE(forms[2].persistent);
+  EXPECT_TRUE(forms[2].deterministic);
+  for (const KernelConfig& form : forms) EXPECT_FALSE(form.pack_gqa);
+  bwd.mask = MaskKind::causal;  // masked: the persistent form only
+  EXPECT_EQ(runtime::with_launch_forms(std::vector{bwd}).size(), 2u);
 }
 
 TEST(Precompile, SplitKvGainsOnlyThePackedFormAndSm80Nothing) {

@@ -45,8 +45,8 @@ inline constexpr int64_t kBwdTurnsMaxKeyBlocksHdim128 = 32;
 // Whether a persistent grid pays for `problem`: every sequence has the same tiles (batch mode,
 // one key count: the grid deals them statically), and
 //   * deterministic (the problem, or the kernel: bwd_sm90_takes_turns): no mask and at most
-//   kBwdStaggeredMaxKeyBlocks key blocks a head, so that a
-//     wave holds whole heads and their turns can be staggered (bwd_sm90_staggered_turns); or
+//     kBwdStaggeredMaxKeyBlocks key blocks a head, so that a wave holds whole heads and their
+//     turns can be staggered (bwd_sm90_staggered_turns); or
 //     short tiles (as below) under a mask with at most kBwdDeterministicPairsMaxKeyBlocks key
 //     blocks a head, below hdim 256, dealt in mirrored pairs, high key block first, on a
 //     cooperative grid;

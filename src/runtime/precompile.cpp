@@ -27,6 +27,14 @@ std::vector<KernelConfig> with_launch_forms(std::span<const KernelConfig> config
       persistent.persistent = true;
       forms.push_back(persistent);
     }
+    // The default mode's unmasked backward takes dQ turns where they pay
+    // (codegen::bwd_sm90_takes_turns): the deterministic kernel on its staggered grid.
+    if (config.family == Family::bwd_dq_dk_dv && !config.deterministic &&
+        config.mask == MaskKind::none) {
+      KernelConfig turns = config;
+      turns.deterministic = turns.persistent = true;
+      forms.push_back(turns);
+    }
     for (const KernelConfig& form : forms) {
       try {
         codegen::check_supported(form);
