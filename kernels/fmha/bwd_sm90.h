@@ -173,8 +173,6 @@ TILEFMHA_DEVICE Sm90BwdDqTile sm90_bwd_dq_tile(tile::u32 smem, int slot) {
 // a multiple of 16).
 template <class Traits>
 TILEFMHA_DEVICE tile::u32 sm90_bwd_barrier_base(tile::u32 window, tile::u32 smem) {
-  if constexpr (!Traits::kSmem.barriers_in_gap)
-    return smem + tile::u32(Traits::kSmem.barrier_offset);
   constexpr Sm90BwdSmemLayout kLayout = Traits::kSmem;  // (a copy: device code cannot bind the
                                                         // static member by reference)
   return smem + tile::u32(sm90_bwd_barrier_position(kLayout, Traits::kStages, int(smem - window)));
