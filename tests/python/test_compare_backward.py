@@ -182,6 +182,36 @@ def with_deterministic(row, det_bwd, agrees=True):
                 ours_det_agrees=agrees, ratio_det_default=det_bwd / row["ours_bwd_tflops"])
 
 
+def test_deterministic_rounds_alternate_and_take_each_modes_median(monkeypatch):
+    # The default was timed once before (row["ours_bwd_ms"]); then deterministic and default
+    # alternate, deterministic last: det 2.0, default 1.2, det 1.0, default 0.9, det 3.0.
+    order, times = [], {True: iter([2.0, 1.0, 3.0]), False: iter([1.2, 0.9])}
+
+    def time_ms(torch, call, warmup, repeat, method):
+        deterministic = call()
+        order.append(deterministic)
+        return next(times[deterministic]), method
+
+    class Package:
+        @staticmethod
+        def attention_backward(*tensors, causal, deterministic):
+            return deterministic
+
+    monkeypatch.setattr(backward.compare, "time_ms", time_ms)
+    monkeypatch.setattr(backward, "check_gradients", lambda *args: None)
+    row = make_row(128, 4096, False, 500.0, 500.0)
+    row.update(ours_bwd_ms=1.1, ref_batch=1, ref_heads=1)
+    args = backward.parse_args(["--deterministic-too"])
+    backward.run_ours_deterministic(None, Package, row, shape(128, 4096), *[None] * 7, args)
+    assert order == [True, False, True, False, True]
+    assert row["ours_det_bwd_ms"] == 2.0  # median of 2.0, 1.0, 3.0
+    assert row["ratio_det_default"] == pytest.approx(1.1 / 2.0)  # default median of 1.1, 1.2, 0.9
+    assert row["ours_det_rounds_ms"] == "2.0000 1.0000 3.0000"
+    assert row["ours_default_rounds_ms"] == "1.1000 1.2000 0.9000"
+    assert row["ours_det_bwd_tflops"] == pytest.approx(
+        backward.tflops(backward.backward_flops(shape(128, 4096)), 2.0))
+
+
 def test_deterministic_too_reports_the_ratio_to_the_default():
     assert backward.parse_args(["--deterministic-too"]).deterministic_too
     rows = [with_deterministic(make_row(128, 8192, False, 500.0, 500.0), 450.0),
