@@ -1,5 +1,6 @@
 // The append-KV kernel with no GPU: enumerated fwd_appendkv configs pass the support check
-// (fp8 ones with per_tensor scales on sm89 / sm90; others are refused naming the field), the
+// (fp8 ones with per_tensor scales, or per_page ones over a paged cache, on sm89 / sm90; others
+// are refused naming the field), the
 // template table serves the family, sources select the element type, paged path and RoPE kind,
 // every variant compiles with NVRTC for sm_80 and sm_90a without spills (fp8 ones for sm_89 and
 // sm_90a, and not for sm_80), the launch covers K, V and Q rows, and an append -> attend problem
@@ -28,6 +29,7 @@
 #include "support/refusal.hpp"
 #include "templates/template_table.hpp"
 #include "tilefmha/error.hpp"
+#include "tilefmha/validate.hpp"
 
 namespace tilefmha {
 namespace {
@@ -57,9 +59,10 @@ std::string refusal(const KernelConfig& c) {
   return testing::not_supported_message([&] { codegen::check_supported_appendkv(c); });
 }
 
-// Every enumerated config builds except fp8 ones with per-page scales, refused naming
-// fp8_scale; fp8 configs exist for sm89 and sm90 only.
-TEST(AppendKvCodegen, EnumeratedConfigsBuildExceptPerPageFp8) {
+// Every enumerated config builds (fp8 ones with per-tensor scales, or per-page ones over a paged
+// cache: the quantizing append), and anything else is refused naming fp8_scale; fp8 configs exist
+// for sm89 and sm90 only.
+TEST(AppendKvCodegen, EnumeratedConfigsBuildExceptFp8ScalesTheyCannotKeep) {
   for (Arch arch : {Arch::sm80, Arch::sm89, Arch::sm90}) {
     SCOPED_TRACE(to_string(arch));
     const auto configs =
@@ -71,7 +74,9 @@ TEST(AppendKvCodegen, EnumeratedConfigsBuildExceptPerPageFp8) {
     int64_t built = 0, fp8_built = 0;
     for (const KernelConfig& c : configs) {
       const auto rejection = templates::build_rejection(c);
-      if (is_fp8(c.dtype) && c.fp8_scale != Fp8ScaleKind::per_tensor) {
+      const bool per_page_over_pages =
+          c.fp8_scale == Fp8ScaleKind::per_page && c.page_table != PageTableKind::none;
+      if (is_fp8(c.dtype) && c.fp8_scale != Fp8ScaleKind::per_tensor && !per_page_over_pages) {
         ASSERT_TRUE(rejection.has_value()) << c.name();
         EXPECT_EQ(rejection->field, "fp8_scale") << rejection->text;
         continue;
@@ -122,7 +127,7 @@ TEST(AppendKvCodegen, Fp8NeedsPerTensorScalesAndSm89) {
   EXPECT_EQ(refusal(c), "");
   c.dtype = c.out_dtype = DType::fp8_e5m2;
   EXPECT_EQ(refusal(c), "");
-  for (Fp8ScaleKind kind : {Fp8ScaleKind::none, Fp8ScaleKind::per_block, Fp8ScaleKind::per_page}) {
+  for (Fp8ScaleKind kind : {Fp8ScaleKind::none, Fp8ScaleKind::per_block}) {
     c = good;
     c.fp8_scale = kind;
     const std::string why = refusal(c);
@@ -131,6 +136,13 @@ TEST(AppendKvCodegen, Fp8NeedsPerTensorScalesAndSm89) {
       EXPECT_NE(why.find("per_tensor"), std::string::npos) << why;
     }
   }
+  // Per-page scales: the quantizing append, over a paged cache only.
+  c = good;
+  c.fp8_scale = Fp8ScaleKind::per_page;
+  EXPECT_EQ(refusal(c), "");
+  EXPECT_NE(codegen::generate_appendkv_source(c).find("/*quantize=*/true"), std::string::npos);
+  c.page_table = PageTableKind::none;
+  testing::expect_names_field(refusal(c), "fp8_scale");
   for (Arch arch : {Arch::sm80, Arch::sm86}) {
     c = good;
     c.arch = arch;
@@ -396,17 +408,37 @@ TEST(AppendKvDispatch, Fp8AppendThenAttendPlansTheSm90Fp8Attention) {
   }
 }
 
-// Per-page scales: no append kernel fits, and the closest refusal names fp8_scale.
-TEST(AppendKvDispatch, Fp8PerPageAppendIsRefusedNamingTheScale) {
+// Per-page scales with bf16 new tokens: the quantizing append's kernel, a thread group per
+// (sequence, page segment, KV head) of K and of V (one new token reaches at most 2 pages).
+TEST(AppendKvDispatch, Fp8PerPageAppendPlansTheQuantizingKernel) {
   runtime::Registry registry;
   runtime::Dispatcher dispatcher = dispatcher_for(registry);
-  const Problem problem = paged_append(false, false, DType::fp8_e4m3, Fp8ScaleKind::per_page);
-  const auto verdicts = dispatcher.explain(problem);
-  ASSERT_FALSE(verdicts.empty());
-  EXPECT_EQ(best_of(verdicts, Family::fwd_appendkv), nullptr);
-  EXPECT_EQ(verdicts.front().rejection_field, "fp8_scale") << verdicts.front().rejection;
-  EXPECT_NE(verdicts.front().rejection.find("per_tensor"), std::string::npos)
-      << verdicts.front().rejection;
+  // The bf16 append's problem with an e4m3 pool, Q and per-page scales; new tokens stay bf16.
+  Problem problem = paged_append(false, false);
+  const auto fake = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  problem.dtype = DType::fp8_e4m3;
+  problem.out_dtype = DType::bf16;
+  problem.k = problem.v = bshd(fake, DType::fp8_e4m3, 12, 16, 2, 128, MemorySpace::device);
+  problem.q = bshd(fake, DType::fp8_e4m3, 3, 1, 8, 128, MemorySpace::device);
+  problem.fp8.kind = Fp8ScaleKind::per_page;
+  TensorView scales = contiguous_view(fake, DType::fp32, {12, 2});
+  scales.space = MemorySpace::device;
+  problem.fp8.k_page = problem.fp8.v_page = scales;
+  ASSERT_NO_THROW(validate(problem));
+  const auto* append = best_of(dispatcher.explain(problem), Family::fwd_appendkv);
+  ASSERT_NE(append, nullptr);
+  EXPECT_EQ(append->kernel.fp8_scale, Fp8ScaleKind::per_page);
+  const codegen::AppendKvRuns runs = codegen::appendkv_runs(problem);
+  EXPECT_EQ(runs.segments, 2);
+  EXPECT_EQ(runs.groups(), 2 * 3 * 2 * 2);
+  // Without its scale tables the problem is refused, naming them.
+  problem.fp8.k_page = TensorView{};
+  try {
+    validate(problem);
+    ADD_FAILURE() << "a quantizing append without fp8.k_page validated";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()).rfind("fp8.k_page is missing", 0), 0u) << error.what();
+  }
 }
 
 TEST(AppendKvDispatch, WorkspaceNestsTheAttentionAfterTheKeyCounts) {

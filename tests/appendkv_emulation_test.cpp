@@ -80,6 +80,10 @@ struct Case {
   // The run lengths codegen::appendkv_runs must pick (0: not checked).
   int64_t k_run = 0;
   int64_t q_run = 0;
+  // A quantizing append (an fp8 paged cache with per-page scales): the new tokens' 16-bit dtype.
+  DType new_dtype = DType::fp32;
+
+  bool quantizes() const { return is_fp8(dtype) && new_dtype != DType::fp32; }
 
   int64_t v_dim() const { return hdim_v > 0 ? hdim_v : hdim; }
 };
@@ -148,11 +152,15 @@ struct Setup {
     b.k(k).v(v);
     AppendKv a;
     a.seqlen_knew = c.seqlen_knew;
-    a.k_new = pool.uniform(c.dtype, {kBatch, c.seqlen_knew, hk, c.hdim}, -1, 1);
-    a.v_new = pool.uniform(c.dtype, {kBatch, c.seqlen_knew, hk, c.v_dim()}, -1, 1);
+    // Quantized new values span +-3, so that about half of the held pages' scales (0.002-0.01)
+    // grow and half keep.
+    const DType fresh = c.quantizes() ? c.new_dtype : c.dtype;
+    const double range = c.quantizes() ? 3.0 : 1.0;
+    a.k_new = pool.uniform(fresh, {kBatch, c.seqlen_knew, hk, c.hdim}, -range, range);
+    a.v_new = pool.uniform(fresh, {kBatch, c.seqlen_knew, hk, c.v_dim()}, -range, range);
     a.rope = c.rope;
     a.rotary_dim = c.rotary_dim;
-    a.rotate_q = c.rope != RopeKind::none && c.rotate_q;
+    a.rotate_q = c.rope != RopeKind::none && c.rotate_q && !c.quantizes();
     if (c.rope != RopeKind::none && c.theta) {
       a.rope_theta = 500.0;
       a.rope_position_offsets = {7, 0, 300};
@@ -163,7 +171,15 @@ struct Setup {
     }
     b.append(a);
     b.q(pool.uniform(c.dtype, {kBatch, c.seqlen_knew, c.heads_q, c.hdim}, -1, 1));
-    if (is_fp8(c.dtype)) b.fp8_scales(per_tensor_scales());
+    if (c.quantizes()) {
+      Fp8Scales scales;
+      scales.kind = Fp8ScaleKind::per_page;
+      scales.k_page = pool.uniform(DType::fp32, {pages, hk}, 0.002, 0.01);
+      scales.v_page = pool.uniform(DType::fp32, {pages, hk}, 0.002, 0.01);
+      b.fp8_scales(scales);
+    } else if (is_fp8(c.dtype)) {
+      b.fp8_scales(per_tensor_scales());
+    }
     problem = b.build();
   }
 };
@@ -171,8 +187,8 @@ struct Setup {
 // The problem's views flagged as device memory (they stay host memory, which the emulated
 // threads read), as make_appendkv_params requires.
 Problem as_device(Problem p) {
-  for (TensorView* view :
-       {&p.q, &p.k, &p.v, &p.append.k_new, &p.append.v_new, &p.append.rope_cos, &p.append.rope_sin})
+  for (TensorView* view : {&p.q, &p.k, &p.v, &p.append.k_new, &p.append.v_new, &p.append.rope_cos,
+                           &p.append.rope_sin, &p.fp8.k_page, &p.fp8.v_page})
     view->space = MemorySpace::device;
   return p;
 }
@@ -185,7 +201,7 @@ KernelConfig config_of(const Case& c) {
   k.dtype = k.out_dtype = c.dtype;
   if (is_fp8(c.dtype)) {
     k.arch = Arch::sm90;
-    k.fp8_scale = Fp8ScaleKind::per_tensor;
+    k.fp8_scale = c.quantizes() ? Fp8ScaleKind::per_page : Fp8ScaleKind::per_tensor;
   }
   k.hdim_q = static_cast<int32_t>((c.hdim + 31) / 32 * 32);
   k.hdim_v = static_cast<int32_t>((c.v_dim() + 31) / 32 * 32);
@@ -196,12 +212,14 @@ KernelConfig config_of(const Case& c) {
 }
 
 // fp8 caches and Q, code by code: V and the unrotated dims exactly; rotated dims (of K and Q)
-// within one rounding step, since the kernel rotates in fp32 and the reference in double.
+// within one rounding step, since the kernel rotates in fp32 and the reference in double. A
+// quantizing append divides by the scale as a product with its fp32 reciprocal, so any of its
+// codes may be one step off.
 void expect_same_codes(const TensorView& got, const TensorView& want, const Case& c,
                        const std::string& name) {
   const int64_t rotated = name == "v" || c.rope == RopeKind::none ? 0 : c.rotary_dim;
-  const testing::CodeAgreement a =
-      testing::compare_codes(got, want, [&](int64_t linear) { return linear % c.hdim < rotated; });
+  const testing::CodeAgreement a = testing::compare_codes(
+      got, want, [&](int64_t linear) { return c.quantizes() || linear % c.hdim < rotated; });
   std::printf("  %-40s %s: %lld codes, %lld of %lld rotated one step off\n", c.name.c_str(),
               name.c_str(), static_cast<long long>(a.compared), static_cast<long long>(a.one_step),
               static_cast<long long>(a.loose));
@@ -210,7 +228,15 @@ void expect_same_codes(const TensorView& got, const TensorView& want, const Case
   EXPECT_LE(a.one_step * 1000, a.loose) << name << ": " << a.one_step << " of " << a.loose;
 }
 
-template <class Element, int Hdim, bool Paged, fmha::RopeMode Rope>
+// A quantizing append's page scales: equal where no RoPE rounds differently, else within 1e-5.
+void expect_same_scales(const TensorView& got, const TensorView& want, const char* name) {
+  runtime::Agreement agreement;
+  agreement.add(got, want, {0.0, 1e-5});
+  EXPECT_EQ(agreement.mismatches, 0) << name << ": max abs err " << agreement.max_abs_error;
+  EXPECT_EQ(agreement.compared, want.numel()) << name;
+}
+
+template <class Element, int Hdim, bool Paged, fmha::RopeMode Rope, bool Quantize = false>
 void check(const Case& c) {
   SCOPED_TRACE(c.name);
   const KernelConfig config = config_of(c);
@@ -237,7 +263,8 @@ void check(const Case& c) {
   }
   ASSERT_LE(params.k_run, fmha::kAppendKvRunHeads);
   ASSERT_LE(params.q_run, fmha::kAppendKvRunHeads);
-  emulate<fmha::AppendKvTraits<Element, Hdim, 4, Paged, Rope>>(
+  ASSERT_EQ(c.quantizes(), Quantize);
+  emulate<fmha::AppendKvTraits<Element, Hdim, 4, Paged, Rope, Quantize>>(
       params, codegen::launch_shape_appendkv(config, device));
 
   reference::run(expected.problem);
@@ -254,6 +281,10 @@ void check(const Case& c) {
     agreement.add(*got, *want, tolerance);
     EXPECT_EQ(agreement.mismatches, 0) << name << ": max abs err " << agreement.max_abs_error;
     EXPECT_EQ(agreement.compared, want->numel()) << name;
+  }
+  if (c.quantizes()) {
+    expect_same_scales(emulated.problem.fp8.k_page, expected.problem.fp8.k_page, "fp8.k_page");
+    expect_same_scales(emulated.problem.fp8.v_page, expected.problem.fp8.v_page, "fp8.v_page");
   }
   for (int64_t b = 0; b < kBatch; ++b) EXPECT_EQ(after[b], kLengths[b] + c.seqlen_knew);
 }
@@ -311,6 +342,49 @@ TEST(AppendKvEmulation, Fp8ElementWiseAndPlainCopies) {
   check<tile::float_e4m3_t, 128, true, fmha::RopeMode::none>(
       {"e4m3 sglang hnd page 1024 copy", DType::fp8_e4m3, 128, PageTableKind::sglang_page_list,
        KvLayout::hnd, 1024, RopeKind::none, 0, false, 2});
+}
+
+// Quantizing appends: bf16 or fp16 new tokens into fp8 pools with per-page scales. The lengths
+// (17, 0, 40) put held keys in the first page new tokens reach in two of three sequences, whose
+// scales (0.002-0.01) grow for new values of +-3 in about half the pages; pages of 1 make a page
+// per token; every RoPE kind, from tables and from a base.
+TEST(AppendKvEmulation, QuantizingAppendsSetPageScales) {
+  Case c{"quantize e4m3 vllm nhd page 16 half",
+         DType::fp8_e4m3,
+         128,
+         PageTableKind::vllm_block_table,
+         KvLayout::nhd,
+         16,
+         RopeKind::half_rotated,
+         64,
+         false,
+         19};
+  c.new_dtype = DType::bf16;
+  check<tile::float_e4m3_t, 128, true, fmha::RopeMode::half_rotated, true>(c);
+  c = {"quantize e5m2 sglang hnd page 4 interleaved theta",
+       DType::fp8_e5m2,
+       64,
+       PageTableKind::sglang_page_list,
+       KvLayout::hnd,
+       4,
+       RopeKind::interleaved,
+       48,
+       true,
+       9};
+  c.new_dtype = DType::fp16;
+  check<tile::float_e5m2_t, 64, true, fmha::RopeMode::interleaved, true>(c);
+  c = {"quantize e4m3 vllm hnd page 1 copy",
+       DType::fp8_e4m3,
+       128,
+       PageTableKind::vllm_block_table,
+       KvLayout::hnd,
+       1,
+       RopeKind::none,
+       0,
+       false,
+       3};
+  c.new_dtype = DType::fp16;
+  check<tile::float_e4m3_t, 128, true, fmha::RopeMode::none, true>(c);
 }
 
 TEST(AppendKvEmulation, PagesOf1024WithoutRope) {

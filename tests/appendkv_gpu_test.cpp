@@ -62,6 +62,10 @@ struct AppendCase {
   // tables scale by few-bit factors with sine 0, so the fp32 rotation is exact and only the
   // conversion back to fp8 rounds.
   bool every_code = false;
+  // A quantizing append: new tokens of this 16-bit dtype into the fp8 pool, per-page scales.
+  DType new_dtype = DType::fp32;
+
+  bool quantizes() const { return is_fp8(dtype) && new_dtype != DType::fp32; }
 };
 
 constexpr int64_t kBatch = 3, kHeadsQ = 8, kHeadsK = 2, kCapacity = 96;
@@ -97,8 +101,12 @@ class AppendProblem {
     b.k(k).v(v);
     AppendKv a;
     a.seqlen_knew = c.seqlen_knew;
-    a.k_new = pool_.uniform(c.dtype, {kBatch, c.seqlen_knew, kHeadsK, c.hdim}, -1, 1);
-    a.v_new = pool_.uniform(c.dtype, {kBatch, c.seqlen_knew, kHeadsK, c.hdim}, -1, 1);
+    // Quantized new values span +-3, so that about half of the held pages' scales (0.002-0.01)
+    // grow and half keep.
+    const DType fresh = c.quantizes() ? c.new_dtype : c.dtype;
+    const double range = c.quantizes() ? 3.0 : 1.0;
+    a.k_new = pool_.uniform(fresh, {kBatch, c.seqlen_knew, kHeadsK, c.hdim}, -range, range);
+    a.v_new = pool_.uniform(fresh, {kBatch, c.seqlen_knew, kHeadsK, c.hdim}, -range, range);
     a.rope = c.rope;
     a.rotary_dim = c.rotary_dim;
     a.rotate_q = c.rotate_q;
@@ -110,7 +118,15 @@ class AppendProblem {
     }
     b.append(a);
     b.q(pool_.uniform(c.dtype, {kBatch, c.seqlen_knew, kHeadsQ, c.hdim}, -1, 1));
-    if (is_fp8(c.dtype)) b.fp8_scales(fp8_scales());
+    if (c.quantizes()) {
+      Fp8Scales scales;
+      scales.kind = Fp8ScaleKind::per_page;
+      scales.k_page = pool_.uniform(DType::fp32, {num_pages_, kHeadsK}, 0.002, 0.01);
+      scales.v_page = pool_.uniform(DType::fp32, {num_pages_, kHeadsK}, 0.002, 0.01);
+      b.fp8_scales(scales);
+    } else if (is_fp8(c.dtype)) {
+      b.fp8_scales(fp8_scales());
+    }
     if (c.attend) {
       const DType out = b.peek().out_dtype;  // bf16 for fp8 inputs
       TensorView o = pool_.filled(out, {kBatch, c.seqlen_knew, kHeadsQ, c.hdim}, kUnwritten);
@@ -326,6 +342,28 @@ std::vector<AppendCase> fp8_append_cases() {
   };
 }
 
+// Quantizing appends: bf16 or fp16 new tokens into fp8 pools with per-page scales (pages of 16
+// and 1, both table forms, NHD and HND, RoPE of both kinds from tables and from a base, e4m3 and
+// e5m2). The cached lengths (37, 0, 70) leave held keys in the first page the new tokens reach.
+std::vector<AppendCase> quantizing_append_cases() {
+  const DType e4m3 = DType::fp8_e4m3, e5m2 = DType::fp8_e5m2;
+  const auto vllm = PageTableKind::vllm_block_table, sglang = PageTableKind::sglang_page_list;
+  const auto half = RopeKind::half_rotated, interleaved = RopeKind::interleaved;
+  std::vector<AppendCase> cases = {
+      {"quantize_e4m3_vllm_nhd_page16_half_rotated_bf16", e4m3, 128, 19, vllm, KvLayout::nhd, 16,
+       half, 128},
+      {"quantize_e5m2_sglang_hnd_page16_interleaved_theta_fp16", e5m2, 128, 5, sglang,
+       KvLayout::hnd, 16, interleaved, 64, true},
+      {"quantize_e4m3_vllm_hnd_page1_plain_bf16", e4m3, 64, 3, vllm, KvLayout::hnd, 1,
+       RopeKind::none, 0},
+      {"quantize_e4m3_sglang_nhd_page16_decode_bf16", e4m3, 128, 1, sglang, KvLayout::nhd, 16, half,
+       64, true},
+  };
+  cases[0].new_dtype = cases[2].new_dtype = cases[3].new_dtype = DType::bf16;
+  cases[1].new_dtype = DType::fp16;
+  return cases;
+}
+
 // fp8 append -> attend at hdim 128 (sm90_ws's fp8 attention): a chunk into a contiguous cache
 // and a decode step into 16-key pages.
 std::vector<AppendCase> fp8_attend_cases() {
@@ -351,7 +389,8 @@ std::vector<AppendCase> fp8_attend_cases() {
 // purpose).
 TEST(AppendKvGpuCases, ProblemsValidateAndTheReferenceFillsEveryNewSlot) {
   std::vector<AppendCase> cases = append_cases();
-  for (const auto& more : {attend_cases(), fp8_append_cases(), fp8_attend_cases()})
+  for (const auto& more :
+       {attend_cases(), fp8_append_cases(), fp8_attend_cases(), quantizing_append_cases()})
     cases.insert(cases.end(), more.begin(), more.end());
   uint64_t seed = 1;
   for (const AppendCase& c : cases) {
@@ -441,8 +480,11 @@ class AppendKvGpu : public ::testing::Test {
       const auto got = mirror.download(gpu);
       const int64_t rotated =
           rotates && !c.every_code && c.rope != RopeKind::none ? c.rotary_dim : 0;
-      const testing::CodeAgreement a = testing::compare_codes(
-          got.view, ref, [&](int64_t linear) { return linear % c.hdim < rotated; });
+      // A quantizing append divides by the scale as a product with its fp32 reciprocal: any of its
+      // codes may be one step off.
+      const testing::CodeAgreement a = testing::compare_codes(got.view, ref, [&](int64_t linear) {
+        return c.quantizes() || linear % c.hdim < rotated;
+      });
       std::printf("  %-44s %-2s %lld codes, %lld one step off (of %lld rotated), %lld wrong\n",
                   c.name.c_str(), what, static_cast<long long>(a.compared),
                   static_cast<long long>(a.one_step), static_cast<long long>(a.loose),
@@ -451,6 +493,17 @@ class AppendKvGpu : public ::testing::Test {
     };
     codes(device.k, host.k, "k", true);
     codes(device.v, host.v, "v", false);
+    if (c.quantizes()) {
+      for (const auto& [gpu, ref, what] :
+           {std::tuple{&device.fp8.k_page, &host.fp8.k_page, "fp8.k_page"},
+            std::tuple{&device.fp8.v_page, &host.fp8.v_page, "fp8.v_page"}}) {
+        const auto got = mirror.download(*gpu);
+        const runtime::Agreement a = testing::compare(*ref, got.view, 0.0, 1e-5);
+        std::printf("  %-44s %s max abs err %.2e over %lld\n", c.name.c_str(), what,
+                    a.max_abs_error, static_cast<long long>(a.compared));
+        bad += a.mismatches + (a.compared == ref->numel() ? 0 : 1);
+      }
+    }
     if (host.append.rotate_q) codes(device.q, host.q, "q", true);
     if (appends_then_attends(host)) {
       const auto o = mirror.download(device.o);
@@ -500,6 +553,24 @@ TEST_F(AppendKvGpu, Fp8AppendMatchesTheReferenceCodeForCode) {
     runtime::DeviceMirror mirror(host.problem());
     const EnginePlan plan = engine_->plan(mirror.device_problem());
     ASSERT_EQ(plan.kernels().front().dtype, c.dtype) << plan.explanation();
+    jit::Stream stream;
+    engine_->run(plan, mirror.device_problem(), stream.handle());
+    stream.synchronize();
+    EXPECT_EQ(fp8_mismatches(mirror, host.problem(), c), 0) << plan.explanation();
+  }
+}
+
+// The quantizing append on the GPU against the reference: codes within one rounding step,
+// page scales equal (within the reference's double RoPE), every new slot written.
+TEST_F(AppendKvGpu, QuantizingAppendMatchesTheReference) {
+  if (const std::string why = fp8_skip_reason(false); !why.empty()) GTEST_SKIP() << why;
+  uint64_t seed = 700;
+  for (const AppendCase& c : quantizing_append_cases()) {
+    SCOPED_TRACE(c.name);
+    AppendProblem host(c, seed++);
+    runtime::DeviceMirror mirror(host.problem());
+    const EnginePlan plan = engine_->plan(mirror.device_problem());
+    ASSERT_EQ(plan.kernels().front().fp8_scale, Fp8ScaleKind::per_page) << plan.explanation();
     jit::Stream stream;
     engine_->run(plan, mirror.device_problem(), stream.handle());
     stream.synchronize();

@@ -245,6 +245,21 @@ Problem attention_after_append(const Problem& problem);
 // Whether `problem` is a fwd_appendkv that also attends (O set).
 bool appends_then_attends(const Problem& problem);
 
+// Whether `problem` is a fwd_appendkv that quantizes as it appends: fp16 or bf16 new tokens into
+// an fp8 paged cache (dtype fp8_e4m3 or fp8_e5m2) with per-page scales (fp8.kind = per_page),
+// which it reads and updates. Per page and KV head that new tokens land in, K's and V's scales
+// (fp8.k_page, fp8.v_page) become quantized_page_scale() of the page's new values (K rotated
+// first); a page whose scale grows has its held codes re-encoded at the new scale; each new value
+// is stored as the fp8 code of value / scale (round to nearest even, saturating; NaN stays NaN).
+bool quantizes_append(const Problem& problem);
+// The largest finite value of an fp8 dtype: 448 (e4m3), 57344 (e5m2).
+double fp8_max(DType dtype);
+// The scale of a page that gains values of largest finite magnitude `new_amax`: a page that held
+// no key before takes new_amax / fp8_max (1 when new_amax is 0), one that held keys keeps
+// `old_scale` while new_amax <= old_scale * fp8_max, else takes new_amax / fp8_max. Computed as
+// the GPU does, in float.
+float quantized_page_scale(DType dtype, bool held, float old_scale, float new_amax);
+
 // Keys per split of split-KV, rounded to kSplitKvGranule so that GPU tiles never straddle
 // two splits.
 inline constexpr int64_t kSplitKvGranule = 128;

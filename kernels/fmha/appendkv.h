@@ -23,18 +23,21 @@
 //     again from the row. Every lane rotates a batch's chunks before any lane of the warp writes
 //     that batch (one __syncwarp per batch, the same count for every lane of the warp), which
 //     keeps the in-place rotation of Q race-free;
-//   * block 0 also writes seqlen_k[b] + seqlen_knew for an attention stage that follows.
+//   * block 0 also writes seqlen_k[b] + seqlen_knew for an attention stage that follows;
+//   * a quantizing append (fp16/bf16 new tokens into an fp8 pool with per-page scales) takes
+//     its own path, a group per page segment: fmha/appendkv_quantize.h.
 #pragma once
 
 #include "fmha/appendkv_chunk.h"
 #include "fmha/appendkv_params.h"
+#include "fmha/appendkv_quantize.h"
 #include "fmha/appendkv_rope.h"
 #include "tile/device.h"
 #include "tile/numeric_types.h"
 
 namespace tilefmha::fmha {
 
-template <class Element_, int Hdim, int Warps, bool Paged, RopeMode Rope>
+template <class Element_, int Hdim, int Warps, bool Paged, RopeMode Rope, bool Quantize = false>
 struct AppendKvTraits {
   using Element = Element_;  // float, tile::half_t, tile::bfloat16_t or an fp8 code type
   static constexpr int kVector = 16 / int(sizeof(Element));
@@ -51,6 +54,9 @@ struct AppendKvTraits {
   static constexpr int kGroupsPerCta = kThreads / kLanes;
   static constexpr bool kPaged = Paged;
   static constexpr RopeMode kRope = Rope;
+  // 16-bit new tokens quantized into an fp8 paged cache with per-page scales
+  // (fmha/appendkv_quantize.h).
+  static constexpr bool kQuantize = Quantize;
   // Heads one group moves (codegen::appendkv_runs assumes the same): a plain copy too, so that a
   // lane has a run's loads in flight together and its index math and page lookup are paid once
   // per run rather than per head (one head per group: 78% of copy bandwidth into page-16 pools).
@@ -69,6 +75,8 @@ struct AppendKvTraits {
                 "fp8 append-KV needs sm_89 or newer (cvt to and from e4m3x2 / e5m2x2)");
 #endif
   static_assert(kLanes * kChunksPerLane >= kChunksPerRow, "a row's lanes cover its chunks");
+  static_assert(!Quantize || (tile::is_fp8<Element>::value && Paged),
+                "a quantizing append writes an fp8 paged cache");
   static_assert(kBatches * kHeadBatch >= kRunHeads, "a group's batches cover its run");
 };
 
@@ -291,6 +299,10 @@ TILEFMHA_DEVICE void append_kv(const AppendKvParams& p) {
       p.seqlen_k_after[b] = p.seqlen_k[b] + p.seqlen_knew;
   }
 
+  if constexpr (Traits::kQuantize) {
+    appendkv::quantize_segment<Traits>(p, group, lane);
+    return;
+  }
   // Groups past the last run still reach the warp barriers in move_run, with nothing to move.
   const long long kv_groups = 2 * p.k_groups;
   appendkv::Run<T> run;

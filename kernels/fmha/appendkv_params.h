@@ -16,6 +16,14 @@ enum class RopeMode : int { none = 0, interleaved = 1, half_rotated = 2 };
 // it. A plain copy (RopeMode::none) moves one head per group.
 constexpr int kAppendKvRunHeads = 8;
 
+// The scale a page takes in a quantizing append (tilefmha::quantized_page_scale defines it; host
+// and device compute it here, in float): `largest` the fp8 type's largest finite value, `held`
+// whether the page held keys before, new_amax the largest finite magnitude of its new values.
+constexpr float appendkv_page_scale(float largest, bool held, float old_scale, float new_amax) {
+  if (held && new_amax <= old_scale * largest) return old_scale;
+  return new_amax > 0.0f ? new_amax / largest : 1.0f;
+}
+
 struct AppendKvParams {
   // New tokens [batch, seqlen_knew, nhead_k, hdim].
   const void* k_new;
@@ -74,6 +82,16 @@ struct AppendKvParams {
   long long k_groups;  // batch * seqlen_knew * ceil(nhead_k / k_run)
   long long q_run;
   long long q_groups;  // batch * seqlen_q * ceil(nhead_q / q_run), 0 unless Q rotates
+  // A quantizing append (AppendKvTraits::kQuantize: fp16 or bf16 new tokens into an fp8 paged
+  // cache with per-page scales): a K (V) group is one (sequence, page segment, KV head), the
+  // segment-th page the sequence's new tokens may reach (`segments` a sequence:
+  // ceil(seqlen_knew / page_size) + 1; k_groups = batch * segments * nhead_k, no Q groups).
+  // K's and V's scales [page, head] are read and updated.
+  int new_bf16;  // the new tokens' type: 1 bf16, 0 fp16
+  long long segments;
+  float* k_page_scales;
+  float* v_page_scales;
+  long long scale_page_stride, scale_head_stride;
 };
 
 }  // namespace tilefmha::fmha

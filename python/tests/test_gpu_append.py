@@ -3,8 +3,9 @@ against the CPU reference on the same inputs. Contiguous caches and shuffled pag
 1, 16 and 1024 tokens, both pool layouts, both page-table forms), RoPE none / interleaved /
 half-rotated over rotary_dim < hdim from tables or from a base with position offsets, Q rotated
 in place, GQA, an empty cache; device key lengths (no host sync); the append -> attend plan
-captured in a CUDA graph and replayed with new device lengths; fp8 caches code for code (sm_89+)
-and an fp8 append -> attend (sm_90). Skipped (and reported as skipped) without PyTorch, a CUDA
+captured in a CUDA graph and replayed with new device lengths; fp8 caches code for code (sm_89+),
+quantizing appends into fp8 pools with per-page scales (sm_89+) and an fp8 append -> attend
+(sm_90). Skipped (and reported as skipped) without PyTorch, a CUDA
 GPU or a usable driver."""
 
 import numpy as np
@@ -231,3 +232,37 @@ def test_fp8_append_then_attend_matches_the_cpu_reference():
     # The kernel rounds P to e4m3 before P V (relative 2^-4): O within 2^-4 max |V| (8 / 4).
     torch.testing.assert_close(o.cpu().float(), expected.float(), rtol=1e-2, atol=2 / 16 + 1e-2)
 
+
+
+@pytest.mark.parametrize("page_size, new_dtype", [(16, torch.bfloat16 if torch else None),
+                                                  (1, torch.float16 if torch else None)])
+def test_quantizing_append_matches_the_cpu_reference(page_size, new_dtype):
+    """bf16 / fp16 new tokens into an e4m3 page pool with per-page scales: codes within one
+    rounding step (the kernel multiplies by the scale's fp32 reciprocal, the reference divides
+    in double), the page scales equal to the reference's within its double RoPE, in place."""
+    require_capability((8, 9), "fp8 append-KV needs an sm_89 or newer GPU")
+    rng = np.random.default_rng(40 + page_size)
+    k_pool, v_pool, cache = pools(rng, page_size, "nhd", 19)
+    k_codes = tilefmha.fp8_from_float32(k_pool.float().nan_to_num().numpy(), "fp8_e4m3")
+    v_codes = tilefmha.fp8_from_float32(v_pool.float().nan_to_num().numpy(), "fp8_e4m3")
+    k_cache, v_cache = (torch.from_numpy(c).view(torch.float8_e4m3fn) for c in (k_codes, v_codes))
+    k_new, v_new = (torch.from_numpy(rng.uniform(-3, 3, (3, 19, 2, 128)).astype(np.float32))
+                    .to(new_dtype) for _ in range(2))
+    pages = k_cache.shape[0]
+    k_scales, v_scales = (torch.from_numpy(rng.uniform(0.002, 0.01, (pages, 2)).astype(np.float32))
+                          for _ in range(2))
+    rope = {"rope": "neox", "rotary_dim": 64, "rope_theta": 10000.0}
+    initial = k_scales.clone()
+    gpu = [x.cuda() for x in (k_cache, v_cache, k_new, v_new, k_scales, v_scales)]
+    tilefmha.append_kv(gpu[0], gpu[1], gpu[2], gpu[3], LENGTHS, block_table=cache.block_table,
+                       k_page_scales=gpu[4], v_page_scales=gpu[5], **rope)
+    tilefmha.append_kv(k_cache, v_cache, k_new, v_new, LENGTHS, block_table=cache.block_table,
+                       k_page_scales=k_scales, v_page_scales=v_scales, **rope)
+    for got, want in ((gpu[0], k_cache), (gpu[1], v_cache)):
+        steps = np.abs(code_ordinal(got.cpu().view(torch.uint8).numpy())
+                       - code_ordinal(want.view(torch.uint8).numpy()))
+        assert steps.max() <= 1
+        assert np.count_nonzero(steps) * 1000 <= steps.size
+    for got, want in ((gpu[4], k_scales), (gpu[5], v_scales)):
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=0)
+    assert not torch.equal(gpu[4].cpu(), initial)  # the scales were updated in place

@@ -1,8 +1,9 @@
 """Append-KV: new tokens written into a KV cache (contiguous or paged), with optional RoPE on the
 new keys and on the queries (family fwd_appendkv).
 
-fp8 caches (e4m3 or e5m2 codes) take per-tensor descales only: the append rotates the stored
-codes, which rotates the values only when new tokens, cache and q share one scale."""
+fp8 caches (e4m3 or e5m2 codes) take a per-tensor scale shared with the new tokens and q, so the
+append rotates the stored codes; or, paged, per-page scales that the append itself sets from
+fp16 or bf16 new tokens (it quantizes them, k_page_scales / v_page_scales)."""
 
 import numpy as np
 
@@ -92,10 +93,55 @@ def _append_dtypes(k_new, dtype, out_dtype, others, descales):
     return engine_dtype, fp8
 
 
+def _quantizing_dtypes(k_new, v_new, k_cache, v_cache, dtype, paged, rotate_q):
+    """The engine dtype (the caches' fp8 format) and Fp8Inputs of a quantizing append: fp16 or
+    bf16 new tokens, K's and V's alike, into fp8 page pools with per-page scales. Raises
+    ValueError naming the argument."""
+    if not paged:
+        raise ValueError("k_page_scales and v_page_scales are per-page scales: pass a "
+                         "block_table (or page_indptr and page_indices) for paged caches")
+    if rotate_q:
+        raise ValueError("rotate_q=True with k_page_scales: a quantizing append does not rotate "
+                         "q; rotate it in its own dtype before the call")
+    new = attention_dtype(k_new, None, "k_new")
+    if new not in ("fp16", "bf16"):
+        raise ValueError(f"k_new holds {new} data, but a quantizing append (k_page_scales) takes "
+                         "fp16 or bf16 new tokens")
+    found = attention_dtype(v_new, None, "v_new")
+    if found != new:
+        raise ValueError(f"v_new holds {found} data but k_new holds {new}: a quantizing append "
+                         "takes both in one 16-bit dtype")
+    cache = attention_dtype(k_cache, dtype if storage_name(k_cache) == "uint8" else None,
+                            "k_cache", fp8=True)
+    if cache not in FP8_DTYPES:
+        raise ValueError(f"k_cache holds {cache} data, but k_page_scales quantize into an fp8 "
+                         "cache (float8_e4m3fn / float8_e5m2, or uint8 codes with dtype=)")
+    found = attention_dtype(v_cache, dtype if storage_name(v_cache) == "uint8" else None,
+                            "v_cache", fp8=True)
+    if found != cache:
+        raise ValueError(f"v_cache holds {found} data but k_cache holds {cache}: the pools share "
+                         "one fp8 format")
+    return cache, Fp8Inputs(cache, "bf16", "per_page")
+
+
+def _attach_page_scales(be, problem, page_scales, num_pages, nhead_k):
+    """Attaches K's and V's page scales, which the append updates in place: float32
+    [num_pages, nhead_k] arrays the engine can write (so never copies)."""
+    for name, field, value in zip(("k_page_scales", "v_page_scales"), ("fp8.k_page", "fp8.v_page"),
+                                  page_scales):
+        view = be.tensor(value, name)
+        if storage_name(view) != "float32":
+            raise ValueError(f"{name}.dtype = {storage_name(view)}: page scales are float32")
+        if tuple(int(n) for n in view.shape) != (num_pages, nhead_k):
+            raise ValueError(f"{name}.shape = {list(view.shape)} but page scales are "
+                             f"[num_pages, nhead_k] = {[num_pages, nhead_k]}")
+        be.attach(problem, field, view, writable=True)
+
+
 def _build_append(be, k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table, page_indptr,
                   page_indices, page_size, layout, rope, rotary_dim, rope_cos, rope_sin,
                   rope_theta, rope_position_offsets, q, rotate_q, max_seqlen_k, dtype,
-                  out_dtype=None, descales=None):
+                  out_dtype=None, descales=None, page_scales=None):
     """The fwd_appendkv problem of one call, its tensors attached (q read-only unless it
     rotates; O not yet). Returns (problem, q view, key lengths, Fp8Inputs) where the lengths are
     a host list or a DeviceKeyLengths."""
@@ -107,16 +153,21 @@ def _build_append(be, k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table,
         # queries unrotated against rotated keys.
         raise ValueError("rotate_q=True needs q, the queries to rotate")
     on_device = be.name == "gpu"
-    engine_dtype, fp8 = _append_dtypes(
-        k_new, dtype, out_dtype,
-        {"v_new": v_new, "k_cache": k_cache, "v_cache": v_cache, "q": q}, descales or {})
+    paged = block_table is not None or page_indptr is not None or page_indices is not None
+    quantizes = page_scales is not None
+    if quantizes:
+        engine_dtype, fp8 = _quantizing_dtypes(k_new, v_new, k_cache, v_cache, dtype, paged,
+                                               rotate_q)
+    else:
+        engine_dtype, fp8 = _append_dtypes(
+            k_new, dtype, out_dtype,
+            {"v_new": v_new, "k_cache": k_cache, "v_cache": v_cache, "q": q}, descales or {})
     named = {"k_new": k_new, "v_new": v_new}
     if q is not None:
         named["q"] = q
     views = dict(zip(named, inputs(be, _NEW_TOKENS, **named)))
     k_new, v_new, q = views["k_new"], views["v_new"], views.get("q")
 
-    paged = block_table is not None or page_indptr is not None or page_indices is not None
     pages = None
     if paged:
         k, v, held = page_pools(be, k_cache, v_cache, layout, page_size)
@@ -183,8 +234,11 @@ def _build_append(be, k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table,
     codes = fp8.codes_dtype  # what uint8 arrays hold ('' unless fp8)
     be.attach(problem, "k", k, writable=True, as_dtype=codes)
     be.attach(problem, "v", v, writable=True, as_dtype=codes)
-    be.attach(problem, "append.k_new", k_new, as_dtype=codes)
-    be.attach(problem, "append.v_new", v_new, as_dtype=codes)
+    new_codes = "" if quantizes else codes  # a quantizing append's new tokens are 16-bit
+    be.attach(problem, "append.k_new", k_new, as_dtype=new_codes)
+    be.attach(problem, "append.v_new", v_new, as_dtype=new_codes)
+    if quantizes:
+        _attach_page_scales(be, problem, page_scales, int(k.shape[0]), nhead_k)
     if q is not None:
         be.attach(problem, "q", q, writable=bool(rotate_q), as_dtype=codes)
     # The device copies must outlive the launch; the caller's call frame holds them.
@@ -201,7 +255,8 @@ def _lengths_after(lengths, seqlen_knew):
 def append_kv(k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table=None, page_indptr=None,
               page_indices=None, page_size=None, layout="nhd", rope=None, rotary_dim=None,
               rope_cos=None, rope_sin=None, rope_theta=None, rope_position_offsets=None, q=None,
-              rotate_q=False, max_seqlen_k=None, dtype=None, backend="auto"):
+              rotate_q=False, max_seqlen_k=None, dtype=None, k_page_scales=None,
+              v_page_scales=None, backend="auto"):
     """Writes k_new/v_new [batch, seqlen_knew, nhead_k, hdim] into the caches in place.
 
     New token t of sequence b lands at key position seqlens_k[b] + t. The caches are contiguous
@@ -222,6 +277,16 @@ def append_kv(k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table=None, pa
     per-tensor scale, so the append moves codes: copies byte for byte, and rotated dims rounded
     back to the format (nearest even, saturating), on the GPU from sm_89 on.
 
+    Quantizing into an fp8 page pool: with k_page_scales and v_page_scales (float32
+    [num_pages, nhead_k], the pools' per-page scales, value = code * scale), k_new and v_new are
+    fp16 or bf16 and the append quantizes them (K after its RoPE). Per page and KV head that new
+    tokens reach, a page that held no key takes the scale mapping its largest new value to the
+    format's largest code (448 for e4m3); a page that held keys keeps its scale while the new
+    values fit and otherwise grows it, re-encoding its held codes; infinities saturate, NaN
+    stays NaN. The scales are updated in place (so they must be writable float32 arrays, never
+    copies); q is not rotated (rotate_q=False). Attend afterwards with paged_attention(...,
+    k_page_descale=k_page_scales, v_page_descale=v_page_scales).
+
     CUDA tensors run on the GPU (one kernel for K, V and Q, on the current stream). CUDA
     seqlens_k stay on the device (give max_seqlen_k, the longest cached count): the call
     neither copies nor synchronizes. Returns the key counts after the append, seqlens_k +
@@ -233,9 +298,19 @@ def append_kv(k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table=None, pa
         page_indptr=page_indptr, page_indices=page_indices, page_size=page_size, layout=layout,
         rope=rope, rotary_dim=rotary_dim, rope_cos=rope_cos, rope_sin=rope_sin,
         rope_theta=rope_theta, rope_position_offsets=rope_position_offsets, q=q,
-        rotate_q=rotate_q, max_seqlen_k=max_seqlen_k, dtype=dtype)
+        rotate_q=rotate_q, max_seqlen_k=max_seqlen_k, dtype=dtype,
+        page_scales=_page_scales(k_page_scales, v_page_scales))
     be.run(problem)
     return _lengths_after(lengths, int(k_new.shape[1]))
+
+
+def _page_scales(k_page_scales, v_page_scales):
+    """(K's, V's) page scales of a quantizing append, or None; both or neither."""
+    if (k_page_scales is None) != (v_page_scales is None):
+        missing = "v_page_scales" if v_page_scales is None else "k_page_scales"
+        raise ValueError(f"{missing} is None but its partner is given: a quantizing append "
+                         "updates K's and V's page scales together")
+    return None if k_page_scales is None else (k_page_scales, v_page_scales)
 
 
 def append_kv_and_attend(q, k_cache, v_cache, k_new, v_new, seqlens_k, *, block_table=None,

@@ -34,6 +34,9 @@ struct AppendKvRuns {
   int64_t k_groups = 0;  // K groups; as many V groups follow them
   int64_t q_run = 1;
   int64_t q_groups = 0;  // 0 unless Q rotates
+  // A quantizing append (quantizes_append): the page segments a sequence's new tokens can reach,
+  // a group per (sequence, segment, KV head) of K and of V; 0 otherwise.
+  int64_t segments = 0;
   int64_t groups() const { return 2 * k_groups + q_groups; }
 };
 AppendKvRuns appendkv_runs(const Problem& problem);

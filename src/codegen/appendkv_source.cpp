@@ -42,11 +42,13 @@ void check_fp8_fields(const KernelConfig& c) {
       unsupported("fp8_scale", c.fp8_scale, "only fp8 caches have fp8 scales");
     return;
   }
-  if (c.fp8_scale != Fp8ScaleKind::per_tensor)
+  if (c.fp8_scale == Fp8ScaleKind::per_page && c.page_table == PageTableKind::none)
+    unsupported("fp8_scale", c.fp8_scale, "per-page scales need a paged cache");
+  if (c.fp8_scale != Fp8ScaleKind::per_tensor && c.fp8_scale != Fp8ScaleKind::per_page)
     unsupported("fp8_scale", c.fp8_scale,
-                "fp8 append-KV rotates the stored codes, which equals rotating the values only "
-                "when new tokens, cache and Q share one per_tensor scale (per-block or per-page "
-                "scales would need requantizing; the CPU reference refuses them too)");
+                "fp8 append-KV moves codes at one per_tensor scale, or quantizes 16-bit new "
+                "tokens into a paged cache with per_page scales (per-block scales would need "
+                "requantizing; the CPU reference refuses them too)");
   if (c.arch != Arch::sm89 && c.arch != Arch::sm90)
     unsupported("arch", c.arch,
                 "fp8 append-KV converts with cvt to and from e4m3x2 / e5m2x2 (sm_89 or newer)");
@@ -101,7 +103,8 @@ std::string generate_appendkv_source(const KernelConfig& c) {
      << "    " << storage_type(c.dtype) << ", /*hdim=*/" << kernel_hdim(c) << ", /*warps=*/"
      << c.warps << ",\n"
      << "    /*paged=*/" << boolean(c.page_table != PageTableKind::none) << ", "
-     << rope_mode(c.rope) << ">;\n"
+     << rope_mode(c.rope) << ", /*quantize=*/" << boolean(c.fp8_scale == Fp8ScaleKind::per_page)
+     << ">;\n"
      << "}  // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << threads_per_block_appendkv(c) << ") "
      << c.symbol() << "(const tilefmha::fmha::AppendKvParams params) {\n"
@@ -125,6 +128,14 @@ AppendKvRuns appendkv_runs(const Problem& p) {
   };
   const auto runs_of = [](int64_t heads, int64_t run) { return (heads + run - 1) / run; };
   AppendKvRuns r;
+  if (quantizes_append(p)) {
+    // A group per (sequence, page segment, KV head): the pages new tokens can reach.
+    const int64_t page_size = std::max<int64_t>(p.paged.page_size, 1);
+    r.segments = (p.append.seqlen_knew + page_size - 1) / page_size + 1;
+    r.k_run = 1;
+    r.k_groups = p.batch * r.segments * p.nhead_k;
+    return r;
+  }
   r.k_run = run_length(p.nhead_k);
   r.k_groups = p.batch * p.append.seqlen_knew * runs_of(p.nhead_k, r.k_run);
   if (p.append.rotate_q && p.append.rope != RopeKind::none) {

@@ -142,10 +142,15 @@ void check_append(const Problem& p) {
           "seqlen_k_per_batch is empty but family fwd_appendkv needs the cache length of "
           "every sequence (where new tokens go), on the host or the device");
   }
+  // A quantizing append (fp8 per-page cache) takes 16-bit new tokens, K and V alike; any other
+  // append takes the cache's dtype.
+  const bool quantizes = quantizes_append(p);
+  const std::vector<DType> new_dtypes =
+      quantizes ? std::vector<DType>{DType::fp16, DType::bf16} : std::vector<DType>{p.dtype};
   const auto check_new_tokens = [&](const TensorView& view, const char* field,
                                     const char* hdim_name, int64_t hdim) {
     const ViewRule rule{field,
-                        {p.dtype},
+                        new_dtypes,
                         {{"batch", p.batch},
                          {"append.seqlen_knew", a.seqlen_knew},
                          {"nhead_k", p.nhead_k},
@@ -158,6 +163,13 @@ void check_append(const Problem& p) {
   check_new_tokens(a.k_new, "append.k_new", "hdim_q", p.hdim_q);
   check_new_tokens(a.v_new, "append.v_new", "hdim_v", p.hdim_v);
   if (appends) check_cache_capacity(p);
+  if (quantizes && a.k_new.dtype != a.v_new.dtype)
+    fail(cat("append.v_new has dtype ", to_string(a.v_new.dtype), " but append.k_new ",
+             to_string(a.k_new.dtype), ": a quantizing append takes both in one 16-bit dtype"));
+  if (quantizes && a.rotate_q)
+    fail(cat("append.rotate_q = true with a quantizing append (dtype ", to_string(p.dtype),
+             ", fp8.kind = per_page, 16-bit new tokens): not supported; rotate Q in its own "
+             "dtype before the call"));
   check_rope(p);
 }
 
@@ -165,6 +177,11 @@ void check_append(const Problem& p) {
 // say so, since their field names are the attention's (e.g. key counts after the append).
 void check_append_chain(const Problem& p) {
   if (!appends_then_attends(p)) return;
+  if (quantizes_append(p))
+    fail(cat("o is set, so the problem attends after the append, but a quantizing append (dtype ",
+             to_string(p.dtype),
+             ", fp8.kind = per_page, 16-bit new tokens) does not chain an attention: run the "
+             "attention over the updated cache and scales as its own problem"));
   if (p.mode != Mode::batch)
     fail("mode = group: append then attend (fwd_appendkv with o) runs in batch mode only");
   try {

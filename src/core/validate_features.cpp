@@ -174,12 +174,15 @@ void check_fp8(const Problem& p) {
   if (s.kind == Fp8ScaleKind::per_page) {
     const std::vector<DimRule> dims = {{"paged.num_pages", p.paged.num_pages},
                                        {"nhead_k", p.nhead_k}};
+    const bool quantizes = quantizes_append(p);
     const std::string why =
-        cat(kind, " and family ", to_string(p.family), " dequantizes the cache with it");
+        quantizes
+            ? cat(kind, " and family fwd_appendkv: the append sets each page's scale in it")
+            : cat(kind, " and family ", to_string(p.family), " dequantizes the cache with it");
     for (const auto& [view, field] :
          {std::pair{&s.k_page, "fp8.k_page"}, std::pair{&s.v_page, "fp8.v_page"}}) {
-      const ViewRule rule{field, {DType::fp32}, dims};
-      if (reads)
+      const ViewRule rule{field, {DType::fp32}, dims, quantizes};
+      if (reads || quantizes)
         require_view(*view, rule, why);
       else
         check_view(*view, rule);

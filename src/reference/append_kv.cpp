@@ -4,6 +4,8 @@
 // Every other element (V, K without RoPE, dims past rotary_dim) is copied as stored, byte for
 // byte: an append re-encodes nothing it does not rotate (an e5m2 infinity stays one, a NaN keeps
 // its payload), which is what the GPU kernel does too.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -61,8 +63,10 @@ int64_t cache_row(const Problem& p, const TensorView& cache, int64_t b, int64_t 
 
 void require_supported(const Problem& p) {
   // Rotation is linear, so rotating stored values equals rotating dequantized ones only when
-  // new tokens, cache and Q share one scale: per-tensor fp8 scales work, finer ones do not.
-  if (p.fp8.kind == Fp8ScaleKind::per_block || p.fp8.kind == Fp8ScaleKind::per_page)
+  // new tokens, cache and Q share one scale: per-tensor fp8 scales work, finer ones do not,
+  // except per-page ones set by the append itself from 16-bit new tokens (quantizes_append).
+  if (p.fp8.kind == Fp8ScaleKind::per_block ||
+      (p.fp8.kind == Fp8ScaleKind::per_page && !quantizes_append(p)))
     throw Error(ErrorKind::not_supported,
                 "append-KV with fp8.kind = " + std::string(to_string(p.fp8.kind)) +
                     " is not supported (per_tensor or none only)");
@@ -102,6 +106,61 @@ void append_kv_head(const Problem& p, int64_t b, int64_t hk) {
   }
 }
 
+// A quantizing append (quantizes_append) of K (rotated first) or V of sequence b, KV head hk:
+// page by page, the page's scale from its new values (quantized_page_scale), its held codes
+// re-encoded where the scale grows, then the new values as codes at that scale.
+void quantize_head(const Problem& p, int64_t b, int64_t hk, bool key) {
+  const AppendKv& a = p.append;
+  const TensorView& source = key ? a.k_new : a.v_new;
+  const TensorView& cache = key ? p.k : p.v;
+  const TensorView& scales = key ? p.fp8.k_page : p.fp8.v_page;
+  const char* scale_field = key ? "fp8.k_page" : "fp8.v_page";
+  const int64_t dim = key ? p.hdim_q : p.hdim_v, held_keys = p.key_length(b);
+  const int64_t page_size = p.paged.page_size, end_keys = held_keys + a.seqlen_knew;
+  std::vector<std::vector<double>> rows(static_cast<size_t>(a.seqlen_knew),
+                                        std::vector<double>(static_cast<size_t>(dim)));
+  for (int64_t t = 0; t < a.seqlen_knew; ++t) {
+    auto& row = rows[static_cast<size_t>(t)];
+    load_row(source, source.offset({b, t, hk, 0}), row);
+    if (key) detail::apply_rope(a, held_keys + t + a.position_offset(b), row.data());
+  }
+  const auto element = [&](int64_t row_base, int64_t d) { return row_base + d * cache.stride[3]; };
+  for (int64_t first_key = held_keys / page_size * page_size; first_key < end_keys;
+       first_key += page_size) {
+    const int64_t begin = std::max(first_key, held_keys);
+    const int64_t end = std::min(first_key + page_size, end_keys);
+    float amax = 0.0f;  // over finite values: infinities saturate, NaNs stay NaN
+    for (int64_t j = begin; j < end; ++j)
+      for (double x : rows[static_cast<size_t>(j - held_keys)])
+        if (std::isfinite(x)) amax = std::max(amax, static_cast<float>(std::fabs(x)));
+    const int64_t entry = scales.offset({p.page_slot(b, first_key).page, hk});
+    const bool held = held_keys > first_key;
+    const auto old = static_cast<float>(numeric::load(scales.data, DType::fp32, entry));
+    if (held && !(old > 0.0f && std::isfinite(old)))
+      throw Error(ErrorKind::invalid_problem,
+                  std::string(scale_field) + "[" + std::to_string(p.page_slot(b, first_key).page) +
+                      ", " + std::to_string(hk) + "] = " + std::to_string(old) +
+                      ": the page holds keys, so its scale must be positive and finite");
+    const float scale = quantized_page_scale(p.dtype, held, old, amax);
+    if (held && scale != old) {
+      for (int64_t j = first_key; j < held_keys; ++j) {
+        const int64_t base = cache_row(p, cache, b, j, hk);
+        for (int64_t d = 0; d < dim; ++d)
+          numeric::store(cache.data, cache.dtype, element(base, d),
+                         numeric::load(cache.data, cache.dtype, element(base, d)) * old / scale);
+      }
+    }
+    for (int64_t j = begin; j < end; ++j) {
+      const int64_t base = cache_row(p, cache, b, j, hk);
+      const auto& row = rows[static_cast<size_t>(j - held_keys)];
+      for (int64_t d = 0; d < dim; ++d)
+        numeric::store(cache.data, cache.dtype, element(base, d),
+                       row[static_cast<size_t>(d)] / scale);
+    }
+    numeric::store(scales.data, DType::fp32, entry, scale);
+  }
+}
+
 // Q rotates in place: only its first rotary_dim values change.
 void rotate_q_head(const Problem& p, int64_t b, int64_t h) {
   std::vector<double> row(p.hdim_q);
@@ -122,6 +181,12 @@ void append_kv(const Problem& problem) {
   const Problem& p = problem;
   // Distinct (sequence, position) pairs map to distinct cache rows (validation rejects page
   // tables that alias), so per-(batch, KV head) tasks never write the same element.
+  if (quantizes_append(p)) {
+    parallel_for(2 * p.batch * p.nhead_k, [&](int64_t task) {
+      quantize_head(p, task / 2 / p.nhead_k, task / 2 % p.nhead_k, task % 2 == 0);
+    });
+    return;  // validation refuses rotate_q with a quantizing append
+  }
   parallel_for(p.batch * p.nhead_k,
                [&](int64_t task) { append_kv_head(p, task / p.nhead_k, task % p.nhead_k); });
   if (p.append.rotate_q && p.append.rope != RopeKind::none)

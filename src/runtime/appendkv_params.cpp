@@ -62,6 +62,27 @@ void bind_pages(fmha::AppendKvParams& params, const Problem& p, const FwdDeviceI
   }
 }
 
+// A quantizing append's new-token type and the page scales it reads and updates: device fp32
+// [num_pages, nhead_k] views, K's and V's with the same strides.
+void bind_page_scales(fmha::AppendKvParams& params, const Problem& p) {
+  params.new_bf16 = p.append.k_new.dtype == DType::bf16 ? 1 : 0;
+  const TensorView* tables[] = {&p.fp8.k_page, &p.fp8.v_page};
+  const char* names[] = {"fp8.k_page", "fp8.v_page"};
+  for (int n = 0; n < 2; ++n) {
+    if (tables[n]->space != MemorySpace::device)
+      fail(ErrorKind::invalid_problem,
+           std::string(names[n]) + " is in host memory; the GPU kernel updates a device view");
+  }
+  if (p.fp8.k_page.stride[0] != p.fp8.v_page.stride[0] ||
+      p.fp8.k_page.stride[1] != p.fp8.v_page.stride[1])
+    fail(ErrorKind::not_supported,
+         "fp8.k_page and fp8.v_page have different strides; the GPU kernel takes one layout");
+  params.k_page_scales = static_cast<float*>(p.fp8.k_page.data);
+  params.v_page_scales = static_cast<float*>(p.fp8.v_page.data);
+  params.scale_page_stride = p.fp8.k_page.stride[0];
+  params.scale_head_stride = p.fp8.k_page.stride[1];
+}
+
 fmha::RopeMode rope_mode(RopeKind rope) {
   switch (rope) {
     case RopeKind::none: return fmha::RopeMode::none;
@@ -125,6 +146,8 @@ fmha::AppendKvParams make_appendkv_params(const Problem& p, const FwdDeviceIndic
   params.k_groups = runs.k_groups;
   params.q_run = runs.q_run;
   params.q_groups = runs.q_groups;
+  params.segments = runs.segments;
+  if (quantizes_append(p)) bind_page_scales(params, p);
   return params;
 }
 
