@@ -30,6 +30,7 @@
 #include "runtime/appendkv_params.hpp"
 #include "runtime/tolerance.hpp"
 #include "support/code_agreement.hpp"
+#include "support/quantizing_append.hpp"
 #include "support/tensor_pool.hpp"
 #include "tilefmha/reference.hpp"
 #include "tilefmha/validate.hpp"
@@ -152,10 +153,8 @@ struct Setup {
     b.k(k).v(v);
     AppendKv a;
     a.seqlen_knew = c.seqlen_knew;
-    // Quantized new values span +-3, so that about half of the held pages' scales (0.002-0.01)
-    // grow and half keep.
     const DType fresh = c.quantizes() ? c.new_dtype : c.dtype;
-    const double range = c.quantizes() ? 3.0 : 1.0;
+    const double range = c.quantizes() ? testing::kQuantizedRange : 1.0;
     a.k_new = pool.uniform(fresh, {kBatch, c.seqlen_knew, hk, c.hdim}, -range, range);
     a.v_new = pool.uniform(fresh, {kBatch, c.seqlen_knew, hk, c.v_dim()}, -range, range);
     a.rope = c.rope;
@@ -172,11 +171,7 @@ struct Setup {
     b.append(a);
     b.q(pool.uniform(c.dtype, {kBatch, c.seqlen_knew, c.heads_q, c.hdim}, -1, 1));
     if (c.quantizes()) {
-      Fp8Scales scales;
-      scales.kind = Fp8ScaleKind::per_page;
-      scales.k_page = pool.uniform(DType::fp32, {pages, hk}, 0.002, 0.01);
-      scales.v_page = pool.uniform(DType::fp32, {pages, hk}, 0.002, 0.01);
-      b.fp8_scales(scales);
+      b.fp8_scales(testing::quantizing_page_scales(pool, pages, hk));
     } else if (is_fp8(c.dtype)) {
       b.fp8_scales(per_tensor_scales());
     }

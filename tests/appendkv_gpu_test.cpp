@@ -34,6 +34,7 @@
 #include "support/code_agreement.hpp"
 #include "support/forward_problems.hpp"
 #include "support/gpu_problem.hpp"
+#include "support/quantizing_append.hpp"
 #include "tilefmha/engine.hpp"
 #include "tilefmha/reference.hpp"
 #include "tilefmha/validate.hpp"
@@ -101,10 +102,8 @@ class AppendProblem {
     b.k(k).v(v);
     AppendKv a;
     a.seqlen_knew = c.seqlen_knew;
-    // Quantized new values span +-3, so that about half of the held pages' scales (0.002-0.01)
-    // grow and half keep.
     const DType fresh = c.quantizes() ? c.new_dtype : c.dtype;
-    const double range = c.quantizes() ? 3.0 : 1.0;
+    const double range = c.quantizes() ? testing::kQuantizedRange : 1.0;
     a.k_new = pool_.uniform(fresh, {kBatch, c.seqlen_knew, kHeadsK, c.hdim}, -range, range);
     a.v_new = pool_.uniform(fresh, {kBatch, c.seqlen_knew, kHeadsK, c.hdim}, -range, range);
     a.rope = c.rope;
@@ -119,11 +118,7 @@ class AppendProblem {
     b.append(a);
     b.q(pool_.uniform(c.dtype, {kBatch, c.seqlen_knew, kHeadsQ, c.hdim}, -1, 1));
     if (c.quantizes()) {
-      Fp8Scales scales;
-      scales.kind = Fp8ScaleKind::per_page;
-      scales.k_page = pool_.uniform(DType::fp32, {num_pages_, kHeadsK}, 0.002, 0.01);
-      scales.v_page = pool_.uniform(DType::fp32, {num_pages_, kHeadsK}, 0.002, 0.01);
-      b.fp8_scales(scales);
+      b.fp8_scales(testing::quantizing_page_scales(pool_, num_pages_, kHeadsK));
     } else if (is_fp8(c.dtype)) {
       b.fp8_scales(fp8_scales());
     }

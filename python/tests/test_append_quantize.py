@@ -76,17 +76,13 @@ def test_quantizing_append_sets_grows_and_keeps_page_scales():
 
 
 def test_bf16_new_tokens_quantize_alike():
-    arrays16 = pool_and_tokens(2)
-    # bf16 as uint16 bit patterns of the same values (rounded to bf16 first).
-    k_new = arrays16[2].astype(np.float32)
-    k_bits = (k_new.view(np.uint32) >> 16).astype(np.uint16)
-    v_bits = (arrays16[3].astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
-    k_cache, v_cache, _, _, k_scales, v_scales = pool_and_tokens(2)
-    tilefmha.append_kv(k_cache, v_cache, k_bits, v_bits, HELD, block_table=BLOCK_TABLE,
+    torch = pytest.importorskip("torch")  # NumPy has no bf16; PyTorch CPU tensors carry it
+    k_cache, v_cache, k_new, v_new, k_scales, v_scales = pool_and_tokens(2, np.float32)
+    k_bf16, v_bf16 = (torch.from_numpy(x).to(torch.bfloat16) for x in (k_new, v_new))
+    tilefmha.append_kv(k_cache, v_cache, k_bf16, v_bf16, HELD, block_table=BLOCK_TABLE,
                        dtype=FMT, k_page_scales=k_scales, v_page_scales=v_scales)
-    truncated = (k_bits.astype(np.uint32) << 16).view(np.float32)
-    expected = np.float32(np.abs(truncated[1, :, 0].astype(np.float64)).max()) / np.float32(448)
-    assert k_scales[0, 0] == expected
+    fresh = k_bf16[1, :, 0].float().numpy().astype(np.float64)
+    assert k_scales[0, 0] == np.float32(np.abs(fresh).max()) / np.float32(448)
 
 
 def test_quantizing_append_errors_name_the_argument():
