@@ -7,11 +7,15 @@ shuffled page pool), the shapes of bench/serving_sweep.json's decode section. Th
 reads half the cache bytes; the row gives both times and the fp8 speedup (the issue's target:
 at least 1.8x). prefill: packed prompts against their paged cache, causal (bottom-right),
 serving_sweep.json's prefill section; TFLOP/s of both (target at page 16: 1000 for fp8).
+append: the quantizing append (bf16 new tokens into an e4m3 page-16 pool with per-page scales
+it sets) beside the bf16 append into a bf16 pool, serving_sweep.json's paged append shapes; the
+fp8 row's bytes (bf16 new K and V read, e4m3 codes written) against the card's copy bandwidth.
 Q, K and V are e4m3 codes with per-tensor descales; O is bf16. Each fp8 output is checked
 against the bf16 call on the dequantized values (exact in bf16: power-of-two descales), within
 the P-rounding bound 2^-4 max|V| (see tests/fwd_sm90_fp8_gpu_test.cpp).
 
-    PYTHONPATH=build/python python3 bench/fp8_serving_bench.py [--only decode|prefill] [--json F]
+    PYTHONPATH=build/python python3 bench/fp8_serving_bench.py [--only decode|prefill|append]
+        [--json F]
     python3 bench/fp8_serving_bench.py --list-shapes      # no torch or GPU needed
 
 Timing: CUDA-graph replays (GPU time alone), median of repeats.
@@ -35,6 +39,7 @@ def _load(name):
 
 compare = _load("compare_sdpa")
 serving = _load("serving_bench")
+decode_sweep = _load("decode_sweep")
 fp8 = _load("fp8_bench")
 
 DECODE_SPEEDUP_TARGET = 1.8
@@ -44,7 +49,8 @@ P_ROUNDING = 2.0**-4
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("decode", "prefill"), help="one part (default both)")
+    parser.add_argument("--only", choices=("decode", "prefill", "append"),
+                        help="one part (default all)")
     parser.add_argument("--sweep", type=pathlib.Path, default=HERE / "serving_sweep.json")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=20)
@@ -55,11 +61,14 @@ def parse_args(argv=None):
 
 def shapes(args):
     sweep = serving.load_sweep(args.sweep)
-    decode = serving.decode_shapes(sweep) if args.only != "prefill" else []
+    decode = serving.decode_shapes(sweep) if args.only in (None, "decode") else []
     # Pages of 1 key stay on the 16-bit portable kernels (sm90_ws reads pages of 8 or more).
     decode = [s for s in decode if s["page_size"] >= 16]
-    prefill = serving.prefill_shapes(sweep) if args.only != "decode" else []
-    return decode + prefill
+    prefill = serving.prefill_shapes(sweep) if args.only in (None, "prefill") else []
+    # Quantizing appends write page pools (their scales are per page).
+    append = [dict(s, bytes=s["batch"] * s["seqlen_knew"] * s["nhead_k"] * s["hdim"] * 2 * 3)
+              for s in serving.append_shapes(sweep) if s["page_size"]]
+    return decode + prefill + (append if args.only in (None, "append") else [])
 
 
 def to_fp8(torch, *tensors):
@@ -138,11 +147,49 @@ def run_prefill(torch, tilefmha, shape, args):
     return row
 
 
+def run_append(torch, tilefmha, shape, args, copy_gbps):
+    """A quantizing append of seqlen_knew bf16 tokens behind 128 cached keys per sequence (so its
+    pages are fresh and each replay sets the same scales), beside the bf16 append; device key
+    lengths, RoPE from the base. Agrees when V's new slots dequantize to v_new within e4m3's
+    rounding (2^-4 relative)."""
+    g = torch.Generator().manual_seed(shape["batch"] + shape["seqlen_knew"])
+    b, hk, d, n, page = (shape[x] for x in ("batch", "nhead_k", "hdim", "seqlen_knew",
+                                            "page_size"))
+    cached = 128
+    draw = lambda *s: torch.randn(s, generator=g).to(torch.bfloat16).cuda()  # noqa: E731
+    k_new, v_new = draw(b, n, hk, d), draw(b, n, hk, d)
+    k16, v16, table = serving.paged_copy(torch, draw(b, cached + n, hk, d),
+                                         draw(b, cached + n, hk, d), page, g)
+    k8, v8 = (x.float().mul(64).to(torch.float8_e4m3fn) for x in (k16, v16))
+    k_scales, v_scales = (torch.full((k8.shape[0], hk), 1 / 64, device="cuda") for _ in range(2))
+    lengths = torch.full((b,), cached, dtype=torch.int32, device="cuda")
+    common = dict(block_table=table, max_seqlen_k=cached,
+                  rope=None if shape["rope"] == "none" else shape["rope"])
+    fp8_call = lambda: tilefmha.append_kv(k8, v8, k_new, v_new, lengths,  # noqa: E731
+                                          k_page_scales=k_scales, v_page_scales=v_scales, **common)
+    bf16_call = lambda: tilefmha.append_kv(k16, v16, k_new, v_new, lengths,  # noqa: E731
+                                           **common)
+    fp8_call()
+    positions = torch.arange(cached, cached + n, device="cuda")
+    pages = table[:, positions // page].long()
+    written = v8[pages, positions % page].float() * v_scales[pages].unsqueeze(-1)
+    error = (written - v_new.float()).abs()
+    row = dict(shape, shape=serving.label(shape) + " quantize e4m3")
+    row["agrees"] = bool((error <= P_ROUNDING * v_new.float().abs() + 1e-6).all())
+    row["fp8_us"] = timed(torch, fp8_call, args) * 1e3
+    row["bf16_us"] = timed(torch, bf16_call, args) * 1e3
+    row["speedup"] = row["bf16_us"] / row["fp8_us"]
+    row["fp8_pct_copy"] = 100 * shape["bytes"] / (row["fp8_us"] * 1e-6) / 1e9 / copy_gbps
+    return row
+
+
 def format_row(row):
     if "error" in row:
         return f"{row['shape']:<44} | error: {row['error']}"
     rates = (f" | fp8 {row['fp8_tflops']:6.1f} bf16 {row['bf16_tflops']:6.1f} TFLOP/s"
              if "fp8_tflops" in row else "")
+    if "fp8_pct_copy" in row:
+        rates = f" | fp8 {row['fp8_pct_copy']:.0f}% of copy"
     return (f"{row['shape']:<44} | fp8 {row['fp8_us']:9.1f} us | bf16 {row['bf16_us']:9.1f} us"
             f" | fp8 {row['speedup']:.2f}x{rates}{'' if row['agrees'] else ' | DISAGREES'}")
 
@@ -159,6 +206,11 @@ def summary_lines(rows):
         best = max(r["fp8_tflops"] for r in prefill if r["page_size"] == page)
         lines.append(f"  prefill page {page}: fp8 best {best:.0f} TFLOP/s (target at page 16: "
                      f"{PREFILL_TFLOPS_TARGET})")
+    append = [r for r in rows if r.get("kind") == "append" and "fp8_pct_copy" in r]
+    if append:
+        lines.append(f"  quantizing append: {min(r['fp8_pct_copy'] for r in append):.0f}-"
+                     f"{max(r['fp8_pct_copy'] for r in append):.0f}% of copy bandwidth over "
+                     f"{len(append)} shapes")
     lines.append(f"  disagreeing rows: {sum(not r.get('agrees', True) for r in rows)}")
     return lines
 
@@ -178,11 +230,18 @@ def main(argv=None):
 
     print(f"fp8_serving_bench: {torch.cuda.get_device_name()}; CUDA-graph replays, median of "
           f"{args.repeat}", flush=True)
+    copy_gbps = None
+    if any(shape["kind"] == "append" for shape in todo):
+        copy_gbps = decode_sweep.measure_copy_gbps(torch, 2, args.warmup, args.repeat)["gbps"]
+        print(f"copy bandwidth: {copy_gbps:.0f} GB/s", flush=True)
     rows = []
     for shape in todo:
-        run = run_decode if shape["kind"] == "decode" else run_prefill
         try:
-            rows.append(run(torch, tilefmha, shape, args))
+            if shape["kind"] == "append":
+                rows.append(run_append(torch, tilefmha, shape, args, copy_gbps))
+            else:
+                run = run_decode if shape["kind"] == "decode" else run_prefill
+                rows.append(run(torch, tilefmha, shape, args))
         except Exception as error:  # noqa: BLE001 - report the shape and go on
             rows.append(dict(shape, shape=serving.label(shape), error=fp8.first_line(error)))
             torch.cuda.synchronize()
