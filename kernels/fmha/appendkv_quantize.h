@@ -79,7 +79,9 @@ TILEFMHA_DEVICE void quantize_segment(const AppendKvParams& p, long long group, 
   const TokenStrides& from = is_k ? p.k_new_strides : p.v_new_strides;
   const tile::u16* source =
       static_cast<const tile::u16*>(is_k ? p.k_new : p.v_new) + b * from.batch + head * from.head;
-  const long long position_offset = p.position_offsets != nullptr ? p.position_offsets[b] : 0;
+  // Groups past the grid's last (sequence, segment, head) read no per-sequence entry.
+  const long long position_offset =
+      active && p.position_offsets != nullptr ? p.position_offsets[b] : 0;
   const auto row_of = [&](long long key) { return source + (key - held_keys) * from.seq; };
 
   float amax = 0.0f;
