@@ -152,6 +152,26 @@ TEST(CliGpu, AppendThenAttend) {
       "--seqlen-q 3 --seqlen-k 64 --seqlens-k 10,40 --dtype fp16 --hdim-q 96");
 }
 
+// A quantizing append on the GPU (sm_89 or newer): bf16 new tokens into an e4m3 pool with
+// per-page scales, the pools' codes within one fp8 step of the reference's and the scales within
+// float rounding, each compared; then a decode over that kind of pool with per-page descales.
+TEST(CliGpu, QuantizingAppendAndPerPageDecode) {
+  if (const auto why = tilefmha::jit::gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  if (tilefmha::jit::GpuContext().compute_capability() < 89)
+    GTEST_SKIP() << "fp8 append-KV needs an sm_89 or newer GPU";
+  const std::string out = validated_output(
+      "--family fwd_appendkv --dtype fp8_e4m3 --fp8-scale per_page --page-table vllm "
+      "--page-size 16 -b 3 --seqlen-q 19 --seqlen-k 96 --seqlens-k 37,0,70 --nhead-q 8 "
+      "--nhead-k 2 --hdim-q 128 --rope half_rotated --rotary-dim 64");
+  for (const char* line :
+       {"k: max abs err", "v: max abs err", "k_page: max abs err", "v_page: max abs err"})
+    EXPECT_NE(out.find(line), std::string::npos) << out;
+  if (tilefmha::jit::GpuContext().compute_capability() == 90)
+    expect_validates(
+        "--family fwd_pagedkv --dtype fp8_e4m3 --fp8-scale per_page --page-size 16 -b 3 "
+        "--seqlen-q 1 --seqlen-k 300 --nhead-q 8 --nhead-k 2 --hdim-q 128");
+}
+
 // FP8 e4m3/e5m2 codes with bf16 O on sm90_ws (Hopper only), per-tensor and per-block descale
 // tables mirrored to the device, validated within the fp8 tolerance: O's atol is bf16's 1.6e-2
 // plus 2^-4 x the largest |dequantized V| (the CLI's codes span the type's range and its

@@ -434,6 +434,38 @@ TEST(CliRun, AppendKvFillsTheCachesThenAttendsOverThem) {
   EXPECT_EQ(file_bytes(dir / "a" / "o.npy"), file_bytes(dir / "c" / "o.npy"));
 }
 
+// A quantizing append (--fp8-scale per_page into an fp8 pool): bf16 new tokens, the pools'
+// page scales saved before and after, no attention (no o.npy); --load reproduces the bytes; and
+// the flags that do not make a quantizing append are refused naming --new-dtype.
+TEST(CliRun, QuantizingAppendSavesThePageScalesAndReloads) {
+  const fs::path dir = fresh_dir();
+  const std::string flags =
+      "run --family fwd_appendkv --dtype fp8_e4m3 --fp8-scale per_page --page-table vllm "
+      "--page-size 16 -b 2 "
+      "--nhead-q 4 --nhead-k 2 --seqlen-q 5 --seqlen-k 60 --hdim-q 64 --rope half_rotated ";
+  const CliResult first = run_cli(flags + "--save " + (dir / "a").string());
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("k_page_descale sum="), std::string::npos) << first.output;
+  EXPECT_FALSE(fs::exists(dir / "a" / "o.npy"));
+  const io::NpyArray before = io::read_npy(dir / "a" / "k_page_descale.npy");
+  const io::NpyArray after = io::read_npy(dir / "a" / "k_page_descale_appended.npy");
+  ASSERT_EQ(before.shape.size(), 2u);
+  EXPECT_EQ(before.shape[1], 2);
+  EXPECT_EQ(after.shape, before.shape);
+  EXPECT_NE(floats(before), floats(after)) << "the append set some pages' scales";
+  const CliResult again =
+      run_cli(flags + "--load " + (dir / "a").string() + " --save " + (dir / "b").string());
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  for (const char* name : {"k_appended.npy", "v_appended.npy", "k_page_descale_appended.npy",
+                           "v_page_descale_appended.npy"})
+    EXPECT_EQ(file_bytes(dir / "a" / name), file_bytes(dir / "b" / name)) << name;
+  // fp16 new tokens are a flag away; without per-page scales --new-dtype means nothing.
+  EXPECT_EQ(run_cli(flags + "--new-dtype fp16").exit_code, 0);
+  const CliResult plain = run_cli("run --family fwd_appendkv --new-dtype fp16");
+  EXPECT_EQ(plain.exit_code, 2);
+  EXPECT_NE(plain.output.find("--new-dtype fp16 applies to"), std::string::npos) << plain.output;
+}
+
 TEST(CliRun, SavingOverAnEarlierRunReplacesItsContractFilesOnly) {
   const fs::path dir = fresh_dir();
   ASSERT_EQ(run_cli("run --mode group --seqlens-q 4,4 --hdim-q 32 --lse --save " + dir.string())

@@ -123,6 +123,9 @@ Files (--load DIR reads them, --save DIR writes them):
   q_descale.npy, k_descale.npy, v_descale.npy
                          fp8 only: [] for per_tensor, [batch, head, ceil(seq / 128)] for
                          per_block (absent: 1); q/k/v.npy then hold the fp8 code values
+  k_page_descale.npy, v_page_descale.npy
+                         fp8 per_page: [num_pages, nhead_k] page scales (absent: 1); Q then
+                         takes q_descale.npy ([])
   do.npy                 backward: dO, like o.npy (absent: random)
   k_new.npy, v_new.npy   fwd_appendkv: [batch, seqlen_knew, nhead_k, dim] new tokens; k.npy and
                          v.npy are the caches before the append ([batch, seqlen_k, ...] with
@@ -132,7 +135,8 @@ Files (--load DIR reads them, --save DIR writes them):
   outputs: o.npy (like q.npy, hdim_v), lse.npy [batch, nhead_q, seqlen_q] (group mode
   [nhead_q, total_tokens]; with --lse), dq.npy, dk.npy, dv.npy (backward, like
   q/k/v), dbias.npy (backward with an elementwise bias), k_appended.npy, v_appended.npy
-  (fwd_appendkv: the caches after the append, like k/v.npy) and q_rotated.npy (--rotate-q)
+  (fwd_appendkv: the caches after the append, like k/v.npy), q_rotated.npy (--rotate-q) and
+  k_page_descale_appended.npy, v_page_descale_appended.npy (a quantizing append's scales)
   --save also writes every input, so a saved DIR reloads (--load DIR, same flags) to the same
   outputs; the DIR is filled only after the run succeeded.
 Without --load, inputs are uniform random in [-1, 1) from --input-seed; paged problems
@@ -222,8 +226,15 @@ void add_run_options(CLI::App& command, RunOptions& o) {
   add_optional(command, "--kv-layout", o.kv_layout, "Paged cache memory order [default: nhd]")
       ->check(CLI::IsMember(names_of<KvLayout>()));
   add_optional(command, "--fp8-scale", o.fp8_scale,
-               "FP8 descale granularity (fp8 dtypes) [default: per_tensor]")
-      ->check(CLI::IsMember({"per_tensor", "per_block"}));
+               "FP8 descale granularity (fp8 dtypes): per_tensor, per_block (128 tokens of a "
+               "head) or per_page (paged caches: K and V per page and KV head, Q per tensor; "
+               "fwd_appendkv then quantizes 16-bit new tokens and updates the scales) "
+               "[default: per_tensor]")
+      ->check(CLI::IsMember({"per_tensor", "per_block", "per_page"}));
+  add_optional(command, "--new-dtype", o.new_dtype,
+               "fwd_appendkv with an fp8 --dtype and --fp8-scale per_page: the new tokens' type "
+               "[default: bf16]")
+      ->check(CLI::IsMember({"fp16", "bf16"}));
 
   add_optional(command, "--seqlen-knew", o.seqlen_knew,
                "fwd_appendkv: new K/V tokens per sequence [default: seqlen-q]")

@@ -50,6 +50,9 @@ struct RunOptions {
   std::optional<int64_t> page_size;      // default kDefaultPageSize
   std::optional<std::string> kv_layout;  // default nhd
   std::optional<std::string> fp8_scale;  // default per_tensor
+  // fwd_appendkv into an fp8 pool with per_page scales (a quantizing append): the new tokens'
+  // 16-bit dtype, default bf16.
+  std::optional<std::string> new_dtype;
 
   // fwd_appendkv
   std::optional<int64_t> seqlen_knew;  // default seqlen_q

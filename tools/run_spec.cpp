@@ -422,12 +422,20 @@ RunSpec resolve_run_spec(const RunOptions& o, InputDir* input) {
   } else if (input) {
     // Descales of a non-fp8 run would be ignored, so the data would not mean what its author
     // thought; refuse instead.
-    for (const char* name : {"q_descale.npy", "k_descale.npy", "v_descale.npy"})
+    for (const char* name : {"q_descale.npy", "k_descale.npy", "v_descale.npy",
+                             "k_page_descale.npy", "v_page_descale.npy"})
       if (input->has(name))
         bad_flags(input->describe(name) + " is an fp8 descale, but --dtype " + o.dtype +
                   " is not fp8");
   }
   resolve_paging(o, input, spec);
+  const bool quantizes = spec.stages == RunStages::append && is_fp8(dtype) &&
+                         problem.fp8.kind == Fp8ScaleKind::per_page;
+  if (o.new_dtype && !quantizes)
+    bad_flags("--new-dtype " + *o.new_dtype +
+              " applies to --family fwd_appendkv with an fp8 --dtype and --fp8-scale per_page "
+              "(a quantizing append)");
+  spec.new_dtype = quantizes ? parse_enum<DType>(o.new_dtype.value_or("bf16")) : dtype;
   return spec;
 }
 

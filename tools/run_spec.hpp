@@ -32,6 +32,8 @@ struct RunSpec {
   // came with them) rather than logical K/V to scatter into a shuffled pool.
   bool kv_pool_from_files = false;
   uint64_t input_seed = 0;
+  // A quantizing append (fp8 pool, per_page scales): the new tokens' dtype; else the problem's.
+  DType new_dtype = DType::fp32;
 };
 
 // Validates the flags against each other (exit-2 errors name the flag) and resolves them.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
 
 #include "core/numeric.hpp"
 #include "core/tensor_iteration.hpp"
@@ -24,7 +25,9 @@ enum class RandomStream : uint32_t {
   k_descale,
   v_descale,
   k_new,
-  v_new
+  v_new,
+  k_page_descale,
+  v_page_descale
 };
 
 // Where the rows of a token-major view live: [batch, seq] in batch mode, [1, total] in group
@@ -200,6 +203,11 @@ OwnedTensor make_key_value(const RunSpec& spec, InputDir* input, std::string_vie
   return pool;
 }
 
+// The per-page scales' file shape.
+FileShape page_scale_file(const Problem& p) {
+  return {{p.paged.num_pages, p.nhead_k}, "[num_pages, nhead_k]"};
+}
+
 // A scalar per-tensor descale from `<x>_descale.npy` ([] or [1]).
 double read_scalar_descale(InputDir& input, std::string_view name) {
   const io::NpyArray& array = input.read(name);
@@ -222,8 +230,37 @@ double random_descale(const Problem& p, uint64_t seed, RandomStream stream) {
                             random_amplitude(p.dtype));
 }
 
+// Per-page scales [num_pages, nhead_k] of K's and V's pools (Q stays per tensor): from
+// `<x>_page_descale.npy`, else 1 with --load, else random near 1 / amplitude, where a quantizing
+// append's 16-bit new values (about 1) make some pages grow and others keep.
+void prepare_page_scales(RunSpec& spec, RunTensors& t, InputDir* input) {
+  Problem& p = spec.problem;
+  p.fp8.q_descale = !input ? random_descale(p, spec.input_seed, RandomStream::q_descale)
+                    : input->has("q_descale.npy") ? read_scalar_descale(*input, "q_descale.npy")
+                                                  : 1.0;
+  const FileShape shape = page_scale_file(p);
+  for (const auto& [file, stream, table] :
+       {std::tuple{"k_page_descale.npy", RandomStream::k_page_descale, &t.k_page_descale},
+        std::tuple{"v_page_descale.npy", RandomStream::v_page_descale, &t.v_page_descale}}) {
+    *table = OwnedTensor(contiguous_view(nullptr, DType::fp32, {p.paged.num_pages, p.nhead_k}));
+    if (input) {
+      if (input->has(file)) {
+        npy_to_view(input->read_data(file, shape), table->view());
+      } else {
+        fill_constant(table->view(), 1.0);
+      }
+    } else {
+      const double amplitude = random_amplitude(p.dtype);
+      fill_uniform(table->view(), spec.input_seed, stream, 0.5 / amplitude, 1.5 / amplitude);
+    }
+  }
+  p.fp8.k_page = t.k_page_descale.view();
+  p.fp8.v_page = t.v_page_descale.view();
+}
+
 void prepare_fp8_scales(RunSpec& spec, RunTensors& t, InputDir* input) {
   Problem& p = spec.problem;
+  if (p.fp8.kind == Fp8ScaleKind::per_page) return prepare_page_scales(spec, t, input);
   struct Operand {
     std::string_view file;
     RandomStream stream;
@@ -304,6 +341,8 @@ void prepare_logit_inputs(RunSpec& spec, RunTensors& t, InputDir* input) {
 
 void prepare_outputs(RunSpec& spec, RunTensors& t, InputDir* input) {
   Problem& p = spec.problem;
+  // A quantizing append chains no attention: its outputs are the pools and their scales.
+  if (quantizes_append(p)) return;
   const TokenRows q_rows = query_rows(p);
   t.o = OwnedTensor(token_layout(p.out_dtype, q_rows, p.nhead_q, p.hdim_v, spec.bhsd));
   p.o = t.o.view();
@@ -373,8 +412,9 @@ void prepare_append(RunSpec& spec, RunTensors& t, InputDir* input) {
   Problem& p = spec.problem;
   AppendKv& a = p.append;
   const TokenRows rows{p.batch, a.seqlen_knew};
-  t.k_new = OwnedTensor(token_layout(p.dtype, rows, p.nhead_k, p.hdim_q, spec.bhsd));
-  t.v_new = OwnedTensor(token_layout(p.dtype, rows, p.nhead_k, p.hdim_v, spec.bhsd));
+  // A quantizing append takes 16-bit new tokens into its fp8 pool (spec.new_dtype).
+  t.k_new = OwnedTensor(token_layout(spec.new_dtype, rows, p.nhead_k, p.hdim_q, spec.bhsd));
+  t.v_new = OwnedTensor(token_layout(spec.new_dtype, rows, p.nhead_k, p.hdim_v, spec.bhsd));
   fill_input(input, "k_new.npy", true, new_token_file(p, p.hdim_q, "hdim_q"), t.k_new.view(),
              spec.input_seed, RandomStream::k_new);
   fill_input(input, "v_new.npy", true, new_token_file(p, p.hdim_v, "hdim_v"), t.v_new.view(),
@@ -512,6 +552,10 @@ NamedArrays saved_inputs(const RunSpec& spec, const RunTensors& t) {
     save("q_descale.npy", t.q_descale, sizes(t.q_descale));
     save("k_descale.npy", t.k_descale, sizes(t.k_descale));
     save("v_descale.npy", t.v_descale, sizes(t.v_descale));
+  } else if (p.fp8.kind == Fp8ScaleKind::per_page) {
+    files.emplace_back("q_descale.npy", scalar_array(p.fp8.q_descale));
+    save("k_page_descale.npy", t.k_page_descale, page_scale_file(p));
+    save("v_page_descale.npy", t.v_page_descale, page_scale_file(p));
   }
 
   if (spec.stages == RunStages::backward)
@@ -535,7 +579,8 @@ NamedArrays saved_outputs(const RunSpec& spec, const RunTensors& t) {
     files.emplace_back(std::move(name), view_to_npy(tensor.view(), DType::fp32, shape.sizes));
   };
   const TokenRows q_rows = query_rows(p), k_rows = key_rows(p);
-  save("o.npy", t.o, token_file(p, q_rows, p.nhead_q, p.hdim_v, kOutputNames));
+  if (!quantizes_append(p))
+    save("o.npy", t.o, token_file(p, q_rows, p.nhead_q, p.hdim_v, kOutputNames));
   if (spec.want_lse) save("lse.npy", t.lse, row_stat_file(p));
   if (spec.stages == RunStages::backward) {
     save("dq.npy", t.dq, token_file(p, q_rows, p.nhead_q, p.hdim_q, kQueryNames));
@@ -548,11 +593,18 @@ NamedArrays saved_outputs(const RunSpec& spec, const RunTensors& t) {
     save("v_appended.npy", t.v, key_value_file(p, p.hdim_v, kValueNames));
     if (p.append.rotate_q && p.append.rope != RopeKind::none)
       save("q_rotated.npy", t.q, token_file(p, q_rows, p.nhead_q, p.hdim_q, kQueryNames));
+    if (quantizes_append(p)) {
+      save("k_page_descale_appended.npy", t.k_page_descale, page_scale_file(p));
+      save("v_page_descale_appended.npy", t.v_page_descale, page_scale_file(p));
+    }
   }
   return files;
 }
 
 std::vector<NamedView> checksum_views(const RunSpec& spec, const RunTensors& t) {
+  if (quantizes_append(spec.problem))
+    return {{"k", t.k.view()}, {"v", t.v.view()}, {"k_page_descale", t.k_page_descale.view()},
+            {"v_page_descale", t.v_page_descale.view()}};
   std::vector<NamedView> outputs{{"o", t.o.view()}};
   if (spec.stages == RunStages::backward) {
     outputs.push_back({"dq", t.dq.view()});

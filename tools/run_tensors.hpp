@@ -33,6 +33,7 @@ struct RunTensors {
   OwnedTensor q, k, v, o, lse;
   OwnedTensor bias, alibi_slopes, sink_logits;
   OwnedTensor q_descale, k_descale, v_descale;    // fp8 per_block scales
+  OwnedTensor k_page_descale, v_page_descale;     // fp8 per_page scales [num_pages, nhead_k]
   OwnedTensor o_acc, lse_acc;                     // split-KV partials
   OwnedTensor d_o, dq, dk, dv, dbias, d, dq_acc;  // backward
   OwnedTensor k_new, v_new, rope_cos, rope_sin;   // append-KV
