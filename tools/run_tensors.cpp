@@ -603,7 +603,9 @@ NamedArrays saved_outputs(const RunSpec& spec, const RunTensors& t) {
 
 std::vector<NamedView> checksum_views(const RunSpec& spec, const RunTensors& t) {
   if (quantizes_append(spec.problem))
-    return {{"k", t.k.view()}, {"v", t.v.view()}, {"k_page_descale", t.k_page_descale.view()},
+    return {{"k", t.k.view()},
+            {"v", t.v.view()},
+            {"k_page_descale", t.k_page_descale.view()},
             {"v_page_descale", t.v_page_descale.view()}};
   std::vector<NamedView> outputs{{"o", t.o.view()}};
   if (spec.stages == RunStages::backward) {
