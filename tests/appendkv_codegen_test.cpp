@@ -425,7 +425,8 @@ TEST(AppendKvDispatch, Fp8PerPageAppendPlansTheQuantizingKernel) {
   scales.space = MemorySpace::device;
   problem.fp8.k_page = problem.fp8.v_page = scales;
   ASSERT_NO_THROW(validate(problem));
-  const auto* append = best_of(dispatcher.explain(problem), Family::fwd_appendkv);
+  const auto verdicts = dispatcher.explain(problem);  // best_of points into it
+  const auto* append = best_of(verdicts, Family::fwd_appendkv);
   ASSERT_NE(append, nullptr);
   EXPECT_EQ(append->kernel.fp8_scale, Fp8ScaleKind::per_page);
   const codegen::AppendKvRuns runs = codegen::appendkv_runs(problem);
