@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <random>
-#include <tuple>
 
 #include "core/numeric.hpp"
 #include "core/tensor_iteration.hpp"
@@ -230,30 +229,42 @@ double random_descale(const Problem& p, uint64_t seed, RandomStream stream) {
                             random_amplitude(p.dtype));
 }
 
-// Per-page scales [num_pages, nhead_k] of K's and V's pools (Q stays per tensor): from
-// `<x>_page_descale.npy`, else 1 with --load, else random near 1 / amplitude, where a quantizing
-// append's 16-bit new values (about 1) make some pages grow and others keep.
+// A per-tensor descale: from `file` ([] or [1]), else 1 with --load, else random.
+double scalar_descale(const RunSpec& spec, InputDir* input, std::string_view file,
+                      RandomStream stream) {
+  if (!input) return random_descale(spec.problem, spec.input_seed, stream);
+  return input->has(file) ? read_scalar_descale(*input, file) : 1.0;
+}
+
+// A float32 table of descales (`layout`, the file's `shape`): from `file`, else 1 with --load,
+// else random near 1 / amplitude (so dequantized values span about [-1, 1]).
+void fill_scale_table(const RunSpec& spec, InputDir* input, std::string_view file,
+                      const FileShape& shape, RandomStream stream, const TensorView& layout,
+                      OwnedTensor& table) {
+  table = OwnedTensor(layout);
+  if (input) {
+    if (input->has(file)) {
+      npy_to_view(input->read_data(file, shape), table.view());
+    } else {
+      fill_constant(table.view(), 1.0);
+    }
+  } else {
+    const double amplitude = random_amplitude(spec.problem.dtype);
+    fill_uniform(table.view(), spec.input_seed, stream, 0.5 / amplitude, 1.5 / amplitude);
+  }
+}
+
+// Per-page scales [num_pages, nhead_k] of K's and V's pools (Q stays per tensor); random ones
+// are near 1 / amplitude, where a quantizing append's 16-bit new values (about 1) make some
+// pages grow and others keep.
 void prepare_page_scales(RunSpec& spec, RunTensors& t, InputDir* input) {
   Problem& p = spec.problem;
-  p.fp8.q_descale = !input ? random_descale(p, spec.input_seed, RandomStream::q_descale)
-                    : input->has("q_descale.npy") ? read_scalar_descale(*input, "q_descale.npy")
-                                                  : 1.0;
-  const FileShape shape = page_scale_file(p);
-  for (const auto& [file, stream, table] :
-       {std::tuple{"k_page_descale.npy", RandomStream::k_page_descale, &t.k_page_descale},
-        std::tuple{"v_page_descale.npy", RandomStream::v_page_descale, &t.v_page_descale}}) {
-    *table = OwnedTensor(contiguous_view(nullptr, DType::fp32, {p.paged.num_pages, p.nhead_k}));
-    if (input) {
-      if (input->has(file)) {
-        npy_to_view(input->read_data(file, shape), table->view());
-      } else {
-        fill_constant(table->view(), 1.0);
-      }
-    } else {
-      const double amplitude = random_amplitude(p.dtype);
-      fill_uniform(table->view(), spec.input_seed, stream, 0.5 / amplitude, 1.5 / amplitude);
-    }
-  }
+  p.fp8.q_descale = scalar_descale(spec, input, "q_descale.npy", RandomStream::q_descale);
+  const TensorView layout = contiguous_view(nullptr, DType::fp32, {p.paged.num_pages, p.nhead_k});
+  fill_scale_table(spec, input, "k_page_descale.npy", page_scale_file(p),
+                   RandomStream::k_page_descale, layout, t.k_page_descale);
+  fill_scale_table(spec, input, "v_page_descale.npy", page_scale_file(p),
+                   RandomStream::v_page_descale, layout, t.v_page_descale);
   p.fp8.k_page = t.k_page_descale.view();
   p.fp8.v_page = t.v_page_descale.view();
 }
@@ -279,26 +290,14 @@ void prepare_fp8_scales(RunSpec& spec, RunTensors& t, InputDir* input) {
   };
   for (const Operand& x : operands) {
     if (p.fp8.kind == Fp8ScaleKind::per_tensor) {
-      if (!input) {
-        *x.descale = random_descale(p, spec.input_seed, x.stream);
-      } else {
-        *x.descale = input->has(x.file) ? read_scalar_descale(*input, x.file) : 1.0;
-      }
+      *x.descale = scalar_descale(spec, input, x.file, x.stream);
       continue;
     }
     const FileShape shape = block_scale_file(p, x.heads, x.seqlen, x.head_name, x.seq_name);
-    *x.blocks = OwnedTensor(
-        contiguous_view(nullptr, DType::fp32, {shape.sizes[0], shape.sizes[1], shape.sizes[2]}));
-    if (input) {
-      if (input->has(x.file)) {
-        npy_to_view(input->read_data(x.file, shape), x.blocks->view());
-      } else {
-        fill_constant(x.blocks->view(), 1.0);
-      }
-    } else {
-      const double amplitude = random_amplitude(p.dtype);
-      fill_uniform(x.blocks->view(), spec.input_seed, x.stream, 0.5 / amplitude, 1.5 / amplitude);
-    }
+    fill_scale_table(
+        spec, input, x.file, shape, x.stream,
+        contiguous_view(nullptr, DType::fp32, {shape.sizes[0], shape.sizes[1], shape.sizes[2]}),
+        *x.blocks);
   }
   p.fp8.q_block = t.q_descale.view();
   p.fp8.k_block = t.k_descale.view();

@@ -252,12 +252,11 @@ bool appends_then_attends(const Problem& problem);
 // first); a page whose scale grows has its held codes re-encoded at the new scale; each new value
 // is stored as the fp8 code of value / scale (round to nearest even, saturating; NaN stays NaN).
 bool quantizes_append(const Problem& problem);
-// The largest finite value of an fp8 dtype: 448 (e4m3), 57344 (e5m2).
-double fp8_max(DType dtype);
-// The scale of a page that gains values of largest finite magnitude `new_amax`: a page that held
-// no key before takes new_amax / fp8_max (1 when new_amax is 0), one that held keys keeps
-// `old_scale` while new_amax <= old_scale * fp8_max, else takes new_amax / fp8_max. Computed as
-// the GPU does, in float.
+// The scale of a page that gains values of largest finite magnitude `new_amax`, with fp8_max
+// the dtype's largest finite value (448 for e4m3, 57344 for e5m2): a page that held no key
+// before takes new_amax / fp8_max (1 when new_amax is 0), one that held keys keeps `old_scale`
+// while new_amax <= old_scale * fp8_max, else takes new_amax / fp8_max. Computed as the GPU
+// does, in float.
 float quantized_page_scale(DType dtype, bool held, float old_scale, float new_amax);
 
 // Keys per split of split-KV, rounded to kSplitKvGranule so that GPU tiles never straddle

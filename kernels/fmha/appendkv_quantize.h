@@ -59,7 +59,8 @@ template <class Traits>
 TILEFMHA_DEVICE void quantize_segment(const AppendKvParams& p, long long group, int lane) {
   using T = typename Traits::Element;
   constexpr int kLanes = Traits::kLanes;
-  constexpr float kLargest = tile::same_type<T, tile::float_e5m2_t>::value ? 57344.0f : 448.0f;
+  constexpr float kLargest =
+      tile::same_type<T, tile::float_e5m2_t>::value ? kAppendKvE5m2Largest : kAppendKvE4m3Largest;
   const bool is_k = group < p.k_groups;
   const long long g = is_k ? group : group - p.k_groups;
   const long long head = g % p.nhead_k;

@@ -10,12 +10,10 @@ bool quantizes_append(const Problem& problem) {
          problem.fp8.kind == Fp8ScaleKind::per_page;
 }
 
-double fp8_max(DType dtype) {
-  return dtype == DType::fp8_e5m2 ? 57344.0 : 448.0;
-}
-
 float quantized_page_scale(DType dtype, bool held, float old_scale, float new_amax) {
-  return fmha::appendkv_page_scale(static_cast<float>(fp8_max(dtype)), held, old_scale, new_amax);
+  const float largest =
+      dtype == DType::fp8_e5m2 ? fmha::kAppendKvE5m2Largest : fmha::kAppendKvE4m3Largest;
+  return fmha::appendkv_page_scale(largest, held, old_scale, new_amax);
 }
 
 }  // namespace tilefmha

@@ -133,13 +133,14 @@ void quantize_head(const Problem& p, int64_t b, int64_t hk, bool key) {
     for (int64_t j = begin; j < end; ++j)
       for (double x : rows[static_cast<size_t>(j - held_keys)])
         if (std::isfinite(x)) amax = std::max(amax, static_cast<float>(std::fabs(x)));
-    const int64_t entry = scales.offset({p.page_slot(b, first_key).page, hk});
+    const int64_t page = p.page_slot(b, first_key).page;
+    const int64_t entry = scales.offset({page, hk});
     const bool held = held_keys > first_key;
     const auto old = static_cast<float>(numeric::load(scales.data, DType::fp32, entry));
     if (held && !(old > 0.0f && std::isfinite(old)))
       throw Error(ErrorKind::invalid_problem,
-                  std::string(scale_field) + "[" + std::to_string(p.page_slot(b, first_key).page) +
-                      ", " + std::to_string(hk) + "] = " + std::to_string(old) +
+                  std::string(scale_field) + "[" + std::to_string(page) + ", " +
+                      std::to_string(hk) + "] = " + std::to_string(old) +
                       ": the page holds keys, so its scale must be positive and finite");
     const float scale = quantized_page_scale(p.dtype, held, old, amax);
     if (held && scale != old) {
