@@ -342,7 +342,8 @@ TEST(AppendKvEmulation, Fp8ElementWiseAndPlainCopies) {
 // Quantizing appends: bf16 or fp16 new tokens into fp8 pools with per-page scales. The lengths
 // (17, 0, 40) put held keys in the first page new tokens reach in two of three sequences, whose
 // scales (0.002-0.01) grow for new values of +-3 in about half the pages; pages of 1 make a page
-// per token; every RoPE kind, from tables and from a base.
+// per token; every RoPE kind, from tables and from a base; 8-dim spans whole, and partial (a
+// head dim of 36, a rotary half of 18).
 TEST(AppendKvEmulation, QuantizingAppendsSetPageScales) {
   Case c{"quantize e4m3 vllm nhd page 16 half",
          DType::fp8_e4m3,
@@ -380,6 +381,32 @@ TEST(AppendKvEmulation, QuantizingAppendsSetPageScales) {
        3};
   c.new_dtype = DType::fp16;
   check<tile::float_e4m3_t, 128, true, fmha::RopeMode::none, true>(c);
+  // Half of rotary_dim not a whole 8-dim span: partners element by element.
+  c = {"quantize e4m3 sglang nhd page 8 half rotary 36",
+       DType::fp8_e4m3,
+       128,
+       PageTableKind::sglang_page_list,
+       KvLayout::nhd,
+       8,
+       RopeKind::half_rotated,
+       36,
+       true,
+       11};
+  c.new_dtype = DType::bf16;
+  check<tile::float_e4m3_t, 128, true, fmha::RopeMode::half_rotated, true>(c);
+  // A head dim of partial spans: loads and stores element by element.
+  c = {"quantize e4m3 vllm nhd page 16 interleaved hdim 36",
+       DType::fp8_e4m3,
+       36,
+       PageTableKind::vllm_block_table,
+       KvLayout::nhd,
+       16,
+       RopeKind::interleaved,
+       20,
+       false,
+       5};
+  c.new_dtype = DType::fp16;
+  check<tile::float_e4m3_t, 64, true, fmha::RopeMode::interleaved, true>(c);
 }
 
 TEST(AppendKvEmulation, PagesOf1024WithoutRope) {

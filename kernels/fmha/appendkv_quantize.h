@@ -2,13 +2,16 @@
 // into an fp8 paged cache with a scale per page and KV head, as tilefmha::quantizes_append
 // defines it. A thread group owns one (sequence, page segment, KV head) of K or of V, so every
 // page's scale has a single writer and needs no atomics:
-//   1. the group's lanes stride over the segment's new values (K rotated by RoPE in fp32) for
-//      their largest finite magnitude, reduced across the group by shuffles;
+//   1. the group's lanes stride over the segment's new rows in spans of 8 dims (one 16-byte
+//      load; K rotated by RoPE in fp32) for their largest finite magnitude, reduced across the
+//      group by shuffles;
 //   2. the page's scale follows (appendkv_page_scale); where it grows on a page that held keys,
-//      the held codes are re-encoded at the new scale;
-//   3. the values are rotated again and stored as codes of value / scale (cvt.rn.satfinite, so
-//      infinities saturate and NaN stays NaN), and one lane writes the scale.
-// Values move one element at a time: the pass is the correctness-first form of this family.
+//      the held codes are re-encoded at the new scale (element by element: rare);
+//   3. the spans are read and rotated again and stored as codes of value / scale (one 8-byte
+//      store; cvt.rn.satfinite, so infinities saturate and NaN stays NaN), and one lane writes
+//      the scale.
+// The first form moved one element at a time with 64-bit index divisions, at 2-12% of copy
+// bandwidth (H200); views whose strides or head dim are not whole spans still do.
 #pragma once
 
 #include "fmha/appendkv_chunk.h"
@@ -26,26 +29,75 @@ TILEFMHA_DEVICE float new_value(const AppendKvParams& p, const tile::u16* row, i
                          : tile::to_float(tile::half_t{bits});
 }
 
-// Element d of a new K or V row as it is stored: K's first rotary_dim dims rotated at `position`
-// (the reference's pairs: interleaved (2f, 2f + 1), half-rotated (f, f + rotary_dim / 2)).
+// A lane's share of a row: 8 consecutive dims, 16 bytes of the 16-bit new tokens and 8 of codes.
+constexpr int kQuantizeSpan = 8;
+
+// Dims [d, d + kQuantizeSpan) of a new token's row, widened (0 past `dim`): one 16-byte load
+// where `vector` (base, strides and head dim in whole spans).
+TILEFMHA_DEVICE void load_span(const AppendKvParams& p, const tile::u16* row, int d, int dim,
+                               bool vector, float (&x)[kQuantizeSpan]) {
+  if (vector) {
+    const uint4 bits = *reinterpret_cast<const uint4*>(row + d);
+    const tile::u32 words[4] = {bits.x, bits.y, bits.z, bits.w};
+#pragma unroll
+    for (int e = 0; e < kQuantizeSpan; ++e) {
+      const auto half_bits = tile::u16(words[e / 2] >> (e % 2 * 16));
+      x[e] = p.new_bf16 != 0 ? tile::to_float(tile::bfloat16_t{half_bits})
+                             : tile::to_float(tile::half_t{half_bits});
+    }
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < kQuantizeSpan; ++e) x[e] = d + e < dim ? new_value(p, row, d + e) : 0.0f;
+}
+
+// The span at dim `d` of a new K or V row as it is stored: K's first rotary_dim dims rotated at
+// `position` (the reference's pairs: interleaved (2f, 2f + 1), half-rotated (f, f + rotary_dim /
+// 2)). Interleaved pairs lie in one span (d and rotary_dim are even); half-rotated partners are a
+// span rotary_dim / 2 away, read whole where it is a multiple of the span.
 template <class Traits>
-TILEFMHA_DEVICE float appended_value(const AppendKvParams& p, const tile::u16* row, int d,
-                                     bool rotate, long long position) {
-  const float x = new_value(p, row, d);
-  const int rotary = int(p.rotary_dim);
-  if constexpr (Traits::kRope == RopeMode::none) {
-    return x;
-  } else {
-    if (!rotate || d >= rotary) return x;
-    const int half = rotary / 2;
-    const bool interleaved = Traits::kRope == RopeMode::interleaved;
-    const int f = interleaved ? d / 2 : (d < half ? d : d - half);
-    const int partner = interleaved ? (d ^ 1) : (d < half ? d + half : d - half);
-    const bool first = interleaved ? d % 2 == 0 : d < half;
-    float c, s;
-    rope_angle(p, position, f, c, s);
-    const float y = new_value(p, row, partner);
-    return first ? x * c - y * s : x * c + y * s;
+TILEFMHA_DEVICE void appended_span(const AppendKvParams& p, const tile::u16* row, int d, int dim,
+                                   bool vector, bool rotate, long long position,
+                                   float (&x)[kQuantizeSpan]) {
+  load_span(p, row, d, dim, vector, x);
+  if constexpr (Traits::kRope != RopeMode::none) {
+    const int rotary = int(p.rotary_dim);
+    if (!rotate || d >= rotary) return;
+    // rotary_dim and d are even, so a pair of elements is wholly below rotary_dim or past it.
+    if constexpr (Traits::kRope == RopeMode::interleaved) {
+#pragma unroll
+      for (int e = 0; e < kQuantizeSpan; e += 2) {
+        if (d + e >= rotary) continue;
+        float c, s;
+        rope_angle(p, position, (d + e) / 2, c, s);
+        const float x0 = x[e], x1 = x[e + 1];
+        x[e] = x0 * c - x1 * s;
+        x[e + 1] = x1 * c + x0 * s;
+      }
+    } else {
+      const int half = rotary / 2;
+      float partner[kQuantizeSpan];
+      if (vector && half % kQuantizeSpan == 0) {
+        load_span(p, row, d < half ? d + half : d - half, dim, true, partner);
+      } else {
+#pragma unroll
+        for (int e = 0; e < kQuantizeSpan; ++e) {
+          const int index = d + e;
+          partner[e] = index < rotary && index < dim
+                           ? new_value(p, row, index < half ? index + half : index - half)
+                           : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < kQuantizeSpan; ++e) {
+        const int index = d + e;
+        if (index >= rotary) continue;
+        const bool first = index < half;
+        float c, s;
+        rope_angle(p, position, first ? index : index - half, c, s);
+        x[e] = first ? x[e] * c - partner[e] * s : x[e] * c + partner[e] * s;
+      }
+    }
   }
 }
 
@@ -53,6 +105,25 @@ TILEFMHA_DEVICE float appended_value(const AppendKvParams& p, const tile::u16* r
 template <class T>
 TILEFMHA_DEVICE T fp8_code(float value) {
   return from_bits<T>(tile::pack_pair<T>(value, 0.0f) & 0xFFu);
+}
+
+// The codes of a span's values times `inverse`, at `target`: one 8-byte store where `vector`,
+// else the first `count` one at a time.
+template <class T>
+TILEFMHA_DEVICE void store_codes(T* target, int count, bool vector, const float (&x)[kQuantizeSpan],
+                                 float inverse) {
+  if (vector) {
+    tile::u32 words[2];
+#pragma unroll
+    for (int w = 0; w < 2; ++w)
+      words[w] = (tile::pack_pair<T>(x[4 * w] * inverse, x[4 * w + 1] * inverse) & 0xFFFFu) |
+                 (tile::pack_pair<T>(x[4 * w + 2] * inverse, x[4 * w + 3] * inverse) << 16);
+    *reinterpret_cast<uint2*>(target) = make_uint2(words[0], words[1]);
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < kQuantizeSpan; ++e)
+    if (e < count) target[e] = fp8_code<T>(x[e] * inverse);
 }
 
 template <class Traits>
@@ -85,15 +156,23 @@ TILEFMHA_DEVICE void quantize_segment(const AppendKvParams& p, long long group, 
       active && p.position_offsets != nullptr ? p.position_offsets[b] : 0;
   const auto row_of = [&](long long key) { return source + (key - held_keys) * from.seq; };
 
+  // A lane takes every kLanes-th span of the segment's new rows, twice: for the largest
+  // magnitude, then for the codes (the rows are read again from L2 rather than held).
+  const int rows = int(end - begin);
+  const int spans = (dim + kQuantizeSpan - 1) / kQuantizeSpan;
+  const bool vector_in = vectorizable<kQuantizeSpan>(is_k ? p.k_new : p.v_new, from, dim);
   float amax = 0.0f;
   if (active) {
-    const long long count = (end - begin) * dim;
-    for (long long i = lane; i < count; i += kLanes) {
-      const long long key = begin + i / dim;
-      const float x =
-          appended_value<Traits>(p, row_of(key), int(i % dim), is_k, key + position_offset);
+    for (int i = lane; i < rows * spans; i += kLanes) {
+      const int r = i / spans;
+      const int d = (i - r * spans) * kQuantizeSpan;
+      const long long key = begin + r;
+      float x[kQuantizeSpan];
+      appended_span<Traits>(p, row_of(key), d, dim, vector_in, is_k, key + position_offset, x);
       // Finite values only (false for infinities and NaN): an infinity saturates, NaN stays NaN.
-      if (fabsf(x) <= 3.40282347e+38f) amax = fmaxf(amax, fabsf(x));
+#pragma unroll
+      for (int e = 0; e < kQuantizeSpan; ++e)
+        if (fabsf(x[e]) <= 3.40282347e+38f) amax = fmaxf(amax, fabsf(x[e]));
     }
   }
   // The page and its scale, read by every lane before the reduction below, whose shuffles order
@@ -119,22 +198,27 @@ TILEFMHA_DEVICE void quantize_segment(const AppendKvParams& p, long long group, 
   const bool held = held_keys > first_key;
   const float scale = appendkv_page_scale(kLargest, held, old_scale, amax);
   const TokenStrides& to = is_k ? p.k_strides : p.v_strides;
-  T* cache = static_cast<T*>(is_k ? p.k : p.v) + page * to.batch + head * to.head;
+  T* const pool = static_cast<T*>(is_k ? p.k : p.v);
+  T* cache = pool + page * to.batch + head * to.head;
   if (held && scale != old_scale) {
     const float ratio = old_scale / scale;
-    const long long count = (held_keys - first_key) * dim;
-    for (long long i = lane; i < count; i += kLanes) {
-      T& code = cache[(i / dim) * to.seq + i % dim];
+    const int held_rows = int(held_keys - first_key);
+    for (int i = lane; i < held_rows * dim; i += kLanes) {
+      const int r = i / dim;
+      T& code = cache[r * to.seq + (i - r * dim)];
       code = fp8_code<T>(tile::to_float(code) * ratio);
     }
   }
   const float inverse = 1.0f / scale;
-  const long long count = (end - begin) * dim;
-  for (long long i = lane; i < count; i += kLanes) {
-    const long long key = begin + i / dim;
-    const int d = int(i % dim);
-    const float x = appended_value<Traits>(p, row_of(key), d, is_k, key + position_offset);
-    cache[(key - first_key) * to.seq + d] = fp8_code<T>(x * inverse);
+  const bool vector_out = reinterpret_cast<unsigned long long>(pool) % 8 == 0 &&
+                          ((to.batch | to.seq | to.head | dim) % kQuantizeSpan) == 0;
+  for (int i = lane; i < rows * spans; i += kLanes) {
+    const int r = i / spans;
+    const int d = (i - r * spans) * kQuantizeSpan;
+    const long long key = begin + r;
+    float x[kQuantizeSpan];
+    appended_span<Traits>(p, row_of(key), d, dim, vector_in, is_k, key + position_offset, x);
+    store_codes<T>(cache + (key - first_key) * to.seq + d, dim - d, vector_out, x, inverse);
   }
   if (lane == 0) *scale_entry = scale;
 }

@@ -42,6 +42,12 @@ struct uint4 {
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) {
   return {x, y, z, w};
 }
+struct uint2 {
+  unsigned x, y;
+};
+inline uint2 make_uint2(unsigned x, unsigned y) {
+  return {x, y};
+}
 // The hardware's approximate sine and cosine, exact on the host.
 inline void __sincosf(float x, float* s, float* c) {
   *s = std::sin(x);
