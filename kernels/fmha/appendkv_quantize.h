@@ -51,13 +51,50 @@ TILEFMHA_DEVICE void load_span(const AppendKvParams& p, const tile::u16* row, in
   for (int e = 0; e < kQuantizeSpan; ++e) x[e] = d + e < dim ? new_value(p, row, d + e) : 0.0f;
 }
 
+// RoPE frequency index of element e of the span at dim `d` (d + e below rotary_dim): pairs
+// (2f, 2f + 1) interleaved, (f, f + rotary_dim / 2) half-rotated.
+template <class Traits>
+TILEFMHA_DEVICE int span_frequency_index(int rotary, int d, int e) {
+  const int index = d + e, half = rotary / 2;
+  if constexpr (Traits::kRope == RopeMode::interleaved) return index / 2;
+  return index < half ? index : index - half;
+}
+
+// The frequencies of one span's dims, formed once per lane: a lane's spans sit at the same dims
+// in every row of its segment (quantize_segment), so only the angle at each row's position is
+// paid per row, where the frequency's powers per element and pass left RoPE appends at 2-3% of
+// copy bandwidth. Unused (zero) with tables or past rotary_dim.
+template <class Traits>
+struct SpanFrequencies {
+  double of[kQuantizeSpan];
+
+  TILEFMHA_DEVICE void form(const AppendKvParams& p, int d) {
+    const int rotary = int(p.rotary_dim);
+#pragma unroll
+    for (int e = 0; e < kQuantizeSpan; ++e)
+      of[e] = p.rope_cos == nullptr && d + e < rotary
+                  ? rope_frequency(p, span_frequency_index<Traits>(rotary, d, e))
+                  : 0.0;
+  }
+  // cos and sin of element e's frequency at `position`.
+  TILEFMHA_DEVICE void angle(const AppendKvParams& p, long long position, int d, int e, float& c,
+                             float& s) const {
+    if (p.rope_cos != nullptr)
+      rope_angle(p, position, span_frequency_index<Traits>(int(p.rotary_dim), d, e), c, s);
+    else
+      rope_angle_at(of[e], position, c, s);
+  }
+};
+
 // The span at dim `d` of a new K or V row as it is stored: K's first rotary_dim dims rotated at
 // `position` (the reference's pairs: interleaved (2f, 2f + 1), half-rotated (f, f + rotary_dim /
-// 2)). Interleaved pairs lie in one span (d and rotary_dim are even); half-rotated partners are a
-// span rotary_dim / 2 away, read whole where it is a multiple of the span.
+// 2)) with `frequencies` formed for `d`. Interleaved pairs lie in one span (d and rotary_dim are
+// even); half-rotated partners are a span rotary_dim / 2 away, read whole where it is a multiple
+// of the span.
 template <class Traits>
 TILEFMHA_DEVICE void appended_span(const AppendKvParams& p, const tile::u16* row, int d, int dim,
                                    bool vector, bool rotate, long long position,
+                                   const SpanFrequencies<Traits>& frequencies,
                                    float (&x)[kQuantizeSpan]) {
   load_span(p, row, d, dim, vector, x);
   if constexpr (Traits::kRope != RopeMode::none) {
@@ -69,7 +106,7 @@ TILEFMHA_DEVICE void appended_span(const AppendKvParams& p, const tile::u16* row
       for (int e = 0; e < kQuantizeSpan; e += 2) {
         if (d + e >= rotary) continue;
         float c, s;
-        rope_angle(p, position, (d + e) / 2, c, s);
+        frequencies.angle(p, position, d, e, c, s);
         const float x0 = x[e], x1 = x[e + 1];
         x[e] = x0 * c - x1 * s;
         x[e + 1] = x1 * c + x0 * s;
@@ -94,7 +131,7 @@ TILEFMHA_DEVICE void appended_span(const AppendKvParams& p, const tile::u16* row
         if (index >= rotary) continue;
         const bool first = index < half;
         float c, s;
-        rope_angle(p, position, first ? index : index - half, c, s);
+        frequencies.angle(p, position, d, e, c, s);
         x[e] = first ? x[e] * c - partner[e] * s : x[e] * c + partner[e] * s;
       }
     }
@@ -130,6 +167,8 @@ template <class Traits>
 TILEFMHA_DEVICE void quantize_segment(const AppendKvParams& p, long long group, int lane) {
   using T = typename Traits::Element;
   constexpr int kLanes = Traits::kLanes;
+  // Spans of a row a lane takes: a row has two per 16-byte chunk of codes.
+  constexpr int kSlots = (2 * Traits::kChunksPerRow + kLanes - 1) / kLanes;
   constexpr float kLargest =
       tile::same_type<T, tile::float_e5m2_t>::value ? kAppendKvE5m2Largest : kAppendKvE4m3Largest;
   const bool is_k = group < p.k_groups;
@@ -156,19 +195,26 @@ TILEFMHA_DEVICE void quantize_segment(const AppendKvParams& p, long long group, 
       active && p.position_offsets != nullptr ? p.position_offsets[b] : 0;
   const auto row_of = [&](long long key) { return source + (key - held_keys) * from.seq; };
 
-  // A lane takes every kLanes-th span of the segment's new rows, twice: for the largest
-  // magnitude, then for the codes (the rows are read again from L2 rather than held).
+  // Lane l takes spans l, l + kLanes, ... of every new row of the segment, twice: for the
+  // largest magnitude, then for the codes (the rows are read again from L2 rather than held).
   const int rows = int(end - begin);
-  const int spans = (dim + kQuantizeSpan - 1) / kQuantizeSpan;
   const bool vector_in = vectorizable<kQuantizeSpan>(is_k ? p.k_new : p.v_new, from, dim);
+  SpanFrequencies<Traits> frequencies[kSlots];
+  if constexpr (Traits::kRope != RopeMode::none) {
+#pragma unroll
+    for (int slot = 0; slot < kSlots; ++slot)
+      if (active && is_k) frequencies[slot].form(p, (lane + slot * kLanes) * kQuantizeSpan);
+  }
   float amax = 0.0f;
-  if (active) {
-    for (int i = lane; i < rows * spans; i += kLanes) {
-      const int r = i / spans;
-      const int d = (i - r * spans) * kQuantizeSpan;
-      const long long key = begin + r;
+  for (int r = 0; r < rows; ++r) {
+    const long long key = begin + r;
+#pragma unroll
+    for (int slot = 0; slot < kSlots; ++slot) {
+      const int d = (lane + slot * kLanes) * kQuantizeSpan;
+      if (d >= dim) continue;
       float x[kQuantizeSpan];
-      appended_span<Traits>(p, row_of(key), d, dim, vector_in, is_k, key + position_offset, x);
+      appended_span<Traits>(p, row_of(key), d, dim, vector_in, is_k, key + position_offset,
+                            frequencies[slot], x);
       // Finite values only (false for infinities and NaN): an infinity saturates, NaN stays NaN.
 #pragma unroll
       for (int e = 0; e < kQuantizeSpan; ++e)
@@ -212,13 +258,17 @@ TILEFMHA_DEVICE void quantize_segment(const AppendKvParams& p, long long group, 
   const float inverse = 1.0f / scale;
   const bool vector_out = reinterpret_cast<unsigned long long>(pool) % 8 == 0 &&
                           ((to.batch | to.seq | to.head | dim) % kQuantizeSpan) == 0;
-  for (int i = lane; i < rows * spans; i += kLanes) {
-    const int r = i / spans;
-    const int d = (i - r * spans) * kQuantizeSpan;
+  for (int r = 0; r < rows; ++r) {
     const long long key = begin + r;
-    float x[kQuantizeSpan];
-    appended_span<Traits>(p, row_of(key), d, dim, vector_in, is_k, key + position_offset, x);
-    store_codes<T>(cache + (key - first_key) * to.seq + d, dim - d, vector_out, x, inverse);
+#pragma unroll
+    for (int slot = 0; slot < kSlots; ++slot) {
+      const int d = (lane + slot * kLanes) * kQuantizeSpan;
+      if (d >= dim) continue;
+      float x[kQuantizeSpan];
+      appended_span<Traits>(p, row_of(key), d, dim, vector_in, is_k, key + position_offset,
+                            frequencies[slot], x);
+      store_codes<T>(cache + (key - first_key) * to.seq + d, dim - d, vector_out, x, inverse);
+    }
   }
   if (lane == 0) *scale_entry = scale;
 }

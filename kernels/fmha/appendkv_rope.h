@@ -11,8 +11,30 @@
 
 namespace tilefmha::fmha::appendkv {
 
-// cos and sin of frequency f at `position`: from the tables, or from the base with the angle in
-// double (fp32 angles lose ~position * 2^-24 radians, visible at long contexts).
+// theta^(-2f / rotary_dim), frequency f's, as rope_ratio^f by squaring (at most 8 multiplies for
+// f < 256), where a double exp2 per element cost most of the time.
+TILEFMHA_DEVICE double rope_frequency(const AppendKvParams& p, int f) {
+  double frequency = 1.0, power = p.rope_ratio;
+  for (int e = f; e > 0; e >>= 1) {
+    if (e & 1) frequency *= power;
+    power *= power;
+  }
+  return frequency;
+}
+
+// cos and sin of `frequency` (rope_frequency's) at `position`. The angle is formed and reduced
+// to [-pi, pi] in double (fp32 angles lose ~position * 2^-24 radians, visible at long contexts),
+// then its sine and cosine taken by the hardware's approximations (abs error ~4e-7 on that range;
+// sincosf would keep a slow path for large arguments on the stack): a double sincos per element
+// held the RoPE append to ~20% of copy bandwidth (H100).
+TILEFMHA_DEVICE void rope_angle_at(double frequency, long long position, float& c, float& s) {
+  constexpr double kTwoPi = 6.283185307179586;
+  const double angle = double(position) * frequency;
+  const double turns = rint(angle * (1.0 / kTwoPi));
+  __sincosf(float(fma(-turns, kTwoPi, angle)), &s, &c);
+}
+
+// cos and sin of frequency f at `position`: from the tables, or from the base.
 TILEFMHA_DEVICE void rope_angle(const AppendKvParams& p, long long position, int f, float& c,
                                 float& s) {
   if (p.rope_cos != nullptr) {
@@ -20,21 +42,7 @@ TILEFMHA_DEVICE void rope_angle(const AppendKvParams& p, long long position, int
     s = p.rope_sin[position * p.rope_sin_stride + f];
     return;
   }
-  // theta^(-2f / rotary_dim) as rope_ratio^f by squaring (at most 8 multiplies for f < 256),
-  // where a double exp2 per element cost most of the time.
-  double frequency = 1.0, power = p.rope_ratio;
-  for (int e = f; e > 0; e >>= 1) {
-    if (e & 1) frequency *= power;
-    power *= power;
-  }
-  // The angle is formed and reduced to [-pi, pi] in double, then its sine and cosine taken by
-  // the hardware's approximations (abs error ~4e-7 on that range; sincosf would keep a slow path
-  // for large arguments on the stack): a double sincos per element held the RoPE append to ~20%
-  // of copy bandwidth (H100).
-  constexpr double kTwoPi = 6.283185307179586;
-  const double angle = double(position) * frequency;
-  const double turns = rint(angle * (1.0 / kTwoPi));
-  __sincosf(float(fma(-turns, kTwoPi, angle)), &s, &c);
+  rope_angle_at(rope_frequency(p, f), position, c, s);
 }
 
 // The cos and sin of one lane's chunks at one position, in registers: one per pair of a chunk
