@@ -193,7 +193,7 @@ std::vector<testing::CompileCase> compile_cases() {
 }
 
 // fp8: RoPE of both kinds over contiguous and paged caches (both table forms), and the plain
-// copy; hdim 256 has the most chunks per row (16 lanes of 16 codes).
+// copy; hdim 256 has the most chunks per row (16 lanes of 16 codes); and the quantizing append.
 std::vector<testing::CompileCase> fp8_compile_cases() {
   std::vector<testing::CompileCase> cases;
   for (const KernelConfig& c :
@@ -204,6 +204,16 @@ std::vector<testing::CompileCase> fp8_compile_cases() {
                         RopeKind::interleaved),
         appendkv_config(DType::fp8_e5m2, 64, 64, PageTableKind::none, RopeKind::none)})
     cases.push_back({c, codegen::generate_appendkv_source(c)});
+  // The quantizing append (per-page scales): its rotating kernels hold two rows in flight.
+  for (KernelConfig c : {appendkv_config(DType::fp8_e4m3, 128, 128, PageTableKind::vllm_block_table,
+                                         RopeKind::half_rotated),
+                         appendkv_config(DType::fp8_e5m2, 256, 256, PageTableKind::sglang_page_list,
+                                         RopeKind::interleaved),
+                         appendkv_config(DType::fp8_e4m3, 64, 64, PageTableKind::sglang_page_list,
+                                         RopeKind::none)}) {
+    c.fp8_scale = Fp8ScaleKind::per_page;
+    cases.push_back({c, codegen::generate_appendkv_source(c)});
+  }
   return cases;
 }
 

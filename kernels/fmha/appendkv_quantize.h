@@ -169,9 +169,10 @@ TILEFMHA_DEVICE void quantize_segment(const AppendKvParams& p, long long group, 
   constexpr int kLanes = Traits::kLanes;
   // Spans of a row a lane takes: a row has two per 16-byte chunk of codes.
   constexpr int kSlots = (2 * Traits::kChunksPerRow + kLanes - 1) / kLanes;
-  // Rows a lane has in flight where it rotates: the angles' latency hid behind 4 rows' loads
-  // (H200, b64 x 512 tokens half-rotated: 568 -> 410 us); unrotated rows lost by it (146 -> 165).
-  constexpr int kRotatedRowsInFlight = Traits::kRope == RopeMode::none ? 1 : 4;
+  // Rows a lane has in flight where it rotates, so the angles' latency hides behind loads (H200,
+  // b64 x 512 tokens half-rotated: 1 row 568 us, 2 rows 363-367, 4 rows 407-410, and 4 spilled
+  // at hdim 256); unrotated rows lost by it (146 -> 165 us at 4).
+  constexpr int kRotatedRowsInFlight = Traits::kRope == RopeMode::none ? 1 : 2;
   constexpr float kLargest =
       tile::same_type<T, tile::float_e5m2_t>::value ? kAppendKvE5m2Largest : kAppendKvE4m3Largest;
   const bool is_k = group < p.k_groups;
@@ -208,23 +209,29 @@ TILEFMHA_DEVICE void quantize_segment(const AppendKvParams& p, long long group, 
     for (int slot = 0; slot < kSlots; ++slot)
       if (active && is_k) frequencies[slot].form(p, (lane + slot * kLanes) * kQuantizeSpan);
   }
-  float amax = 0.0f;
+  // visit(key, d, x) for each of the lane's spans of the segment's new rows, as stored.
+  const auto each_span = [&](auto&& visit) {
 #pragma unroll(kRotatedRowsInFlight)
-  for (int r = 0; r < rows; ++r) {
-    const long long key = begin + r;
+    for (int r = 0; r < rows; ++r) {
+      const long long key = begin + r;
 #pragma unroll
-    for (int slot = 0; slot < kSlots; ++slot) {
-      const int d = (lane + slot * kLanes) * kQuantizeSpan;
-      if (d >= dim) continue;
-      float x[kQuantizeSpan];
-      appended_span<Traits>(p, row_of(key), d, dim, vector_in, is_k, key + position_offset,
-                            frequencies[slot], x);
-      // Finite values only (false for infinities and NaN): an infinity saturates, NaN stays NaN.
-#pragma unroll
-      for (int e = 0; e < kQuantizeSpan; ++e)
-        if (fabsf(x[e]) <= 3.40282347e+38f) amax = fmaxf(amax, fabsf(x[e]));
+      for (int slot = 0; slot < kSlots; ++slot) {
+        const int d = (lane + slot * kLanes) * kQuantizeSpan;
+        if (d >= dim) continue;
+        float x[kQuantizeSpan];
+        appended_span<Traits>(p, row_of(key), d, dim, vector_in, is_k, key + position_offset,
+                              frequencies[slot], x);
+        visit(key, d, x);
+      }
     }
-  }
+  };
+  // The largest finite magnitude (infinities saturate, NaN stays NaN).
+  float amax = 0.0f;
+  each_span([&](long long, int, const float(&x)[kQuantizeSpan]) {
+#pragma unroll
+    for (int e = 0; e < kQuantizeSpan; ++e)
+      if (fabsf(x[e]) <= 3.40282347e+38f) amax = fmaxf(amax, fabsf(x[e]));
+  });
   // The page and its scale, read by every lane before the reduction below, whose shuffles order
   // these reads before lane 0 writes the new scale at the end.
   long long page = 0;
@@ -262,19 +269,9 @@ TILEFMHA_DEVICE void quantize_segment(const AppendKvParams& p, long long group, 
   const float inverse = 1.0f / scale;
   const bool vector_out = reinterpret_cast<unsigned long long>(pool) % 8 == 0 &&
                           ((to.batch | to.seq | to.head | dim) % kQuantizeSpan) == 0;
-#pragma unroll(kRotatedRowsInFlight)
-  for (int r = 0; r < rows; ++r) {
-    const long long key = begin + r;
-#pragma unroll
-    for (int slot = 0; slot < kSlots; ++slot) {
-      const int d = (lane + slot * kLanes) * kQuantizeSpan;
-      if (d >= dim) continue;
-      float x[kQuantizeSpan];
-      appended_span<Traits>(p, row_of(key), d, dim, vector_in, is_k, key + position_offset,
-                            frequencies[slot], x);
-      store_codes<T>(cache + (key - first_key) * to.seq + d, dim - d, vector_out, x, inverse);
-    }
-  }
+  each_span([&](long long key, int d, const float(&x)[kQuantizeSpan]) {
+    store_codes<T>(cache + (key - first_key) * to.seq + d, dim - d, vector_out, x, inverse);
+  });
   if (lane == 0) *scale_entry = scale;
 }
 
