@@ -40,6 +40,7 @@ namespace tilefmha::fmha {
 template <class Element_, int Hdim, int Warps, bool Paged, RopeMode Rope, bool Quantize = false>
 struct AppendKvTraits {
   using Element = Element_;  // float, tile::half_t, tile::bfloat16_t or an fp8 code type
+  static constexpr int kHdim = Hdim;
   static constexpr int kVector = 16 / int(sizeof(Element));
   static constexpr int kChunksPerRow = (Hdim + kVector - 1) / kVector;
   // The smallest power of two of lanes covering a row's chunks, at most a warp.
@@ -48,7 +49,10 @@ struct AppendKvTraits {
     while (lanes < chunks && lanes < 32) lanes *= 2;
     return lanes;
   }
-  static constexpr int kLanes = lanes_for(kChunksPerRow);
+  // A quantizing append's lanes move the 16-bit new tokens, 8 to 16 bytes (a span,
+  // fmha/appendkv_quantize.h), so its groups have twice the lanes of an fp8 copy's.
+  static constexpr int kLaneElements = Quantize ? 8 : kVector;
+  static constexpr int kLanes = lanes_for((Hdim + kLaneElements - 1) / kLaneElements);
   static constexpr int kChunksPerLane = (kChunksPerRow + kLanes - 1) / kLanes;
   static constexpr int kThreads = Warps * 32;
   static constexpr int kGroupsPerCta = kThreads / kLanes;

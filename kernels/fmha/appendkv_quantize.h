@@ -167,8 +167,10 @@ template <class Traits>
 TILEFMHA_DEVICE void quantize_segment(const AppendKvParams& p, long long group, int lane) {
   using T = typename Traits::Element;
   constexpr int kLanes = Traits::kLanes;
-  // Spans of a row a lane takes: a row has two per 16-byte chunk of codes.
-  constexpr int kSlots = (2 * Traits::kChunksPerRow + kLanes - 1) / kLanes;
+  // Spans of a row a lane takes (one up to hdim 256).
+  static_assert(Traits::kLaneElements == kQuantizeSpan, "a lane's element count is a span's");
+  constexpr int kSpansPerRow = (Traits::kHdim + kQuantizeSpan - 1) / kQuantizeSpan;
+  constexpr int kSlots = (kSpansPerRow + kLanes - 1) / kLanes;
   // Rows a lane has in flight where it rotates, so the angles' latency hides behind loads (H200,
   // b64 x 512 tokens half-rotated: 1 row 568 us, 2 rows 363-367, 4 rows 407-410, and 4 spilled
   // at hdim 256); unrotated rows lost by it (146 -> 165 us at 4).

@@ -16,9 +16,10 @@ int kernel_hdim(const KernelConfig& c) {
 }
 
 // Mirrors AppendKvTraits: lanes per group (a power of two covering a row's 16-byte chunks, at
-// most a warp) and groups per CTA.
+// most a warp; a quantizing append's chunks are of its 16-bit new tokens) and groups per CTA.
 int groups_per_cta(const KernelConfig& c) {
-  const int vector = 16 / static_cast<int>(dtype_size(c.dtype));
+  const bool quantizes = c.fp8_scale == Fp8ScaleKind::per_page;
+  const int vector = quantizes ? 8 : 16 / static_cast<int>(dtype_size(c.dtype));
   const int chunks = (kernel_hdim(c) + vector - 1) / vector;
   int lanes = 1;
   while (lanes < chunks && lanes < 32) lanes *= 2;
