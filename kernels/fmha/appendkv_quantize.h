@@ -2,16 +2,18 @@
 // into an fp8 paged cache with a scale per page and KV head, as tilefmha::quantizes_append
 // defines it. A thread group owns one (sequence, page segment, KV head) of K or of V, so every
 // page's scale has a single writer and needs no atomics:
-//   1. the group's lanes stride over the segment's new rows in spans of 8 dims (one 16-byte
-//      load; K rotated by RoPE in fp32) for their largest finite magnitude, reduced across the
-//      group by shuffles;
+//   1. the group has a lane per span of 8 dims of a row (one 16-byte load of the new tokens),
+//      and each lane reads its span of every new row of the segment (K rotated by RoPE in fp32,
+//      the span's frequencies formed once) for their largest finite magnitude, reduced across
+//      the group by shuffles;
 //   2. the page's scale follows (appendkv_page_scale); where it grows on a page that held keys,
 //      the held codes are re-encoded at the new scale (element by element: rare);
 //   3. the spans are read and rotated again and stored as codes of value / scale (one 8-byte
 //      store; cvt.rn.satfinite, so infinities saturate and NaN stays NaN), and one lane writes
 //      the scale.
 // The first form moved one element at a time with 64-bit index divisions, at 2-12% of copy
-// bandwidth (H200); views whose strides or head dim are not whole spans still do.
+// bandwidth (H200; now 18-47%); views whose strides or head dim are not whole spans still move
+// element by element.
 #pragma once
 
 #include "fmha/appendkv_chunk.h"
