@@ -49,8 +49,8 @@ struct AppendKvTraits {
     while (lanes < chunks && lanes < 32) lanes *= 2;
     return lanes;
   }
-  // A quantizing append's lanes move the 16-bit new tokens, 8 to 16 bytes (a span,
-  // fmha/appendkv_quantize.h), so its groups have twice the lanes of an fp8 copy's.
+  // A quantizing append's lanes each move a span of its 16-bit new tokens (8 elements in 16
+  // bytes, fmha/appendkv_quantize.h), so its groups have twice the lanes of an fp8 copy's.
   static constexpr int kLaneElements = Quantize ? 8 : kVector;
   static constexpr int kLanes = lanes_for((Hdim + kLaneElements - 1) / kLaneElements);
   static constexpr int kChunksPerLane = (kChunksPerRow + kLanes - 1) / kLanes;
