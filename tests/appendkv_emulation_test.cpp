@@ -343,7 +343,7 @@ TEST(AppendKvEmulation, Fp8ElementWiseAndPlainCopies) {
 // (17, 0, 40) put held keys in the first page new tokens reach in two of three sequences, whose
 // scales (0.002-0.01) grow for new values of +-3 in about half the pages; pages of 1 make a page
 // per token; every RoPE kind, from tables and from a base; 8-dim spans whole, and partial (a
-// head dim of 36, a rotary half of 18).
+// head dim of 36, a rotary half of 18); groups of 8 to 32 lanes (head dims 64 to 256).
 TEST(AppendKvEmulation, QuantizingAppendsSetPageScales) {
   Case c{"quantize e4m3 vllm nhd page 16 half",
          DType::fp8_e4m3,
@@ -407,6 +407,19 @@ TEST(AppendKvEmulation, QuantizingAppendsSetPageScales) {
        5};
   c.new_dtype = DType::fp16;
   check<tile::float_e4m3_t, 64, true, fmha::RopeMode::interleaved, true>(c);
+  // A whole warp per group: hdim 256 has 32 spans a row.
+  c = {"quantize e5m2 sglang hnd page 16 half hdim 256",
+       DType::fp8_e5m2,
+       256,
+       PageTableKind::sglang_page_list,
+       KvLayout::hnd,
+       16,
+       RopeKind::half_rotated,
+       256,
+       true,
+       7};
+  c.new_dtype = DType::bf16;
+  check<tile::float_e5m2_t, 256, true, fmha::RopeMode::half_rotated, true>(c);
 }
 
 TEST(AppendKvEmulation, PagesOf1024WithoutRope) {
