@@ -234,19 +234,23 @@ def test_fp8_append_then_attend_matches_the_cpu_reference():
 
 
 
-@pytest.mark.parametrize("page_size, new_dtype", [(16, torch.bfloat16 if torch else None),
-                                                  (1, torch.float16 if torch else None)])
-def test_quantizing_append_matches_the_cpu_reference(page_size, new_dtype):
+NEW_BF16, NEW_FP16 = (torch.bfloat16, torch.float16) if torch else (None, None)
+
+
+@pytest.mark.parametrize("page_size, new_dtype, dim",
+                         [(16, NEW_BF16, 128), (1, NEW_FP16, 128), (16, NEW_BF16, 256)])
+def test_quantizing_append_matches_the_cpu_reference(page_size, new_dtype, dim):
     """bf16 / fp16 new tokens into an e4m3 page pool with per-page scales: codes within one
     rounding step (the kernel multiplies by the scale's fp32 reciprocal, the reference divides
-    in double), the page scales equal to the reference's within its double RoPE, in place."""
+    in double), the page scales equal to the reference's within its double RoPE, in place.
+    hdim 256: a whole warp per page segment."""
     require_capability((8, 9), "fp8 append-KV needs an sm_89 or newer GPU")
-    rng = np.random.default_rng(40 + page_size)
-    k_pool, v_pool, cache = pools(rng, page_size, "nhd", 19)
+    rng = np.random.default_rng(40 + page_size + dim)
+    k_pool, v_pool, cache = pools(rng, page_size, "nhd", 19, dim)
     k_codes = tilefmha.fp8_from_float32(k_pool.float().nan_to_num().numpy(), "fp8_e4m3")
     v_codes = tilefmha.fp8_from_float32(v_pool.float().nan_to_num().numpy(), "fp8_e4m3")
     k_cache, v_cache = (torch.from_numpy(c).view(torch.float8_e4m3fn) for c in (k_codes, v_codes))
-    k_new, v_new = (torch.from_numpy(rng.uniform(-3, 3, (3, 19, 2, 128)).astype(np.float32))
+    k_new, v_new = (torch.from_numpy(rng.uniform(-3, 3, (3, 19, 2, dim)).astype(np.float32))
                     .to(new_dtype) for _ in range(2))
     pages = k_cache.shape[0]
     k_scales, v_scales = (torch.from_numpy(rng.uniform(0.002, 0.01, (pages, 2)).astype(np.float32))
