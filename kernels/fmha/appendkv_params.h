@@ -16,11 +16,12 @@ enum class RopeMode : int { none = 0, interleaved = 1, half_rotated = 2 };
 // it. A plain copy (RopeMode::none) moves one head per group.
 constexpr int kAppendKvRunHeads = 8;
 
+// The largest finite fp8 values a page's scale maps its largest new value to.
+constexpr float kAppendKvE4m3Largest = 448.0f, kAppendKvE5m2Largest = 57344.0f;
+
 // The scale a page takes in a quantizing append (tilefmha::quantized_page_scale defines it; host
 // and device compute it here, in float): `largest` the fp8 type's largest finite value, `held`
 // whether the page held keys before, new_amax the largest finite magnitude of its new values.
-// The largest finite fp8 values a page's scale maps its largest new value to.
-constexpr float kAppendKvE4m3Largest = 448.0f, kAppendKvE5m2Largest = 57344.0f;
 constexpr float appendkv_page_scale(float largest, bool held, float old_scale, float new_amax) {
   if (held && new_amax <= old_scale * largest) return old_scale;
   return new_amax > 0.0f ? new_amax / largest : 1.0f;

@@ -24,11 +24,15 @@
 
 namespace tilefmha::fmha::appendkv {
 
-// Element d of a new token's row: fp16 or bf16 bits, widened.
-TILEFMHA_DEVICE float new_value(const AppendKvParams& p, const tile::u16* row, int d) {
-  const tile::u16 bits = row[d];
+// A new token's element from its fp16 or bf16 bits, widened.
+TILEFMHA_DEVICE float widen_new(const AppendKvParams& p, tile::u16 bits) {
   return p.new_bf16 != 0 ? tile::to_float(tile::bfloat16_t{bits})
                          : tile::to_float(tile::half_t{bits});
+}
+
+// Element d of a new token's row.
+TILEFMHA_DEVICE float new_value(const AppendKvParams& p, const tile::u16* row, int d) {
+  return widen_new(p, row[d]);
 }
 
 // A lane's share of a row: 8 consecutive dims, 16 bytes of the 16-bit new tokens and 8 of codes.
@@ -42,11 +46,8 @@ TILEFMHA_DEVICE void load_span(const AppendKvParams& p, const tile::u16* row, in
     const uint4 bits = *reinterpret_cast<const uint4*>(row + d);
     const tile::u32 words[4] = {bits.x, bits.y, bits.z, bits.w};
 #pragma unroll
-    for (int e = 0; e < kQuantizeSpan; ++e) {
-      const auto half_bits = tile::u16(words[e / 2] >> (e % 2 * 16));
-      x[e] = p.new_bf16 != 0 ? tile::to_float(tile::bfloat16_t{half_bits})
-                             : tile::to_float(tile::half_t{half_bits});
-    }
+    for (int e = 0; e < kQuantizeSpan; ++e)
+      x[e] = widen_new(p, tile::u16(words[e / 2] >> (e % 2 * 16)));
     return;
   }
 #pragma unroll
