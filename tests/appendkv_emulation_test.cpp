@@ -343,7 +343,8 @@ TEST(AppendKvEmulation, Fp8ElementWiseAndPlainCopies) {
 // (17, 0, 40) put held keys in the first page new tokens reach in two of three sequences, whose
 // scales (0.002-0.01) grow for new values of +-3 in about half the pages; pages of 1 make a page
 // per token; every RoPE kind, from tables and from a base; 8-dim spans whole, and partial (a
-// head dim of 36, a rotary half of 18); groups of 8 to 32 lanes (head dims 64 to 256).
+// head dim of 36, a rotary half of 18); groups of 8 to 32 lanes (head dims 64 to 256); segments
+// staged in shared memory (pages of up to 16 keys) and read twice (pages of 64).
 TEST(AppendKvEmulation, QuantizingAppendsSetPageScales) {
   Case c{"quantize e4m3 vllm nhd page 16 half",
          DType::fp8_e4m3,
@@ -420,6 +421,20 @@ TEST(AppendKvEmulation, QuantizingAppendsSetPageScales) {
        7};
   c.new_dtype = DType::bf16;
   check<tile::float_e5m2_t, 256, true, fmha::RopeMode::half_rotated, true>(c);
+  // Pages of 64: segments of up to 50 new rows are read twice rather than staged, and their
+  // angles step from row to row, formed exactly again every kAnglesExactEvery rows.
+  c = {"quantize e4m3 vllm nhd page 64 half theta",
+       DType::fp8_e4m3,
+       128,
+       PageTableKind::vllm_block_table,
+       KvLayout::nhd,
+       64,
+       RopeKind::half_rotated,
+       128,
+       true,
+       50};
+  c.new_dtype = DType::bf16;
+  check<tile::float_e4m3_t, 128, true, fmha::RopeMode::half_rotated, true>(c);
 }
 
 TEST(AppendKvEmulation, PagesOf1024WithoutRope) {

@@ -4,16 +4,18 @@
 // page's scale has a single writer and needs no atomics:
 //   1. the group has a lane per span of 8 dims of a row (one 16-byte load of the new tokens),
 //      and each lane reads its span of every new row of the segment (K rotated by RoPE in fp32,
-//      the span's frequencies formed once) for their largest finite magnitude, reduced across
-//      the group by shuffles;
+//      the span's frequencies formed once, the angles stepped from row to row) for their
+//      largest finite magnitude, reduced across the group by shuffles; segments of up to
+//      kKeptRows rows (pages of up to 16 keys) are loaded at once and staged in shared memory,
+//      longer ones are read again in step 3;
 //   2. the page's scale follows (appendkv_page_scale); where it grows on a page that held keys,
 //      the held codes are re-encoded at the new scale (element by element: rare);
-//   3. the spans are read and rotated again and stored as codes of value / scale (one 8-byte
-//      store; cvt.rn.satfinite, so infinities saturate and NaN stays NaN), and one lane writes
-//      the scale.
+//   3. the spans are rotated again and stored as codes of value / scale (one 8-byte store;
+//      cvt.rn.satfinite, so infinities saturate and NaN stays NaN), and one lane writes the
+//      scale.
 // The first form moved one element at a time with 64-bit index divisions, at 2-12% of copy
-// bandwidth (H200; now 18-47%); views whose strides or head dim are not whole spans still move
-// element by element.
+// bandwidth (H200; now 29-63% at page 16); views whose strides or head dim are not whole spans
+// still move element by element.
 #pragma once
 
 #include "fmha/appendkv_chunk.h"
@@ -38,16 +40,25 @@ TILEFMHA_DEVICE float new_value(const AppendKvParams& p, const tile::u16* row, i
 // A lane's share of a row: 8 consecutive dims, 16 bytes of the 16-bit new tokens and 8 of codes.
 constexpr int kQuantizeSpan = 8;
 
+// Rows of a page segment staged in shared memory between finding the page's scale and storing
+// its codes (quantize_segment): every page of up to 16 keys.
+constexpr int kKeptRows = 16;
+
+// A span of new tokens from its 16 bytes, widened.
+TILEFMHA_DEVICE void widen_span(const AppendKvParams& p, const uint4& bits,
+                                float (&x)[kQuantizeSpan]) {
+  const tile::u32 words[4] = {bits.x, bits.y, bits.z, bits.w};
+#pragma unroll
+  for (int e = 0; e < kQuantizeSpan; ++e)
+    x[e] = widen_new(p, tile::u16(words[e / 2] >> (e % 2 * 16)));
+}
+
 // Dims [d, d + kQuantizeSpan) of a new token's row, widened (0 past `dim`): one 16-byte load
 // where `vector` (base, strides and head dim in whole spans).
 TILEFMHA_DEVICE void load_span(const AppendKvParams& p, const tile::u16* row, int d, int dim,
                                bool vector, float (&x)[kQuantizeSpan]) {
   if (vector) {
-    const uint4 bits = *reinterpret_cast<const uint4*>(row + d);
-    const tile::u32 words[4] = {bits.x, bits.y, bits.z, bits.w};
-#pragma unroll
-    for (int e = 0; e < kQuantizeSpan; ++e)
-      x[e] = widen_new(p, tile::u16(words[e / 2] >> (e % 2 * 16)));
+    widen_span(p, *reinterpret_cast<const uint4*>(row + d), x);
     return;
   }
 #pragma unroll
@@ -63,60 +74,112 @@ TILEFMHA_DEVICE int span_frequency_index(int rotary, int d, int e) {
   return index < half ? index : index - half;
 }
 
-// The frequencies of one span's dims, formed once per lane: a lane's spans sit at the same dims
-// in every row of its segment (quantize_segment), so only the angle at each row's position is
-// paid per row, not the frequency's powers too (H200, b8 x 512 tokens half-rotated: 170 -> 112
-// us). Unused (zero) with tables or past rotary_dim.
+// Consecutive rows of a page segment sit at consecutive positions, so a row's angles are the
+// previous row's turned by one step of each frequency: four multiplies per element instead of a
+// double reduction and two MUFU operations (the angles were most of a rotating append's time).
+// Every kAnglesExactEvery rows the angles are formed exactly again, which bounds the steps'
+// drift to that many roundings of float (about 1e-6 radians at 16 rows).
+constexpr int kAnglesExactEvery = 16;
+
+// The frequencies of one span's dims and their steps, formed once per lane: a lane's spans sit
+// at the same dims in every row of its segment (quantize_segment). Unused (zero) with tables or
+// past rotary_dim.
 template <class Traits>
 struct SpanFrequencies {
   double of[kQuantizeSpan];
+  float step_cos[kQuantizeSpan], step_sin[kQuantizeSpan];
 
   TILEFMHA_DEVICE void form(const AppendKvParams& p, int d) {
     const int rotary = int(p.rotary_dim);
 #pragma unroll
-    for (int e = 0; e < kQuantizeSpan; ++e)
+    for (int e = 0; e < kQuantizeSpan; ++e) {
       of[e] = p.rope_cos == nullptr && d + e < rotary
                   ? rope_frequency(p, span_frequency_index<Traits>(rotary, d, e))
                   : 0.0;
-  }
-  // cos and sin of element e's frequency at `position`.
-  TILEFMHA_DEVICE void angle(const AppendKvParams& p, long long position, int d, int e, float& c,
-                             float& s) const {
-    if (p.rope_cos != nullptr)
-      rope_angle(p, position, span_frequency_index<Traits>(int(p.rotary_dim), d, e), c, s);
-    else
-      rope_angle_at(of[e], position, c, s);
+      series_sincos(of[e], step_cos[e], step_sin[e]);
+    }
   }
 };
 
-// The span at dim `d` of a new K or V row as it is stored: K's first rotary_dim dims rotated at
-// `position` (the reference's pairs: interleaved (2f, 2f + 1), half-rotated (f, f + rotary_dim /
-// 2)) with `frequencies` formed for `d`. Interleaved pairs lie in one span (d and rotary_dim are
-// even); half-rotated partners are a span rotary_dim / 2 away, read whole where it is a multiple
-// of the span.
+// The cos and sin of each element of one span at a row's position.
+template <class Traits>
+struct SpanAngles {
+  float c[kQuantizeSpan], s[kQuantizeSpan];
+
+  // Exactly, at `position`: from the tables or the frequencies.
+  TILEFMHA_DEVICE void at(const AppendKvParams& p, long long position, int d,
+                          const SpanFrequencies<Traits>& frequencies) {
+    const int rotary = int(p.rotary_dim);
+#pragma unroll
+    for (int e = 0; e < kQuantizeSpan; ++e) {
+      if (p.rope_cos != nullptr)
+        rope_angle(p, position, d + e < rotary ? span_frequency_index<Traits>(rotary, d, e) : 0,
+                   c[e], s[e]);
+      else
+        rope_angle_at(frequencies.of[e], position, c[e], s[e]);
+    }
+  }
+  // At row r of a run of consecutive positions whose row 0 is at `position - r`: exactly every
+  // kAnglesExactEvery rows and wherever tables give them, else one step on from row r - 1.
+  TILEFMHA_DEVICE void advance(const AppendKvParams& p, long long position, int r, int d,
+                               const SpanFrequencies<Traits>& frequencies) {
+    if (r % kAnglesExactEvery == 0 || p.rope_cos != nullptr) {
+      at(p, position, d, frequencies);
+      return;
+    }
+#pragma unroll
+    for (int e = 0; e < kQuantizeSpan; ++e) {
+      const float cosine = c[e] * frequencies.step_cos[e] - s[e] * frequencies.step_sin[e];
+      s[e] = s[e] * frequencies.step_cos[e] + c[e] * frequencies.step_sin[e];
+      c[e] = cosine;
+    }
+  }
+};
+
+// Rotates the span at dim `d` of a K row, `x`, by `angles` (the reference's pairs: interleaved
+// (2f, 2f + 1), half-rotated (f, f + rotary_dim / 2), whose partners are `partner`).
+// Interleaved pairs lie in one span (d and rotary_dim are even), so a pair is wholly below
+// rotary_dim or past it.
+template <class Traits>
+TILEFMHA_DEVICE void rotate_span(const AppendKvParams& p, int d, const SpanAngles<Traits>& angles,
+                                 const float (&partner)[kQuantizeSpan], float (&x)[kQuantizeSpan]) {
+  const int rotary = int(p.rotary_dim);
+  if (d >= rotary) return;
+  if constexpr (Traits::kRope == RopeMode::interleaved) {
+#pragma unroll
+    for (int e = 0; e < kQuantizeSpan; e += 2) {
+      if (d + e >= rotary) continue;
+      const float c = angles.c[e], s = angles.s[e];
+      const float x0 = x[e], x1 = x[e + 1];
+      x[e] = x0 * c - x1 * s;
+      x[e + 1] = x1 * c + x0 * s;
+    }
+  } else if constexpr (Traits::kRope == RopeMode::half_rotated) {
+    const int half = rotary / 2;
+#pragma unroll
+    for (int e = 0; e < kQuantizeSpan; ++e) {
+      const int index = d + e;
+      if (index >= rotary) continue;
+      const float c = angles.c[e], s = angles.s[e];
+      x[e] = index < half ? x[e] * c - partner[e] * s : x[e] * c + partner[e] * s;
+    }
+  }
+}
+
+// The span at dim `d` of a new K or V row as it is stored, read from `row`: K rotated (`rotate`)
+// by `angles`. Half-rotated partners are a span rotary_dim / 2 away, read whole where it is a
+// multiple of the span.
 template <class Traits>
 TILEFMHA_DEVICE void appended_span(const AppendKvParams& p, const tile::u16* row, int d, int dim,
-                                   bool vector, bool rotate, long long position,
-                                   const SpanFrequencies<Traits>& frequencies,
+                                   bool vector, bool rotate, const SpanAngles<Traits>& angles,
                                    float (&x)[kQuantizeSpan]) {
   load_span(p, row, d, dim, vector, x);
   if constexpr (Traits::kRope != RopeMode::none) {
     const int rotary = int(p.rotary_dim);
     if (!rotate || d >= rotary) return;
-    // rotary_dim and d are even, so a pair of elements is wholly below rotary_dim or past it.
-    if constexpr (Traits::kRope == RopeMode::interleaved) {
-#pragma unroll
-      for (int e = 0; e < kQuantizeSpan; e += 2) {
-        if (d + e >= rotary) continue;
-        float c, s;
-        frequencies.angle(p, position, d, e, c, s);
-        const float x0 = x[e], x1 = x[e + 1];
-        x[e] = x0 * c - x1 * s;
-        x[e + 1] = x1 * c + x0 * s;
-      }
-    } else {
+    float partner[kQuantizeSpan] = {};
+    if constexpr (Traits::kRope == RopeMode::half_rotated) {
       const int half = rotary / 2;
-      float partner[kQuantizeSpan];
       if (vector && half % kQuantizeSpan == 0) {
         load_span(p, row, d < half ? d + half : d - half, dim, true, partner);
       } else {
@@ -128,16 +191,8 @@ TILEFMHA_DEVICE void appended_span(const AppendKvParams& p, const tile::u16* row
                            : 0.0f;
         }
       }
-#pragma unroll
-      for (int e = 0; e < kQuantizeSpan; ++e) {
-        const int index = d + e;
-        if (index >= rotary) continue;
-        const bool first = index < half;
-        float c, s;
-        frequencies.angle(p, position, d, e, c, s);
-        x[e] = first ? x[e] * c - partner[e] * s : x[e] * c + partner[e] * s;
-      }
     }
+    rotate_span<Traits>(p, d, angles, partner, x);
   }
 }
 
@@ -204,41 +259,11 @@ TILEFMHA_DEVICE void quantize_segment(const AppendKvParams& p, long long group, 
       active && p.position_offsets != nullptr ? p.position_offsets[b] : 0;
   const auto row_of = [&](long long key) { return source + (key - held_keys) * from.seq; };
 
-  // Lane l takes spans l, l + kLanes, ... of every new row of the segment, twice: for the
-  // largest magnitude, then for the codes (the rows are read again from L2 rather than held).
   const int rows = int(end - begin);
   const bool vector_in = vectorizable<kQuantizeSpan>(is_k ? p.k_new : p.v_new, from, dim);
-  SpanFrequencies<Traits> frequencies[kSlots];
-  if constexpr (Traits::kRope != RopeMode::none) {
-#pragma unroll
-    for (int slot = 0; slot < kSlots; ++slot)
-      if (active && is_k) frequencies[slot].form(p, (lane + slot * kLanes) * kQuantizeSpan);
-  }
-  // visit(key, d, x) for each of the lane's spans of the segment's new rows, as stored.
-  const auto each_span = [&](auto&& visit) {
-#pragma unroll(kRotatedRowsInFlight)
-    for (int r = 0; r < rows; ++r) {
-      const long long key = begin + r;
-#pragma unroll
-      for (int slot = 0; slot < kSlots; ++slot) {
-        const int d = (lane + slot * kLanes) * kQuantizeSpan;
-        if (d >= dim) continue;
-        float x[kQuantizeSpan];
-        appended_span<Traits>(p, row_of(key), d, dim, vector_in, is_k, key + position_offset,
-                              frequencies[slot], x);
-        visit(key, d, x);
-      }
-    }
-  };
-  // The largest finite magnitude (infinities saturate, NaN stays NaN).
-  float amax = 0.0f;
-  each_span([&](long long, int, const float(&x)[kQuantizeSpan]) {
-#pragma unroll
-    for (int e = 0; e < kQuantizeSpan; ++e)
-      if (fabsf(x[e]) <= 3.40282347e+38f) amax = fmaxf(amax, fabsf(x[e]));
-  });
-  // The page and its scale, read by every lane before the reduction below, whose shuffles order
-  // these reads before lane 0 writes the new scale at the end.
+  // The page and its scale, read first so that their two dependent reads overlap the rows'
+  // loads; every lane reads them before the reduction below, whose shuffles order these reads
+  // before lane 0 writes the new scale at the end.
   long long page = 0;
   float* scale_entry = nullptr;
   float old_scale = 0.0f;
@@ -250,6 +275,94 @@ TILEFMHA_DEVICE void quantize_segment(const AppendKvParams& p, long long group, 
                   head * p.scale_head_stride;
     old_scale = *scale_entry;
   }
+  constexpr bool kRotates = Traits::kRope != RopeMode::none;
+  constexpr bool kHalf = Traits::kRope == RopeMode::half_rotated;
+  const auto lane_has = [&](int r, int slot) {
+    return r < rows && (lane + slot * kLanes) * kQuantizeSpan < dim;
+  };
+  // A segment of at most kKeptRows rows (every page of up to 16 keys) is read once: a lane
+  // issues the 16-byte loads of its span of every row together, without branches between them
+  // (loads under a branch each waited for the last: H200, b64 x 512 tokens, 100 -> 200 us), and
+  // stages them in shared memory until the page's scale is known; half-rotated partners are
+  // read there from the lane that loaded them, so the choice is the warp's. Both visits below
+  // then run as short loops (the rows kept in registers instead took 238 registers, 8 warps an
+  // SM, and a fully unrolled body that missed the instruction cache). Longer segments, and views
+  // that are not whole spans, read their rows again from L2 for the codes.
+  const int half = int(p.rotary_dim) / 2;
+  const bool keeps_rows =
+      kSlots == 1 && __all_sync(0xffffffffu, rows <= kKeptRows && vector_in &&
+                                                 (!kHalf || half % kQuantizeSpan == 0));
+  const int d = lane * kQuantizeSpan;  // the lane's span where kSlots == 1
+  const int thread = int(threadIdx.x);
+  // [row][thread]: a warp's lanes store one row's spans side by side, without bank conflicts.
+  __shared__ uint4 staged[kKeptRows][Traits::kThreads];
+  if (keeps_rows) {
+    uint4 bits[kKeptRows];
+#pragma unroll
+    for (int r = 0; r < kKeptRows; ++r) {
+      bits[r] = make_uint4(0, 0, 0, 0);
+      if (lane_has(r, 0)) bits[r] = *reinterpret_cast<const uint4*>(row_of(begin + r) + d);
+    }
+#pragma unroll
+    for (int r = 0; r < kKeptRows; ++r) staged[r][thread] = bits[r];
+    __syncwarp();
+  }
+  // Formed once the staged rows have left the registers, which they would otherwise share.
+  SpanFrequencies<Traits> frequencies[kSlots];
+  if constexpr (kRotates) {
+#pragma unroll
+    for (int slot = 0; slot < kSlots; ++slot)
+      if (is_k) frequencies[slot].form(p, (lane + slot * kLanes) * kQuantizeSpan);
+  }
+  // The partner of dim f below rotary_dim is f + half or f - half, half / 8 lanes away.
+  const int partner = d >= 2 * half ? thread
+                      : d < half    ? thread + half / kQuantizeSpan
+                                    : thread - half / kQuantizeSpan;
+  // visit(key, d, x) for each of the lane's spans of the segment's new rows, as stored (K
+  // rotated, its angles advanced row by row), twice: for the largest magnitude, then for the
+  // codes. Both visits form the same values the same way.
+  const auto each_span = [&](auto&& visit) {
+    if (keeps_rows) {
+      SpanAngles<Traits> angles;
+#pragma unroll 1
+      for (int r = 0; r < rows; ++r) {
+        float x[kQuantizeSpan];
+        widen_span(p, staged[r][thread], x);
+        if constexpr (kRotates) {
+          if (is_k) {
+            float partners[kQuantizeSpan] = {};
+            if constexpr (kHalf) widen_span(p, staged[r][partner], partners);
+            angles.advance(p, begin + r + position_offset, r, d, frequencies[0]);
+            rotate_span<Traits>(p, d, angles, partners, x);
+          }
+        }
+        if (d < dim) visit(begin + r, d, x);
+      }
+      return;
+    }
+    SpanAngles<Traits> angles[kSlots];
+#pragma unroll(kRotatedRowsInFlight)
+    for (int r = 0; r < rows; ++r) {
+#pragma unroll
+      for (int slot = 0; slot < kSlots; ++slot) {
+        if (!lane_has(r, slot)) continue;
+        const int span = (lane + slot * kLanes) * kQuantizeSpan;
+        if constexpr (kRotates)
+          if (is_k)
+            angles[slot].advance(p, begin + r + position_offset, r, span, frequencies[slot]);
+        float x[kQuantizeSpan];
+        appended_span<Traits>(p, row_of(begin + r), span, dim, vector_in, is_k, angles[slot], x);
+        visit(begin + r, span, x);
+      }
+    }
+  };
+  // The largest finite magnitude (infinities saturate, NaN stays NaN).
+  float amax = 0.0f;
+  each_span([&](long long, int, const float(&x)[kQuantizeSpan]) {
+#pragma unroll
+    for (int e = 0; e < kQuantizeSpan; ++e)
+      if (fabsf(x[e]) <= 3.40282347e+38f) amax = fmaxf(amax, fabsf(x[e]));
+  });
   // Every lane of the warp takes part, whatever its group holds; the value moves as its bits.
 #pragma unroll
   for (int offset = kLanes / 2; offset > 0; offset /= 2)
@@ -274,8 +387,8 @@ TILEFMHA_DEVICE void quantize_segment(const AppendKvParams& p, long long group, 
   const float inverse = 1.0f / scale;
   const bool vector_out = reinterpret_cast<unsigned long long>(pool) % 8 == 0 &&
                           ((to.batch | to.seq | to.head | dim) % kQuantizeSpan) == 0;
-  each_span([&](long long key, int d, const float(&x)[kQuantizeSpan]) {
-    store_codes<T>(cache + (key - first_key) * to.seq + d, dim - d, vector_out, x, inverse);
+  each_span([&](long long key, int span, const float(&x)[kQuantizeSpan]) {
+    store_codes<T>(cache + (key - first_key) * to.seq + span, dim - span, vector_out, x, inverse);
   });
   if (lane == 0) *scale_entry = scale;
 }

@@ -11,6 +11,8 @@
 #define TILEFMHA_HAS_SM89 1
 #define __device__
 #define __forceinline__
+// The emulation runs blocks one after another, so a block's shared arrays can be statics.
+#define __shared__ static
 
 struct EmulatedIndex {
   unsigned x = 0, y = 0, z = 0;
@@ -34,6 +36,17 @@ inline unsigned __shfl_sync(unsigned, unsigned value, int source, int width = 32
       emulated_warp_slots[(lane & ~unsigned(width - 1)) + unsigned(source) % unsigned(width)];
   emulated_warp->arrive_and_wait();
   return result;
+}
+
+// Whether `predicate` holds on every lane of the warp (the hardware's vote.sync.all).
+inline int __all_sync(unsigned, int predicate) {
+  const unsigned lane = threadIdx.x % 32;
+  emulated_warp_slots[lane] = predicate != 0;
+  emulated_warp->arrive_and_wait();
+  bool all = true;
+  for (unsigned other = 0; other < 32; ++other) all = all && emulated_warp_slots[other] != 0;
+  emulated_warp->arrive_and_wait();
+  return all;
 }
 
 struct uint4 {
