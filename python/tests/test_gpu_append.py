@@ -238,12 +238,14 @@ NEW_BF16, NEW_FP16 = (torch.bfloat16, torch.float16) if torch else (None, None)
 
 
 @pytest.mark.parametrize("page_size, new_dtype, dim",
-                         [(16, NEW_BF16, 128), (1, NEW_FP16, 128), (16, NEW_BF16, 256)])
+                         [(16, NEW_BF16, 128), (1, NEW_FP16, 128), (16, NEW_BF16, 256),
+                          (64, NEW_BF16, 128)])
 def test_quantizing_append_matches_the_cpu_reference(page_size, new_dtype, dim):
     """bf16 / fp16 new tokens into an e4m3 page pool with per-page scales: codes within one
     rounding step (the kernel multiplies by the scale's fp32 reciprocal, the reference divides
     in double), the page scales equal to the reference's within its double RoPE, in place.
-    hdim 256: a whole warp per page segment."""
+    hdim 256: a whole warp per page segment. Pages of 64: segments of 19 new rows, read twice
+    rather than staged, their RoPE angles stepped from row to row."""
     require_capability((8, 9), "fp8 append-KV needs an sm_89 or newer GPU")
     rng = np.random.default_rng(40 + page_size + dim)
     k_pool, v_pool, cache = pools(rng, page_size, "nhd", 19, dim)
