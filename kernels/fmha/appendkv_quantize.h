@@ -232,7 +232,7 @@ TILEFMHA_DEVICE void quantize_segment(const AppendKvParams& p, long long group, 
   // Rows a lane has in flight where it rotates, so the angles' latency hides behind loads (H200,
   // b64 x 512 tokens half-rotated: 1 row 568 us, 2 rows 363-367, 4 rows 407-410, and 4 spilled
   // at hdim 256); unrotated rows lost by it (146 -> 165 us at 4).
-  constexpr int kRotatedRowsInFlight = Traits::kRope == RopeMode::none ? 1 : 2;
+  [[maybe_unused]] constexpr int kRotatedRowsInFlight = Traits::kRope == RopeMode::none ? 1 : 2;
   constexpr float kLargest =
       tile::same_type<T, tile::float_e5m2_t>::value ? kAppendKvE5m2Largest : kAppendKvE4m3Largest;
   const bool is_k = group < p.k_groups;

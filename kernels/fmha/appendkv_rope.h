@@ -22,24 +22,26 @@ TILEFMHA_DEVICE double rope_frequency(const AppendKvParams& p, int f) {
   return frequency;
 }
 
+// `angle` less its whole turns, in [-pi, pi], in double.
+TILEFMHA_DEVICE double reduced_angle(double angle) {
+  constexpr double kTwoPi = 6.283185307179586;
+  return fma(-rint(angle * (1.0 / kTwoPi)), kTwoPi, angle);
+}
+
 // cos and sin of `frequency` (rope_frequency's) at `position`. The angle is formed and reduced
 // to [-pi, pi] in double (fp32 angles lose ~position * 2^-24 radians, visible at long contexts),
 // then its sine and cosine taken by the hardware's approximations (abs error ~4e-7 on that range;
 // sincosf would keep a slow path for large arguments on the stack): a double sincos per element
 // held the RoPE append to ~20% of copy bandwidth (H100).
 TILEFMHA_DEVICE void rope_angle_at(double frequency, long long position, float& c, float& s) {
-  constexpr double kTwoPi = 6.283185307179586;
-  const double angle = double(position) * frequency;
-  const double turns = rint(angle * (1.0 / kTwoPi));
-  __sincosf(float(fma(-turns, kTwoPi, angle)), &s, &c);
+  __sincosf(float(reduced_angle(double(position) * frequency)), &s, &c);
 }
 
 // cos and sin of `angle` to float precision without the hardware's approximations (abs error
 // ~4e-7, which a rotation repeated row after row would accumulate): reduced to [-pi, pi] in
 // double, then the Taylor series to x^21 and x^20 (remainders under 1e-10 there).
 TILEFMHA_DEVICE void series_sincos(double angle, float& c, float& s) {
-  constexpr double kTwoPi = 6.283185307179586;
-  const double x = fma(-rint(angle * (1.0 / kTwoPi)), kTwoPi, angle);
+  const double x = reduced_angle(angle);
   const double x2 = x * x;
   double sine = 1.0, cosine = 1.0;
 #pragma unroll

@@ -25,28 +25,36 @@ inline void __syncwarp(unsigned = 0xFFFFFFFFu) {
   emulated_warp->arrive_and_wait();
 }
 
-// The calling thread's warp's 32 exchange slots, for __shfl_sync: every lane of the warp posts its
-// value, then reads lane `source` of its `width`-lane segment (the hardware's shfl.sync.idx).
+// The calling thread's warp's 32 exchange slots, for __shfl_sync and __all_sync.
 inline thread_local unsigned* emulated_warp_slots = nullptr;
-inline unsigned __shfl_sync(unsigned, unsigned value, int source, int width = 32) {
-  const unsigned lane = threadIdx.x % 32;
-  emulated_warp_slots[lane] = value;
+
+// Every lane of the warp posts `value` in its slot, then `read` reads the slots, which stay
+// unchanged until every lane has read (the hardware's exchanges among a warp's lanes).
+template <class Read>
+auto emulated_exchange(unsigned value, Read read) {
+  emulated_warp_slots[threadIdx.x % 32] = value;
   emulated_warp->arrive_and_wait();
-  const unsigned result =
-      emulated_warp_slots[(lane & ~unsigned(width - 1)) + unsigned(source) % unsigned(width)];
+  const auto result = read(emulated_warp_slots);
   emulated_warp->arrive_and_wait();
   return result;
 }
 
+// Lane `source` of the calling lane's `width`-lane segment's value (the hardware's
+// shfl.sync.idx).
+inline unsigned __shfl_sync(unsigned, unsigned value, int source, int width = 32) {
+  const unsigned segment = (threadIdx.x % 32) & ~unsigned(width - 1);
+  return emulated_exchange(value, [&](const unsigned* slots) {
+    return slots[segment + unsigned(source) % unsigned(width)];
+  });
+}
+
 // Whether `predicate` holds on every lane of the warp (the hardware's vote.sync.all).
 inline int __all_sync(unsigned, int predicate) {
-  const unsigned lane = threadIdx.x % 32;
-  emulated_warp_slots[lane] = predicate != 0;
-  emulated_warp->arrive_and_wait();
-  bool all = true;
-  for (unsigned other = 0; other < 32; ++other) all = all && emulated_warp_slots[other] != 0;
-  emulated_warp->arrive_and_wait();
-  return all;
+  return emulated_exchange(predicate != 0, [](const unsigned* slots) {
+    int all = 1;
+    for (int lane = 0; lane < 32; ++lane) all = all && slots[lane] != 0;
+    return all;
+  });
 }
 
 struct uint4 {
