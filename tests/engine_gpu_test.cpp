@@ -261,7 +261,7 @@ TEST_F(EngineGpu, SmokeTierSplitKvShapesMatchTheReference) {
     EnginePlan plan;
     EXPECT_EQ(run_and_compare(*engine_, pool, host, &plan), 0);
     EXPECT_EQ(plan.num_splits(), shape.num_splits);
-    EXPECT_EQ(plan.num_stages(), 2);
+    EXPECT_EQ(plan.num_stages(), plan.splits_merged_in_cluster() ? 1 : 2);
     ++checked;
   }
   EXPECT_GT(checked, 0);
@@ -313,6 +313,54 @@ TEST_F(EngineGpu, SplitKvPlansMatchTheReference) {
     EXPECT_EQ(run_and_compare(*engine_, pool, host, &plan), 0);
     EXPECT_EQ(plan.num_splits(), host.split.num_splits) << plan.explanation();
   }
+}
+
+// Split plans whose clusters merge the splits (no combine stage): an automatic b=1 decode, and
+// forced counts of 2 to 8 with the LSE output, the sink logit (added once, in the merge), varlen
+// with an empty sequence, per-batch key lengths (a sequence with none: O = 0, LSE = -inf), fp16,
+// head dims 64 and 256 and unpacked heads. 16 splits are more than a cluster holds: split-KV then
+// combine.
+TEST_F(EngineGpu, SplitsMergedInClustersMatchTheReference) {
+  TensorPool pool(350);
+  const auto sinks = pool.uniform(DType::fp32, {32}, -1, 2);
+  std::vector<Problem> merged;
+  merged.push_back(
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 32, 8, 1, 1024, 128, 128})
+          .build());
+  merged.push_back(
+      testing::batch_problem(pool, Family::fwd, DType::fp16, {1, 32, 8, 3, 2000, 64, 64})
+          .causal(MaskAlign::bottom_right)
+          .sink_logits(sinks)
+          .splits(8)
+          .build());
+  merged.push_back(
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 16, 16, 1, 3000, 256, 256})
+          .sink_logits(pool.uniform(DType::fp32, {16}, -1, 2))
+          .splits(2)
+          .build());
+  merged.push_back(
+      varlen_problem(pool, prefix_sums({0, 37, 1, 20}), prefix_sums({5, 3000, 1290, 254})));
+  merged.back().split.num_splits = 2;
+  merged.push_back(
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {3, 32, 8, 1, 4096, 128, 128})
+          .key_lengths({4096, 0, 1500})
+          .splits(3)
+          .build());
+  // Clusters few enough for one wave: the engine otherwise falls back to split-KV + combine.
+  for (const Problem& host : merged) {
+    EnginePlan plan;
+    EXPECT_EQ(run_and_compare(*engine_, pool, host, &plan), 0);
+    EXPECT_TRUE(plan.splits_merged_in_cluster()) << plan.explanation();
+    EXPECT_EQ(plan.num_stages(), 1) << plan.explanation();
+  }
+  const Problem wide =
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 32, 8, 1, 8192, 128, 128})
+          .splits(16)
+          .build();
+  EnginePlan plan;
+  EXPECT_EQ(run_and_compare(*engine_, pool, wide, &plan), 0);
+  EXPECT_FALSE(plan.splits_merged_in_cluster());
+  EXPECT_EQ(plan.num_stages(), 2);
 }
 
 // The portable pipeline's split-KV and the combine, selected by restricting the candidates.

@@ -205,11 +205,32 @@ TEST(PagedDispatch, HopperGathersPagesBelowASwizzleAtom) {
   EXPECT_EQ(chosen.page_size, 0);
   // The module's gather entry runs it; pages of 16 run the TMA entry, the kernel's symbol.
   const templates::KernelTemplate& hopper = templates::kernel_template(chosen);
-  EXPECT_EQ(hopper.entry(chosen, problem), chosen.symbol() + "_gather");
-  EXPECT_EQ(hopper.entry(chosen, paged_decode(16)), chosen.symbol());
+  EXPECT_EQ(hopper.entry(chosen, problem, {}), chosen.symbol() + "_gather");
+  EXPECT_EQ(hopper.entry(chosen, paged_decode(16), {}), chosen.symbol());
   const std::string source = codegen::generate_sm90_source(chosen);
   EXPECT_NE(source.find(chosen.symbol() + "_gather("), std::string::npos);
   EXPECT_NE(source.find("fwd_sm90_gather<Traits>"), std::string::npos);
+  EXPECT_EQ(source.find("_cluster_merge("), std::string::npos) << "not a split kernel";
+}
+
+// A split kernel's module carries the entry whose clusters merge the splits; a plan that merges
+// launches it with a cluster of the split count along x.
+TEST(PagedDispatch, SplitKernelsCarryTheClusterMergeEntry) {
+  KernelConfig split = testing::sm90_fwd_config(DType::bf16, 128, 128, 64, 128);
+  split.family = Family::fwd_splitkv;
+  split.page_table = PageTableKind::vllm_block_table;
+  split.pad_seqlen_q = split.pad_seqlen_k = true;
+  const std::string source = codegen::generate_sm90_source(split);
+  EXPECT_NE(source.find(split.symbol() + "_cluster_merge("), std::string::npos);
+  EXPECT_NE(source.find("fwd_sm90_cluster_merge<Traits>"), std::string::npos);
+  const templates::KernelTemplate& hopper = templates::kernel_template(split);
+  const Problem problem = paged_decode(16);
+  EXPECT_EQ(hopper.entry(split, problem, {132, 4, true}), split.symbol() + "_cluster_merge");
+  EXPECT_EQ(hopper.entry(split, problem, {132, 4, false}), split.symbol());
+  const jit::LaunchShape merged = hopper.launch_shape(split, problem, {132, 4, true});
+  EXPECT_EQ(merged.cluster[0], 4u);
+  EXPECT_EQ(merged.grid[0] % 4, 0u);
+  EXPECT_EQ(hopper.launch_shape(split, problem, {132, 4, false}).cluster[0], 1u);
 }
 
 // A decode's packed GQA group (4 query rows here) fills a sliver of any tile: paged decode takes

@@ -31,6 +31,36 @@ int64_t splits_for(const Problem& problem) {
   return choose_num_splits(problem, split_kernel(problem), kH100);
 }
 
+// A split kernel merges its splits in a cluster where it is sm90_ws reading pages by TMA and
+// the count fits a portable cluster (2..8); the clusters must also run in one wave.
+TEST(SplitCount, SplitsMergeInAClusterOfTwoToEight) {
+  const Problem problem = decode(1, 32, 8, 1024);
+  const KernelConfig kernel = split_kernel(problem);
+  EXPECT_TRUE(merges_splits_in_cluster(problem, kernel, 2));
+  EXPECT_TRUE(merges_splits_in_cluster(problem, kernel, 8));
+  EXPECT_FALSE(merges_splits_in_cluster(problem, kernel, 1));
+  EXPECT_FALSE(merges_splits_in_cluster(problem, kernel, 9));
+  KernelConfig portable = kernel;
+  portable.pipeline = Pipeline::sm80_mma;
+  EXPECT_FALSE(merges_splits_in_cluster(problem, portable, 4));
+  Problem gathered = problem;  // pages under 8 keys run the gather entry
+  gathered.paged.table = PageTableKind::vllm_block_table;
+  gathered.paged.page_size = 4;
+  EXPECT_FALSE(merges_splits_in_cluster(gathered, kernel, 4));
+  gathered.paged.page_size = 16;
+  EXPECT_TRUE(merges_splits_in_cluster(gathered, kernel, 4));
+}
+
+TEST(SplitCount, MergingClustersRunInOneWave) {
+  EXPECT_TRUE(clusters_run_in_one_wave(16, 8, 16, 132, 1));
+  EXPECT_FALSE(clusters_run_in_one_wave(17, 8, 16, 132, 1));
+  EXPECT_FALSE(clusters_run_in_one_wave(1, 8, 0, 132, 1));
+  // Unknown capacity (no GPU): half the SMs' worth of CTAs.
+  EXPECT_TRUE(clusters_run_in_one_wave(8, 8, -1, 132, 1));
+  EXPECT_FALSE(clusters_run_in_one_wave(9, 8, -1, 132, 1));
+  EXPECT_TRUE(clusters_run_in_one_wave(16, 8, -1, 132, 2));
+}
+
 TEST(SplitCount, AnExplicitCountWins) {
   EXPECT_EQ(splits_for(decode(1, 32, 8, 8192, 3)), 3);
   EXPECT_EQ(splits_for(decode(64, 32, 8, 128, 5)), 5);

@@ -14,6 +14,7 @@
 // Mask and logits features enter as the hooks of Traits, as in the sm80 kernel.
 #pragma once
 
+#include "fmha/fwd_sm90_cluster_merge.h"
 #include "fmha/fwd_sm90_consumer.h"
 #include "fmha/fwd_sm90_epilogue.h"
 #include "fmha/fwd_sm90_mask.h"
@@ -26,6 +27,7 @@
 #include "fmha/seq_info.h"
 #include "tile/grid_dependency.h"
 #include "tile/setmaxnreg.h"
+#include "tile/timeline.h"
 
 namespace tilefmha::fmha {
 
@@ -38,8 +40,9 @@ TILEFMHA_DEVICE int sm90_opaque(int value) {
 }
 
 // Gather: the producer warpgroup gathers pages under 8 keys (fwd_sm90_gather.h) with more
-// registers than the TMA producer's 24, taken from the consumers.
-template <class Traits, bool Gather>
+// registers than the TMA producer's 24, taken from the consumers. ClusterMerge: a split kernel
+// whose cluster merges its splits (fwd_sm90_cluster_merge.h).
+template <class Traits, bool Gather, bool ClusterMerge = false>
 TILEFMHA_DEVICE void fwd_sm90_body(const Sm90FwdParams& params) {
   constexpr int kProducerRegisters =
       Gather ? kSm90GatherProducerRegisters : Traits::kProducerRegisters;
@@ -51,15 +54,18 @@ TILEFMHA_DEVICE void fwd_sm90_body(const Sm90FwdParams& params) {
       (tile::shared_address(shared) + (kSm90AtomBytes - 1)) & ~tile::u32(kSm90AtomBytes - 1);
   const Sm90Barriers<Traits::kStages> barriers{smem + Traits::kSmem.barrier_offset};
   constexpr bool kLongestFirst = !tile::same_type<typename Traits::Mask, NoMask>::value;
-  const Sm90TileScheduler<kLongestFirst, Traits::kSplitKv> scheduler{params};
+  const Sm90TileScheduler<kLongestFirst, Traits::kSplitKv, ClusterMerge> scheduler{params};
 
   // The combine (launched with programmatic dependency) may take the SMs this grid leaves idle
   // and wait there for its end, instead of being launched after it.
   if constexpr (Traits::kSplitKv) tile::allow_dependent_grid_launch();
-  if (threadIdx.x == 0)
+  if (threadIdx.x == 0) {
+    tile::timeline_stamp(tile::kTimelineEntry);
     barriers.init(Traits::kConsumerWarps, Traits::kTransposerThreads,
                   Gather ? kSm90GatherThreads : 1);
+  }
   __syncthreads();
+  if (threadIdx.x == 0) tile::timeline_stamp(tile::kTimelineSetUp);
   const int warpgroup = threadIdx.x / kSm90WarpgroupThreads;
 
   if (warpgroup == 0) {
@@ -73,6 +79,12 @@ TILEFMHA_DEVICE void fwd_sm90_body(const Sm90FwdParams& params) {
     } else if constexpr (Traits::kFp8) {
       if (threadIdx.x >= 32)
         sm90_transpose_v<Traits>(params, scheduler, smem, barriers, int(threadIdx.x) - 32);
+    }
+    // The cluster's two syncs count every thread; the consumers merge between them, on their
+    // registers (code after the roles' join would get the producers' few).
+    if constexpr (ClusterMerge) {
+      tile::cluster_sync();
+      tile::cluster_sync();
     }
   } else {
     if constexpr (Traits::kReallocateRegisters)
@@ -113,17 +125,43 @@ TILEFMHA_DEVICE void fwd_sm90_body(const Sm90FwdParams& params) {
       const Sm90Tile again = scheduler.tile(sm90_opaque(index));
       const SeqInfo epilogue_seq = SeqInfo::make<Traits::kGroupMode>(p, again.batch);
       const float softmax_scale = Traits::kFusedScale ? p.scale_log2 : 1.0f;
-      if constexpr (Traits::kSplitKv) {
+      if constexpr (ClusterMerge) {
+        sm90_stage_split_partial<Traits>(consumer, state, softmax_scale,
+                                         Sm90MergeArea<Traits>{smem + Traits::kSmem.k_offset});
+      } else if constexpr (Traits::kSplitKv) {
         sm90_split_epilogue<Traits>(p, epilogue_seq, again, consumer, state, softmax_scale);
       } else {
         sm90_epilogue<Traits>(params, epilogue_seq, again, consumer, state, softmax_scale,
                               dropout.keep_scale());
       }
+      consumer.stamp(tile::kTimelineStored);
       if constexpr (!Traits::kPersistent) break;
     }
     sm90_epilogue_drain(consumer);
     consumer.close_turns();
+    if constexpr (ClusterMerge) {
+      tile::cluster_sync();  // every split of the tile staged its partial
+      const Sm90Tile tile_id = scheduler.tile(scheduler.first());
+      const SeqInfo seq = SeqInfo::make<Traits::kGroupMode>(p, tile_id.batch);
+      sm90_cluster_merge_rows<Traits>(p, seq, tile_id,
+                                      Sm90MergeArea<Traits>{smem + Traits::kSmem.k_offset},
+                                      int(threadIdx.x) - kSm90WarpgroupThreads);
+      tile::cluster_sync();  // no CTA leaves while another still reads its partial
+    }
   }
+  // The first consumer thread reports: the producers run on few registers.
+  tile::timeline_finish(Traits::kSplitKv ? "fwd_sm90 split" : "fwd_sm90",
+                        threadIdx.x == kSm90WarpgroupThreads);
+}
+
+// The split kernel's entry whose cluster merges the splits (launched with a cluster of
+// p.num_splits CTAs along x; the plan picks it: templates/fwd_sm90_template.cpp).
+template <class Traits>
+TILEFMHA_DEVICE void fwd_sm90_cluster_merge(const Sm90FwdParams& params) {
+#if defined(TILEFMHA_HAS_SM90A)
+  static_assert(Traits::kSplitKv && !Traits::kPersistent, "clusters merge one-CTA split tiles");
+  fwd_sm90_body<Traits, false, true>(params);
+#endif
 }
 
 template <class Traits>

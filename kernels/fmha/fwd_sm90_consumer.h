@@ -17,6 +17,7 @@
 #include "fmha/mask.h"
 #include "tile/async_proxy.h"
 #include "tile/named_barrier.h"
+#include "tile/timeline.h"
 #include "tile/wgmma.h"
 
 namespace tilefmha::fmha {
@@ -293,6 +294,11 @@ struct Sm90Consumer {
 
   // The last warpgroup opens the first turn; warpgroup 0 takes the matching extra turn after
   // its last tile, so every arrival on a turn barrier is consumed.
+  // The latency timeline's points (tile/timeline.h), from the first consumer thread.
+  TILEFMHA_DEVICE void stamp(tile::TimelinePoint point) const {
+    if (group == 0 && thread == 0) tile::timeline_stamp(point);
+  }
+
   TILEFMHA_DEVICE void open_turns() const {
     if constexpr (Traits::kPingpong) {
       if (group == Traits::kConsumerGroups - 1)
@@ -322,6 +328,7 @@ struct Sm90Consumer {
       if (blocks.count() == 0) return;  // an empty split: the producer loads no Q for it
     }
     tile::mbarrier_wait(barriers.q_full(), q_phase);
+    stamp(tile::kTimelineQLanded);
 
     const int steps = blocks.count();
     if (steps == 0) release_q_after(-1, 0);  // a tile that sees no key never reads Q
@@ -372,6 +379,7 @@ struct Sm90Consumer {
     } else if (steps > 0) {
       // Block 0: S alone.
       tile::mbarrier_wait(barriers.k_full(stage_of(0)), phase_of(0));
+      stamp(tile::kTimelineFirstK);
       wait_turn();
       tile::wgmma_fence();
       issue_qk(s, stage_of(0));
@@ -379,6 +387,7 @@ struct Sm90Consumer {
       pass_turn();
       tile::wgmma_wait_group<0>();
       tile::wgmma_fence_registers(s);
+      stamp(tile::kTimelineFirstS);
       release(barriers.k_empty(stage_of(0)));
       release_q_after(0, steps);
       pack_p(s, p, softmax_step(0, Sm90CheckMask<true>{}));
@@ -427,6 +436,7 @@ struct Sm90Consumer {
       // Last block: O += P V alone.
       const int last = steps - 1;
       wait_v(stage_of(last), phase_of(last));
+      stamp(tile::kTimelineLastV);
       clear_v_past_keys(stage_of(last), key_begin_of(last), len_k);
       wait_turn();
       tile::wgmma_fence();
@@ -435,6 +445,7 @@ struct Sm90Consumer {
       pass_turn();
       tile::wgmma_wait_group<0>();
       tile::wgmma_fence_registers(o);
+      stamp(tile::kTimelineLastPv);
       release_v(stage_of(last));
     }
   }

@@ -22,6 +22,7 @@
 #include "fmha/paged_kv.h"
 #include "fmha/seq_info.h"
 #include "tile/mbarrier.h"
+#include "tile/timeline.h"
 #include "tile/tma.h"
 
 namespace tilefmha::fmha {
@@ -180,6 +181,7 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
     }
     ++q_loads;
     if (!Traits::kPersistent && steps > 0) load_k(0);
+    if (leader) tile::timeline_stamp(tile::kTimelineLoadsIssued);
     if constexpr (Traits::kFp8) {
       // V(j) right after K(j): the transposer must finish it before P V(j), a block earlier
       // than the consumers need a landed 16-bit V.

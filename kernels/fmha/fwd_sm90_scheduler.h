@@ -15,6 +15,9 @@
 // same K/V chunk; heads come next so that, unpacked, the query heads of a GQA group (adjacent
 // heads) read their shared chunk together; splits then re-read only their head's Q, which is
 // small beside a chunk of K/V; and a sequence's tiles stay together, its Q still in L2.
+// Where a tile's splits merge in their cluster (ClusterOrder, fwd_sm90_cluster_merge.h), the
+// CTAs take the same tiles in another order: split fastest, so that the splits of one tile are
+// consecutive CTAs, the ranks of one cluster.
 #pragma once
 
 #include "fmha/fwd_sm90_params.h"
@@ -44,8 +47,9 @@ TILEFMHA_DEVICE int sm90_cta_index() {
   return int(value);
 }
 
-template <bool LongestFirst, bool Split = false>
+template <bool LongestFirst, bool Split = false, bool ClusterOrder = false>
 struct Sm90TileScheduler {
+  static_assert(!ClusterOrder || Split, "only split tiles run in clusters");
   const Sm90FwdParams& params;
 
   TILEFMHA_DEVICE bool paired() const { return LongestFirst && !Split && params.paired != 0; }
@@ -60,7 +64,19 @@ struct Sm90TileScheduler {
     else
       return slots() * heads() * int(params.base.batch);
   }
-  TILEFMHA_DEVICE int first() const { return paired() ? 2 * sm90_cta_index() : sm90_cta_index(); }
+  TILEFMHA_DEVICE int first() const {
+    if constexpr (ClusterOrder) {
+      // CTA c = t * splits + r runs split r of one-pass tile t (query block, head, sequence).
+      const int cta = sm90_cta_index();
+      const int tile = int(tile::fast_divide(unsigned(cta), params.tile_splits));
+      const int split = cta - tile * int(params.tile_splits.divisor);
+      const int per_sequence = slots() * heads();
+      const int batch = tile / per_sequence;
+      return tile - batch * per_sequence +
+             per_sequence * (split + int(params.tile_splits.divisor) * batch);
+    }
+    return paired() ? 2 * sm90_cta_index() : sm90_cta_index();
+  }
   TILEFMHA_DEVICE int next(int n) const {
     if (!paired()) return n + sm90_grid_ctas();
     return n % 2 == 0 ? n + 1 : n - 1 + 2 * sm90_grid_ctas();

@@ -32,7 +32,11 @@ constexpr int sm90_swizzled_offset(int row, int chunk) {
   return row * kSm90RowBytes + ((chunk ^ (row % 8)) * 16);
 }
 
-constexpr int kSm90MaxConsumerGroups = 3;  // 4 warpgroups: 512 threads, 128 registers each
+constexpr int kSm90MaxConsumerGroups = 3;
+
+// Split-KV kernels that merge their splits inside the kernel (fwd_sm90_cluster_merge.h) run the
+// splits of a tile as one thread block cluster: at most the portable cluster size.
+constexpr int kSm90MaxClusterSplits = 8;  // 4 warpgroups: 512 threads, 128 registers each
 
 constexpr int sm90_consumer_groups(int block_m) {
   return block_m / kSm90WarpgroupRows;

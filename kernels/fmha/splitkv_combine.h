@@ -21,6 +21,7 @@
 #include "tile/fast_math.h"
 #include "tile/grid_dependency.h"
 #include "tile/numeric_types.h"
+#include "tile/timeline.h"
 #include "tile/warp_reduce.h"
 
 namespace tilefmha::fmha {
@@ -359,8 +360,12 @@ TILEFMHA_DEVICE void splitkv_combine(const CombineParams& p) {
   __shared__ float staged[Traits::kBlockM][Traits::kSplitsPerPass + 1];
   // Launched behind the split kernel with programmatic dependency on sm_90 (codegen/
   // combine_source.cpp): the partials are complete only once that grid is.
+  if (threadIdx.x == 0) tile::timeline_stamp(tile::kTimelineEntry);
   tile::wait_for_previous_grid();
+  if (threadIdx.x == 0) tile::timeline_stamp(tile::kTimelineLoadsIssued);
   combine::combine_rows<Traits>(p, staged);
+  if (threadIdx.x == 0) tile::timeline_stamp(tile::kTimelineStored);
+  tile::timeline_finish("splitkv_combine", threadIdx.x == 0);
 }
 
 }  // namespace tilefmha::fmha

@@ -37,6 +37,12 @@ fmha::Sm90SmemLayout sm90_layout(const KernelConfig& config);
 // (fmha/fwd_sm90_gather.h) instead of loading a TMA box per page.
 bool sm90_has_gather_entry(const KernelConfig& config);
 std::string sm90_gather_entry(const KernelConfig& config);
+// Split-KV kernels (family fwd_splitkv) carry a second entry, sm90_cluster_merge_entry(config),
+// that merges the splits of a tile in its thread block cluster (fmha/fwd_sm90_cluster_merge.h)
+// and writes O and LSE, so a plan needs no combine stage; launched with a cluster of num_splits
+// CTAs (at most kSm90MaxClusterSplits).
+std::string sm90_cluster_merge_entry(const KernelConfig& config);
+inline constexpr int64_t kSm90MaxClusterSplits = fmha::kSm90MaxClusterSplits;
 // The smallest page sm90_ws reads (fmha::kSm90MinPageRows).
 inline constexpr int64_t kSm90MinPageSize = fmha::kSm90MinPageRows;
 // The rows of one K/V TMA box of a paged problem: the block, or one page where pages are

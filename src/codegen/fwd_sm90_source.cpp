@@ -270,6 +270,12 @@ std::string generate_sm90_source(const KernelConfig& c, const Sm90Variant& varia
        << "(const __grid_constant__ tilefmha::fmha::Sm90FwdParams params) {\n"
        << "  tilefmha::fmha::fwd_sm90_gather<Traits>(params);\n"
        << "}\n";
+  if (split)
+    tu << "\nextern \"C\" __global__ void __launch_bounds__(" << threads_per_block_sm90(c) << ", "
+       << sm90_ctas_per_sm(c) << ") " << sm90_cluster_merge_entry(c)
+       << "(const __grid_constant__ tilefmha::fmha::Sm90FwdParams params) {\n"
+       << "  tilefmha::fmha::fwd_sm90_cluster_merge<Traits>(params);\n"
+       << "}\n";
   return tu.str();
 }
 
@@ -279,6 +285,10 @@ bool sm90_has_gather_entry(const KernelConfig& c) {
 
 std::string sm90_gather_entry(const KernelConfig& c) {
   return c.symbol() + "_gather";
+}
+
+std::string sm90_cluster_merge_entry(const KernelConfig& c) {
+  return c.symbol() + "_cluster_merge";
 }
 
 bool sm90_persistent_grid_pays(const KernelConfig& c, const Problem& problem) {

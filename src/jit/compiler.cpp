@@ -97,11 +97,18 @@ class Program {
   NvrtcApi::Program program_ = nullptr;
 };
 
+bool environment_flag(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && std::string_view(value) == "1";
+}
 }  // namespace
 
 bool line_info_requested() {
-  const char* value = std::getenv("TILEFMHA_LINEINFO");
-  return value != nullptr && std::string_view(value) == "1";
+  return environment_flag("TILEFMHA_LINEINFO");
+}
+
+bool timeline_requested() {
+  return environment_flag("TILEFMHA_TIMELINE");
 }
 
 std::vector<std::string> nvrtc_arguments(const CompileOptions& options) {

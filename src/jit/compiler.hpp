@@ -22,6 +22,11 @@ struct CompileOptions {
 // a profiler's per-instruction samples map to kernel source lines (the cache keys differ).
 bool line_info_requested();
 
+// TILEFMHA_TIMELINE=1 in the environment: the engine compiles its kernels with TILEFMHA_TIMELINE
+// defined, so that the kernels that record a latency timeline (kernels/tile/timeline.h) print it
+// from their last CTA (the cache keys differ). A diagnostic: it slows every kernel's end.
+bool timeline_requested();
+
 // The exact NVRTC argument list (also hashed into the cache key). -default-device makes
 // unannotated functions device functions, as suits device-only kernel sources.
 std::vector<std::string> nvrtc_arguments(const CompileOptions& options);

@@ -88,6 +88,8 @@ CudaDriverLoad load_cuda_driver(const std::string& library_name) {
   std::string optional_failure;
   bind(library, "cuTensorMapEncodeTiled", api.tensor_map_encode_tiled, optional_failure);
   bind(library, "cuLaunchKernelEx", api.launch_kernel_ex, optional_failure);
+  bind(library, "cuOccupancyMaxActiveClusters", api.occupancy_max_active_clusters,
+       optional_failure);
   api.library_path = library.path;
   if (const CUresult result = api.init(0); result != 0) {
     failure = "cuInit failed: " + describe(api, result) + ": GPU backend unavailable";

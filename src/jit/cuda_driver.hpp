@@ -41,6 +41,7 @@ struct alignas(64) CuTensorMap {
 // cuLaunchKernelEx's configuration (CUlaunchConfig, CUlaunchAttribute: a 4-byte id padded to 8,
 // then a 64-byte value union whose members hold pointers).
 constexpr int cu_launch_attribute_cooperative = 2;
+constexpr int cu_launch_attribute_cluster_dimension = 4;
 constexpr int cu_launch_attribute_programmatic_stream_serialization = 6;
 struct CuLaunchAttribute {
   int id;
@@ -49,6 +50,9 @@ struct CuLaunchAttribute {
     char bytes[64];
     int programmatic_stream_serialization_allowed;
     int cooperative;
+    struct {
+      unsigned x, y, z;
+    } cluster_dimension;
     void* align;
   } value;
 };
@@ -87,6 +91,9 @@ struct CudaDriverApi {
   // Null on drivers older than CUDA 11.8: launches then go through launch_kernel.
   CUresult (*launch_kernel_ex)(const CuLaunchConfig* config, CUfunction function, void** parameters,
                                void** extra);
+  // Null on drivers older than CUDA 11.8.
+  CUresult (*occupancy_max_active_clusters)(int* clusters, CUfunction function,
+                                            const CuLaunchConfig* config);
   CUresult (*mem_alloc)(CUdeviceptr* pointer, size_t bytes);
   CUresult (*mem_free)(CUdeviceptr pointer);
   CUresult (*memcpy_htod)(CUdeviceptr destination, const void* source, size_t bytes);

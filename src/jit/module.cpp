@@ -108,13 +108,34 @@ CUfunction LoadedModule::function(const std::string& kernel_name) const {
 
 void prepare_launch(CUfunction function, LaunchShape& shape) {
   if (shape.dynamic_shared_bytes > default_dynamic_shared_limit) {
-    check_cuda(cuda_driver().func_set_attribute(function,
-                                                cu_func_attribute_max_dynamic_shared_size_bytes,
-                                                static_cast<int>(shape.dynamic_shared_bytes)),
-               "cuFuncSetAttribute(max dynamic shared memory " +
-                   std::to_string(shape.dynamic_shared_bytes) + ")");
+    check_cuda(
+        cuda_driver().func_set_attribute(function, cu_func_attribute_max_dynamic_shared_size_bytes,
+                                         static_cast<int>(shape.dynamic_shared_bytes)),
+        "cuFuncSetAttribute(max dynamic shared memory " +
+            std::to_string(shape.dynamic_shared_bytes) + ")");
   }
   shape.shared_limit_raised = true;
+}
+
+int64_t max_active_clusters(CUfunction function, const LaunchShape& shape) {
+  const CudaDriverApi& api = cuda_driver();
+  if (api.occupancy_max_active_clusters == nullptr) return -1;
+  CuLaunchAttribute attribute{};
+  attribute.id = cu_launch_attribute_cluster_dimension;
+  attribute.value.cluster_dimension = {shape.cluster[0], shape.cluster[1], shape.cluster[2]};
+  const CuLaunchConfig config{shape.grid[0],
+                              shape.grid[1],
+                              shape.grid[2],
+                              shape.block[0],
+                              shape.block[1],
+                              shape.block[2],
+                              shape.dynamic_shared_bytes,
+                              nullptr,
+                              &attribute,
+                              1};
+  int clusters = 0;
+  if (api.occupancy_max_active_clusters(&clusters, function, &config) != 0) return -1;
+  return clusters;
 }
 
 void copy_to_device_async(CUdeviceptr destination, std::span<const std::byte> source,
@@ -133,12 +154,20 @@ void launch_kernel(CUfunction function, const LaunchShape& shape, void** argumen
                "cuFuncSetAttribute(max dynamic shared memory " +
                    std::to_string(shape.dynamic_shared_bytes) + ")");
   }
-  if (shape.cooperative && api.launch_kernel_ex == nullptr)
+  const bool clustered = shape.cluster[0] * shape.cluster[1] * shape.cluster[2] > 1;
+  if ((shape.cooperative || clustered) && api.launch_kernel_ex == nullptr)
     throw Error(ErrorKind::not_supported,
-                "a cooperative launch needs cuLaunchKernelEx (CUDA driver 12.0 or newer)");
-  if ((shape.programmatic_dependency || shape.cooperative) && api.launch_kernel_ex != nullptr) {
-    CuLaunchAttribute attributes[2]{};
+                std::string(clustered ? "a cluster" : "a cooperative") +
+                    " launch needs cuLaunchKernelEx (CUDA driver 12.0 or newer)");
+  if ((shape.programmatic_dependency || shape.cooperative || clustered) &&
+      api.launch_kernel_ex != nullptr) {
+    CuLaunchAttribute attributes[3]{};
     unsigned count = 0;
+    if (clustered) {
+      attributes[count].id = cu_launch_attribute_cluster_dimension;
+      attributes[count++].value.cluster_dimension = {shape.cluster[0], shape.cluster[1],
+                                                     shape.cluster[2]};
+    }
     if (shape.programmatic_dependency) {
       attributes[count].id = cu_launch_attribute_programmatic_stream_serialization;
       attributes[count++].value.programmatic_stream_serialization_allowed = 1;
@@ -147,9 +176,16 @@ void launch_kernel(CUfunction function, const LaunchShape& shape, void** argumen
       attributes[count].id = cu_launch_attribute_cooperative;
       attributes[count++].value.cooperative = 1;
     }
-    const CuLaunchConfig config{shape.grid[0],  shape.grid[1], shape.grid[2],
-                                shape.block[0], shape.block[1], shape.block[2],
-                                shape.dynamic_shared_bytes, stream, attributes, count};
+    const CuLaunchConfig config{shape.grid[0],
+                                shape.grid[1],
+                                shape.grid[2],
+                                shape.block[0],
+                                shape.block[1],
+                                shape.block[2],
+                                shape.dynamic_shared_bytes,
+                                stream,
+                                attributes,
+                                count};
     check_cuda(api.launch_kernel_ex(&config, function, arguments, nullptr), "cuLaunchKernelEx");
     return;
   }
@@ -225,8 +261,9 @@ void Stream::synchronize() const {
 }
 
 Event::Event(bool timing) {
-  check_cuda(cuda_driver().event_create(&event_, timing ? cu_event_default : cu_event_disable_timing),
-             "cuEventCreate");
+  check_cuda(
+      cuda_driver().event_create(&event_, timing ? cu_event_default : cu_event_disable_timing),
+      "cuEventCreate");
 }
 
 Event::~Event() {

@@ -69,10 +69,18 @@ struct LaunchShape {
   // (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) instead of running. For grids whose CTAs wait on
   // one another in an order that launch order alone does not make safe.
   bool cooperative = false;
+  // Thread block clusters of cluster[0] x cluster[1] x cluster[2] CTAs (sm_90+); {1, 1, 1}: none.
+  // The grid must divide into them.
+  unsigned cluster[3] = {1, 1, 1};
 };
 
 // Raises `function`'s dynamic shared-memory limit to what `shape` needs and marks the shape.
 void prepare_launch(CUfunction function, LaunchShape& shape);
+
+// The clusters of `shape.cluster` CTAs that the device holds at once for `function` launched with
+// `shape`'s block and shared memory (cuOccupancyMaxActiveClusters); -1 where the driver cannot
+// say.
+int64_t max_active_clusters(CUfunction function, const LaunchShape& shape);
 
 // `arguments[i]` points at the i-th kernel parameter's value.
 void launch_kernel(CUfunction function, const LaunchShape& shape, void** arguments,

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 
+#include "codegen/fwd_sm90.hpp"
 #include "jit/cached_compiler.hpp"
 #include "jit/target_arch.hpp"
 #include "runtime/checked_indices.hpp"
@@ -96,18 +98,24 @@ std::vector<CandidateVerdict> Dispatcher::explain(const Problem& problem) const 
 }
 
 PlannedStage Dispatcher::prepare_stage(const KernelConfig& kernel, const Problem& problem,
-                                       int64_t num_splits) {
+                                       int64_t num_splits, bool merge_splits_in_cluster) {
   const templates::KernelTemplate& kernel_template = templates::kernel_template(kernel);
   registry_.ensure_built(kernel, [&] {
     jit::CompileOptions compile = options_.compile;
     compile.arch = jit::nvrtc_target(kernel.arch);
     compile.line_info = compile.line_info || jit::line_info_requested();
+    if (jit::timeline_requested()) compile.defines.push_back("TILEFMHA_TIMELINE");
     return jit::compile_cached(kernel.symbol(), kernel_template.source(kernel), compile,
                                options_.cache.get())
         .cubin;
   });
-  PlannedStage stage{kernel, &kernel_template, kernel_template.entry(kernel, problem), nullptr,
-                     kernel_template.launch_shape(kernel, problem, {device_.sm_count, num_splits})};
+  const templates::StageContext context{device_.sm_count, num_splits, merge_splits_in_cluster};
+  PlannedStage stage{kernel,
+                     &kernel_template,
+                     kernel_template.entry(kernel, problem, context),
+                     nullptr,
+                     kernel_template.launch_shape(kernel, problem, context),
+                     merge_splits_in_cluster};
   // Without a current context (planning on a machine with no GPU) the run loads it instead.
   if (jit::context_is_current()) {
     stage.function = registry_.function(kernel, stage.entry);
@@ -144,11 +152,29 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem, bool own_wo
       const int64_t splits = choose_num_splits(problem, split_kernel, device_);
       if (splits > 1) {
         plan->num_splits = splits;
-        plan->stages.push_back(prepare_stage(split_kernel, problem, splits));
-        describe(split_best, plan->stages.back(), split_verdicts.size() - 1);
-        plan->stages.push_back(prepare_stage(combine_best.kernel, problem, splits));
-        describe(combine_best, plan->stages.back(), combine_verdicts.size() - 1);
-        why << "split-KV: " << splits << " splits\n";
+        std::optional<PlannedStage> merged;
+        if (merges_splits_in_cluster(problem, split_kernel, splits)) {
+          merged = prepare_stage(split_kernel, problem, splits, true);
+          const int64_t clusters = merged->shape.grid[0] / splits;
+          const int64_t capacity =
+              merged->function ? jit::max_active_clusters(merged->function, merged->shape) : -1;
+          if (!clusters_run_in_one_wave(clusters, splits, capacity, device_.sm_count,
+                                        codegen::sm90_ctas_per_sm(split_kernel)))
+            merged.reset();
+        }
+        if (merged) {
+          plan->splits_merged_in_cluster = true;
+          plan->stages.push_back(std::move(*merged));
+          describe(split_best, plan->stages.back(), split_verdicts.size() - 1);
+          why << "split-KV: " << splits << " splits, merged in thread block clusters of " << splits
+              << " (no combine stage)\n";
+        } else {
+          plan->stages.push_back(prepare_stage(split_kernel, problem, splits));
+          describe(split_best, plan->stages.back(), split_verdicts.size() - 1);
+          plan->stages.push_back(prepare_stage(combine_best.kernel, problem, splits));
+          describe(combine_best, plan->stages.back(), combine_verdicts.size() - 1);
+          why << "split-KV: " << splits << " splits\n";
+        }
       }
     }
   }
@@ -172,7 +198,9 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem, bool own_wo
     why << "then attention over the appended cache:\n" << plan->attention->explanation;
   }
   const int64_t attention_bytes = plan->attention ? plan->attention->workspace.bytes : 0;
-  plan->workspace = workspace_layout(problem, plan->num_splits, attention_bytes,
+  // Splits merged in clusters leave no partials in the workspace.
+  const int64_t partial_splits = plan->splits_merged_in_cluster ? 1 : plan->num_splits;
+  plan->workspace = workspace_layout(problem, partial_splits, attention_bytes,
                                      backward_workspace(problem, plan->stages));
   if (own_workspace && plan->workspace.bytes > 0)
     plan->owned_workspace = std::make_unique<OwnedWorkspace>(plan->workspace.bytes);

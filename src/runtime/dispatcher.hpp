@@ -62,8 +62,8 @@ class Dispatcher {
   std::vector<CandidateVerdict> verdicts(const Problem& problem, Family stage) const;
   const CandidateVerdict& best_or_throw(const std::vector<CandidateVerdict>& verdicts,
                                         const Problem& problem, Family stage) const;
-  PlannedStage prepare_stage(const KernelConfig& kernel, const Problem& problem,
-                             int64_t num_splits);
+  PlannedStage prepare_stage(const KernelConfig& kernel, const Problem& problem, int64_t num_splits,
+                             bool merge_splits_in_cluster = false);
   // `own_workspace`: allocate the plan's workspace (a nested attention plan uses its parent's).
   std::shared_ptr<Plan> build_plan(const Problem& problem, bool own_workspace = true);
 

@@ -171,19 +171,17 @@ Sm90TensorMapSpecs sm90_tensor_map_specs(const Problem& p, const KernelConfig& c
   return specs;
 }
 
-fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& p, const FwdDeviceIndices& indices,
-                                         const KernelConfig& c, const SplitKv* split) {
+namespace {
+
+// `merged_splits` > 0: a split kernel that merges that many splits in its cluster, with the
+// problem's O and LSE in place of partials.
+fmha::Sm90FwdParams sm90_params(const Problem& p, const FwdDeviceIndices& indices,
+                                const KernelConfig& c, const SplitKv* split,
+                                int64_t merged_splits) {
   const bool split_kernel = c.family == Family::fwd_splitkv;
-  if (split_kernel && split == nullptr && p.family != Family::fwd_splitkv)
-    fail(ErrorKind::invalid_argument,
-         "split is null and family = " + std::string(to_string(p.family)) +
-             ": a fwd_splitkv kernel writes split partials (pass the plan's SplitKv)");
-  if (!split_kernel && (split != nullptr || p.family == Family::fwd_splitkv))
-    fail(ErrorKind::invalid_argument,
-         "family = " + std::string(to_string(c.family)) +
-             ": the kernel writes whole rows of O, not split partials (use a fwd_splitkv kernel)");
   fmha::Sm90FwdParams params{};
   params.base = make_fwd_params(p, indices, Pipeline::sm90_ws, split);
+  if (merged_splits > 0) params.base.num_splits = static_cast<int>(merged_splits);
   const int64_t rows_per_tile = c.pack_gqa ? c.block_m / (p.nhead_q / p.nhead_k) : c.block_m;
   params.m_blocks = static_cast<int>((p.seqlen_q + rows_per_tile - 1) / rows_per_tile);
   params.tile_heads =
@@ -209,6 +207,39 @@ fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& p, const FwdDeviceIndice
   params.kv_grouped = specs.kv_grouping.grouped ? 1 : 0;
   params.kv_heads_in_pages = static_cast<int>(specs.kv_grouping.heads_in_pages);
   return params;
+}
+
+}  // namespace
+
+fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& p, const FwdDeviceIndices& indices,
+                                         const KernelConfig& c, const SplitKv* split) {
+  const bool split_kernel = c.family == Family::fwd_splitkv;
+  if (split_kernel && split == nullptr && p.family != Family::fwd_splitkv)
+    fail(ErrorKind::invalid_argument,
+         "split is null and family = " + std::string(to_string(p.family)) +
+             ": a fwd_splitkv kernel writes split partials (pass the plan's SplitKv)");
+  if (!split_kernel && (split != nullptr || p.family == Family::fwd_splitkv))
+    fail(ErrorKind::invalid_argument,
+         "family = " + std::string(to_string(c.family)) +
+             ": the kernel writes whole rows of O, not split partials (use a fwd_splitkv kernel)");
+  return sm90_params(p, indices, c, split, 0);
+}
+
+fmha::Sm90FwdParams make_fwd_sm90_cluster_merge_params(const Problem& p,
+                                                       const FwdDeviceIndices& indices,
+                                                       const KernelConfig& c, int64_t num_splits) {
+  if (c.family != Family::fwd_splitkv)
+    fail(ErrorKind::invalid_argument, "family = " + std::string(to_string(c.family)) +
+                                          ": only fwd_splitkv kernels merge splits in a cluster");
+  if (p.family == Family::fwd_splitkv)
+    fail(ErrorKind::invalid_argument,
+         "family = fwd_splitkv: the problem asks for split partials, which a cluster merge "
+         "never writes");
+  if (num_splits < 2 || num_splits > codegen::kSm90MaxClusterSplits)
+    fail(ErrorKind::invalid_argument,
+         "num_splits = " + std::to_string(num_splits) + ": a cluster merges 2.." +
+             std::to_string(codegen::kSm90MaxClusterSplits) + " splits");
+  return sm90_params(p, indices, c, nullptr, num_splits);
 }
 
 void bind_sm90_grid(fmha::Sm90FwdParams& params, const KernelConfig& config, int64_t grid_ctas) {

@@ -46,6 +46,14 @@ fmha::Sm90FwdParams make_fwd_sm90_params(const Problem& problem, const FwdDevice
                                          const KernelConfig& config,
                                          const SplitKv* split = nullptr);
 
+// The parameters of a fwd_splitkv kernel's cluster-merge entry (codegen::sm90_cluster_merge_entry)
+// for a fwd or fwd_pagedkv problem: O, LSE and the sink logit from the problem, `num_splits`
+// (2..codegen::kSm90MaxClusterSplits, the cluster's size) in place of partials.
+fmha::Sm90FwdParams make_fwd_sm90_cluster_merge_params(const Problem& problem,
+                                                       const FwdDeviceIndices& indices,
+                                                       const KernelConfig& config,
+                                                       int64_t num_splits);
+
 // Fits the scheduler fields of `params` to a launch of `grid_ctas` CTAs: tiles are numbered in
 // pairs (fwd_sm90_scheduler.h) where the grid has fewer CTAs than tiles and the mask gives
 // query blocks unequal key counts. Split-KV tiles (every split counted) are never paired.

@@ -150,6 +150,22 @@ int64_t choose_num_splits(const Problem& problem, const KernelConfig& split_kern
   return best;
 }
 
+bool merges_splits_in_cluster(const Problem& problem, const KernelConfig& split_kernel,
+                              int64_t num_splits) {
+  const bool gathers_pages =
+      problem.is_paged() && problem.paged.page_size < codegen::kSm90MinPageSize;
+  return split_kernel.pipeline == Pipeline::sm90_ws && !gathers_pages && num_splits >= 2 &&
+         num_splits <= codegen::kSm90MaxClusterSplits;
+}
+
+bool clusters_run_in_one_wave(int64_t clusters, int64_t cluster_size, int64_t max_active_clusters,
+                              int64_t sm_count, int64_t ctas_per_sm) {
+  const int64_t capacity = max_active_clusters >= 0
+                               ? max_active_clusters
+                               : sm_count * ctas_per_sm / (2 * std::max<int64_t>(1, cluster_size));
+  return clusters <= capacity;
+}
+
 double split_cost(int64_t tiles, int64_t seqlen_k, int64_t num_splits, int64_t slots) {
   // Splits are whole granules of keys, so some counts leave the last splits empty: 15 splits of
   // 8k keys are 13 chunks of 640 keys, where 16 are 16 chunks of 512.

@@ -38,6 +38,23 @@ bool split_kv_allowed(const Problem& problem);
 // 1 when the one-pass grid already fills the device.
 int64_t choose_num_splits(const Problem& problem, const KernelConfig& split_kernel,
                           const DeviceInfo& device);
+// Whether a split-KV plan of `num_splits` splits may run as one kernel whose thread block
+// clusters merge each tile's splits (codegen::sm90_cluster_merge_entry: no combine launch, no
+// partials through L2): an sm90_ws split kernel reading its pages by TMA (not the gather entry of
+// pages under 8 keys) and 2..codegen::kSm90MaxClusterSplits splits. The split count stays the
+// one choose_num_splits picked: bringing 16 splits down to 8 to fit a cluster measured slower
+// (b=1 32/8-head hdim-128 decode, H200: 8k keys 13.2 -> 14.7 us, 32k 38.6 -> 43.9 us a call;
+// docs/performance.md engine v7).
+bool merges_splits_in_cluster(const Problem& problem, const KernelConfig& split_kernel,
+                              int64_t num_splits);
+// Whether `clusters` clusters run in one wave where the device holds `max_active_clusters` of
+// them at once (cuOccupancyMaxActiveClusters; a cluster of 8 needs 8 SMs of one GPC, and GPCs
+// have 16-18): a second wave doubles the kernel (b=1 16-head hdim-256 decode at 4k keys in 16
+// clusters of 8: 20.5 -> 30.5 us, H200). Unknown (< 0, planning without a GPU): the model
+// sm_count x ctas_per_sm / (2 x cluster size), half the SMs' worth.
+bool clusters_run_in_one_wave(int64_t clusters, int64_t cluster_size, int64_t max_active_clusters,
+                              int64_t sm_count, int64_t ctas_per_sm);
+
 // The split kernel's time in key blocks of 128, for `tiles` one-pass tiles split `num_splits`
 // ways over `slots` SMs: waves of CTAs, each wave as long as a CTA's chunk of keys plus
 // kSplitCtaFixedBlocks. It counts only the splits that get keys. Before this model, the first

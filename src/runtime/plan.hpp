@@ -25,6 +25,8 @@ struct PlannedStage {
   std::string entry;                   // the kernel function of its module that runs the problem
   jit::CUfunction function = nullptr;  // loaded in the planning context
   jit::LaunchShape shape;              // its shared-memory limit already raised
+  // A split kernel that merges its splits in its clusters (templates::StageContext).
+  bool merges_splits_in_cluster = false;
 };
 
 // Byte offsets into the plan workspace (-1: absent). The index uploads hold the problem's host
@@ -111,6 +113,8 @@ struct Plan {
   PlanKey key;
   std::vector<PlannedStage> stages;
   int64_t num_splits = 1;  // > 1: stages are fwd_splitkv then the combine
+  // With num_splits > 1: the split kernel's clusters merge the splits, and it is the only stage.
+  bool splits_merged_in_cluster = false;
   WorkspaceLayout workspace;
   // Null when workspace.bytes is 0.
   std::unique_ptr<OwnedWorkspace> owned_workspace;

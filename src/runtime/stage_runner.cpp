@@ -276,9 +276,11 @@ void run_stages(const Plan& plan, const Problem& problem, const Registry& regist
           ? nullptr
           : reinterpret_cast<int64_t*>(workspace +
                                        static_cast<jit::CUdeviceptr>(layout.key_lengths_after));
-  const SplitKv split = plan.num_splits > 1
-                            ? workspace_partials(layout, problem, plan.num_splits, workspace)
-                            : problem.split;
+  SplitKv split = problem.split;
+  if (plan.splits_merged_in_cluster)
+    split.num_splits = plan.num_splits;  // the cluster's size; no partials
+  else if (plan.num_splits > 1)
+    split = workspace_partials(layout, problem, plan.num_splits, workspace);
   // Only a problem without keys pays for the copy.
   std::optional<Problem> with_stand_in_kv;
   if (layout.empty_kv >= 0) bind_empty_kv(with_stand_in_kv.emplace(problem), layout, workspace);
@@ -295,6 +297,7 @@ void run_stages(const Plan& plan, const Problem& problem, const Registry& regist
                                           function,
                                           stage.shape,
                                           stream,
+                                          stage.merges_splits_in_cluster,
                                           key_lengths_after,
                                           scratch ? &*scratch : nullptr};
       stage.kernel_template->launch(stage.kernel, launch);

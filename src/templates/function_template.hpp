@@ -22,7 +22,8 @@ struct TemplateFunctions {
   std::optional<Rejection> (*can_implement)(const KernelConfig& config,
                                             const Problem& problem) = nullptr;
   // Optional: the entry that runs a problem (null: the config's symbol).
-  std::string (*entry)(const KernelConfig& config, const Problem& problem) = nullptr;
+  std::string (*entry)(const KernelConfig& config, const Problem& problem,
+                       const StageContext& context) = nullptr;
 };
 
 class FunctionTemplate final : public KernelTemplate {
@@ -38,8 +39,10 @@ class FunctionTemplate final : public KernelTemplate {
                                          const Problem& problem) const override {
     return f_.can_implement ? f_.can_implement(config, problem) : std::nullopt;
   }
-  std::string entry(const KernelConfig& config, const Problem& problem) const override {
-    return f_.entry ? f_.entry(config, problem) : KernelTemplate::entry(config, problem);
+  std::string entry(const KernelConfig& config, const Problem& problem,
+                    const StageContext& context) const override {
+    return f_.entry ? f_.entry(config, problem, context)
+                    : KernelTemplate::entry(config, problem, context);
   }
   std::string source(const KernelConfig& config) const override { return f_.source(config); }
   int threads(const KernelConfig& config) const override { return f_.threads(config); }

@@ -23,8 +23,11 @@ std::string source(const KernelConfig& config) {
 jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem,
                               const StageContext& context) {
   const int64_t splits = config.family == Family::fwd_splitkv ? context.num_splits : 1;
-  return codegen::launch_shape_sm90(config, problem, codegen::default_sm90_variant(config),
-                                    context.sm_count, splits);
+  jit::LaunchShape shape = codegen::launch_shape_sm90(
+      config, problem, codegen::default_sm90_variant(config), context.sm_count, splits);
+  // The splits of a tile are consecutive CTAs (fwd_sm90_scheduler.h), one cluster.
+  if (context.merge_splits_in_cluster) shape.cluster[0] = static_cast<unsigned>(splits);
+  return shape;
 }
 
 // Pages under 8 keys do not start a TMA box on a whole swizzle atom: the module's gather entry
@@ -68,14 +71,19 @@ std::optional<Rejection> can_implement(const KernelConfig& config, const Problem
 }
 
 // can_implement admitted only 16-bit kernels for such pages, which all carry the gather entry.
-std::string entry(const KernelConfig& config, const Problem& problem) {
+// A plan merges splits in a cluster only where pages are not gathered (heuristics).
+std::string entry(const KernelConfig& config, const Problem& problem, const StageContext& context) {
+  if (context.merge_splits_in_cluster) return codegen::sm90_cluster_merge_entry(config);
   return gathers_pages(problem) ? codegen::sm90_gather_entry(config) : config.symbol();
 }
 
 void launch(const KernelConfig& config, const StageLaunch& launch) {
   const SplitKv* split = config.family == Family::fwd_splitkv ? &launch.split : nullptr;
   fmha::Sm90FwdParams params =
-      runtime::make_fwd_sm90_params(launch.problem, launch.indices, config, split);
+      launch.merges_splits_in_cluster
+          ? runtime::make_fwd_sm90_cluster_merge_params(launch.problem, launch.indices, config,
+                                                        launch.split.num_splits)
+          : runtime::make_fwd_sm90_params(launch.problem, launch.indices, config, split);
   runtime::bind_sm90_grid(params, config, launch.shape.grid[0]);
   void* arguments[] = {&params};
   jit::launch_kernel(launch.function, launch.shape, arguments, launch.stream);

@@ -6,7 +6,8 @@ std::optional<Rejection> KernelTemplate::can_implement(const KernelConfig&, cons
   return std::nullopt;
 }
 
-std::string KernelTemplate::entry(const KernelConfig& config, const Problem&) const {
+std::string KernelTemplate::entry(const KernelConfig& config, const Problem&,
+                                  const StageContext&) const {
   return config.symbol();
 }
 

@@ -21,11 +21,13 @@ namespace tilefmha::templates {
 // the caller's device tensors, or the plan workspace's uploads of the problem's host vectors.
 using DeviceIndices = runtime::FwdDeviceIndices;
 
-// What a stage's plan fixes beyond the problem: the device's SM count and the split count of a
-// split-KV plan (1 otherwise).
+// What a stage's plan fixes beyond the problem: the device's SM count, the split count of a
+// split-KV plan (1 otherwise), and whether the split kernel merges the splits of a tile in its
+// thread block cluster (writing O and LSE, with no combine stage and no partials).
 struct StageContext {
   int64_t sm_count = 0;
   int64_t num_splits = 1;
+  bool merge_splits_in_cluster = false;
 };
 
 // One launch of a planned stage: the problem's device views, its index arrays, the split-KV
@@ -38,6 +40,9 @@ struct StageLaunch {
   jit::CUfunction function = nullptr;
   jit::LaunchShape shape;
   jit::CUstream stream = nullptr;
+  // A split kernel launched to merge its splits in the cluster (StageContext): it takes O and LSE
+  // from the problem and the split count from `split.num_splits`, and writes no partials.
+  bool merges_splits_in_cluster = false;
   // Append-KV as the first stage of an append -> attend plan: where it writes the key counts
   // after the append (plan workspace), which the attention stage reads. Null otherwise.
   int64_t* key_lengths_after = nullptr;
@@ -71,9 +76,10 @@ class KernelTemplate {
   virtual jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem,
                                         const StageContext& context) const = 0;
   // The kernel function of `config`'s module that runs `problem`: its symbol, unless the
-  // module carries a variant entry for such problems (sm90_ws's page gathers). Default: the
-  // symbol.
-  virtual std::string entry(const KernelConfig& config, const Problem& problem) const;
+  // module carries a variant entry for such problems (sm90_ws's page gathers, its split kernels'
+  // merge in a cluster). Default: the symbol.
+  virtual std::string entry(const KernelConfig& config, const Problem& problem,
+                            const StageContext& context) const;
   // Device scratch the stage needs in the plan workspace beyond split partials. Default none.
   virtual int64_t workspace_bytes(const KernelConfig& config, const Problem& problem,
                                   const StageContext& context) const;
