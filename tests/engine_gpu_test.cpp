@@ -316,7 +316,8 @@ TEST_F(EngineGpu, SplitKvPlansMatchTheReference) {
 }
 
 // Split plans whose clusters merge the splits (no combine stage): an automatic b=1 decode, and
-// forced counts of 2 to 8 with the LSE output, the sink logit (added once, in the merge), varlen
+// forced counts of 2 to 8 over short splits (up to kClusterMergeMaxChunkKeys keys) with the LSE
+// output, the sink logit (added once, in the merge), varlen
 // with an empty sequence, per-batch key lengths (a sequence with none: O = 0, LSE = -inf), fp16,
 // head dims 64 and 256 and unpacked heads. 16 splits are more than a cluster holds: split-KV then
 // combine.
@@ -334,16 +335,16 @@ TEST_F(EngineGpu, SplitsMergedInClustersMatchTheReference) {
           .splits(8)
           .build());
   merged.push_back(
-      testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 16, 16, 1, 3000, 256, 256})
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 16, 16, 1, 1000, 256, 256})
           .sink_logits(pool.uniform(DType::fp32, {16}, -1, 2))
           .splits(2)
           .build());
   merged.push_back(
-      varlen_problem(pool, prefix_sums({0, 37, 1, 20}), prefix_sums({5, 3000, 1290, 254})));
+      varlen_problem(pool, prefix_sums({0, 37, 1, 20}), prefix_sums({5, 900, 290, 254})));
   merged.back().split.num_splits = 2;
   merged.push_back(
-      testing::batch_problem(pool, Family::fwd, DType::bf16, {3, 32, 8, 1, 4096, 128, 128})
-          .key_lengths({4096, 0, 1500})
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {3, 32, 8, 1, 1024, 128, 128})
+          .key_lengths({1024, 0, 700})
           .splits(3)
           .build());
   // Clusters few enough for one wave: the engine otherwise falls back to split-KV + combine.

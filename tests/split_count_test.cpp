@@ -31,8 +31,9 @@ int64_t splits_for(const Problem& problem) {
   return choose_num_splits(problem, split_kernel(problem), kH100);
 }
 
-// A split kernel merges its splits in a cluster where it is sm90_ws reading pages by TMA and
-// the count fits a portable cluster (2..8); the clusters must also run in one wave.
+// A split kernel merges its splits in a cluster where it is sm90_ws reading pages by TMA, the
+// count fits a portable cluster (2..8) and the splits are short; the clusters must also run in
+// one wave.
 TEST(SplitCount, SplitsMergeInAClusterOfTwoToEight) {
   const Problem problem = decode(1, 32, 8, 1024);
   const KernelConfig kernel = split_kernel(problem);
@@ -49,6 +50,9 @@ TEST(SplitCount, SplitsMergeInAClusterOfTwoToEight) {
   EXPECT_FALSE(merges_splits_in_cluster(gathered, kernel, 4));
   gathered.paged.page_size = 16;
   EXPECT_TRUE(merges_splits_in_cluster(gathered, kernel, 4));
+  // Splits longer than kClusterMergeMaxChunkKeys keep the combine.
+  EXPECT_TRUE(merges_splits_in_cluster(decode(1, 32, 8, 4096), kernel, 8));
+  EXPECT_FALSE(merges_splits_in_cluster(decode(1, 32, 8, 4096), kernel, 4));
 }
 
 TEST(SplitCount, MergingClustersRunInOneWave) {

@@ -155,7 +155,8 @@ bool merges_splits_in_cluster(const Problem& problem, const KernelConfig& split_
   const bool gathers_pages =
       problem.is_paged() && problem.paged.page_size < codegen::kSm90MinPageSize;
   return split_kernel.pipeline == Pipeline::sm90_ws && !gathers_pages && num_splits >= 2 &&
-         num_splits <= codegen::kSm90MaxClusterSplits;
+         num_splits <= codegen::kSm90MaxClusterSplits &&
+         splitkv_chunk(problem.seqlen_k, num_splits) <= kClusterMergeMaxChunkKeys;
 }
 
 bool clusters_run_in_one_wave(int64_t clusters, int64_t cluster_size, int64_t max_active_clusters,

@@ -41,12 +41,17 @@ int64_t choose_num_splits(const Problem& problem, const KernelConfig& split_kern
 // Whether a split-KV plan of `num_splits` splits may run as one kernel whose thread block
 // clusters merge each tile's splits (codegen::sm90_cluster_merge_entry: no combine launch, no
 // partials through L2): an sm90_ws split kernel reading its pages by TMA (not the gather entry of
-// pages under 8 keys) and 2..codegen::kSm90MaxClusterSplits splits. The split count stays the
-// one choose_num_splits picked: bringing 16 splits down to 8 to fit a cluster measured slower
-// (b=1 32/8-head hdim-128 decode, H200: 8k keys 13.2 -> 14.7 us, 32k 38.6 -> 43.9 us a call;
+// pages under 8 keys), 2..codegen::kSm90MaxClusterSplits splits, and splits of at most
+// kClusterMergeMaxChunkKeys keys. The merge saves a fixed 1-1.5 us (the combine's launch and two
+// trips through L2), which only short splits feel, while clusters may crowd two CTAs onto one
+// SM where the hardware would spread them: b=1 32-head hdim-64 decode merged at 32k keys (4
+// splits of 8k) went 70 -> 85 us, at 128k 245 -> 318 us (H200). The split count stays the one
+// choose_num_splits picked: bringing 16 splits down to 8 to fit a cluster measured slower (b=1
+// 32/8-head hdim-128 decode, H200: 8k keys 13.2 -> 14.7 us, 32k 38.6 -> 43.9 us a call;
 // docs/performance.md engine v7).
 bool merges_splits_in_cluster(const Problem& problem, const KernelConfig& split_kernel,
                               int64_t num_splits);
+inline constexpr int64_t kClusterMergeMaxChunkKeys = 512;
 // Whether `clusters` clusters run in one wave where the device holds `max_active_clusters` of
 // them at once (cuOccupancyMaxActiveClusters; a cluster of 8 needs 8 SMs of one GPC, and GPCs
 // have 16-18): a second wave doubles the kernel (b=1 16-head hdim-256 decode at 4k keys in 16
