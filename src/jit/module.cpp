@@ -10,6 +10,20 @@ namespace {
 // Kernels may use 48 KiB of dynamic shared memory without opting in.
 constexpr unsigned default_dynamic_shared_limit = 48 * 1024;
 
+CuLaunchConfig launch_config(const LaunchShape& shape, CUstream stream,
+                             CuLaunchAttribute* attributes, unsigned count) {
+  return {shape.grid[0],
+          shape.grid[1],
+          shape.grid[2],
+          shape.block[0],
+          shape.block[1],
+          shape.block[2],
+          shape.dynamic_shared_bytes,
+          stream,
+          attributes,
+          count};
+}
+
 }  // namespace
 
 GpuContext::GpuContext(int device_ordinal) {
@@ -123,16 +137,7 @@ int64_t max_active_clusters(CUfunction function, const LaunchShape& shape) {
   CuLaunchAttribute attribute{};
   attribute.id = cu_launch_attribute_cluster_dimension;
   attribute.value.cluster_dimension = {shape.cluster[0], shape.cluster[1], shape.cluster[2]};
-  const CuLaunchConfig config{shape.grid[0],
-                              shape.grid[1],
-                              shape.grid[2],
-                              shape.block[0],
-                              shape.block[1],
-                              shape.block[2],
-                              shape.dynamic_shared_bytes,
-                              nullptr,
-                              &attribute,
-                              1};
+  const CuLaunchConfig config = launch_config(shape, nullptr, &attribute, 1);
   int clusters = 0;
   if (api.occupancy_max_active_clusters(&clusters, function, &config) != 0) return -1;
   return clusters;
@@ -176,16 +181,7 @@ void launch_kernel(CUfunction function, const LaunchShape& shape, void** argumen
       attributes[count].id = cu_launch_attribute_cooperative;
       attributes[count++].value.cooperative = 1;
     }
-    const CuLaunchConfig config{shape.grid[0],
-                                shape.grid[1],
-                                shape.grid[2],
-                                shape.block[0],
-                                shape.block[1],
-                                shape.block[2],
-                                shape.dynamic_shared_bytes,
-                                stream,
-                                attributes,
-                                count};
+    const CuLaunchConfig config = launch_config(shape, stream, attributes, count);
     check_cuda(api.launch_kernel_ex(&config, function, arguments, nullptr), "cuLaunchKernelEx");
     return;
   }
