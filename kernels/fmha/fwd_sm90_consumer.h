@@ -292,13 +292,13 @@ struct Sm90Consumer {
     }
   }
 
-  // The last warpgroup opens the first turn; warpgroup 0 takes the matching extra turn after
-  // its last tile, so every arrival on a turn barrier is consumed.
   // The latency timeline's points (tile/timeline.h), from the first consumer thread.
   TILEFMHA_DEVICE void stamp(tile::TimelinePoint point) const {
     if (group == 0 && thread == 0) tile::timeline_stamp(point);
   }
 
+  // The last warpgroup opens the first turn; warpgroup 0 takes the matching extra turn after
+  // its last tile, so every arrival on a turn barrier is consumed.
   TILEFMHA_DEVICE void open_turns() const {
     if constexpr (Traits::kPingpong) {
       if (group == Traits::kConsumerGroups - 1)
