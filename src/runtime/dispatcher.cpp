@@ -158,7 +158,10 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem, bool own_wo
           const int64_t clusters = merged->shape.grid[0] / splits;
           const int64_t capacity =
               merged->function ? jit::max_active_clusters(merged->function, merged->shape) : -1;
-          if (!clusters_run_in_one_wave(clusters, splits, capacity, device_.sm_count,
+          // A grid of no tile still launches one CTA, which no cluster of several divides.
+          const bool whole_clusters = merged->shape.grid[0] % splits == 0;
+          if (!whole_clusters ||
+              !clusters_run_in_one_wave(clusters, splits, capacity, device_.sm_count,
                                         codegen::sm90_ctas_per_sm(split_kernel)))
             merged.reset();
         }
