@@ -24,6 +24,13 @@ CuLaunchConfig launch_config(const LaunchShape& shape, CUstream stream,
           count};
 }
 
+CuLaunchAttribute cluster_attribute(const LaunchShape& shape) {
+  CuLaunchAttribute attribute{};
+  attribute.id = cu_launch_attribute_cluster_dimension;
+  attribute.value.cluster_dimension = {shape.cluster[0], shape.cluster[1], shape.cluster[2]};
+  return attribute;
+}
+
 }  // namespace
 
 GpuContext::GpuContext(int device_ordinal) {
@@ -134,9 +141,7 @@ void prepare_launch(CUfunction function, LaunchShape& shape) {
 int64_t max_active_clusters(CUfunction function, const LaunchShape& shape) {
   const CudaDriverApi& api = cuda_driver();
   if (api.occupancy_max_active_clusters == nullptr) return -1;
-  CuLaunchAttribute attribute{};
-  attribute.id = cu_launch_attribute_cluster_dimension;
-  attribute.value.cluster_dimension = {shape.cluster[0], shape.cluster[1], shape.cluster[2]};
+  CuLaunchAttribute attribute = cluster_attribute(shape);
   const CuLaunchConfig config = launch_config(shape, nullptr, &attribute, 1);
   int clusters = 0;
   if (api.occupancy_max_active_clusters(&clusters, function, &config) != 0) return -1;
@@ -168,11 +173,7 @@ void launch_kernel(CUfunction function, const LaunchShape& shape, void** argumen
       api.launch_kernel_ex != nullptr) {
     CuLaunchAttribute attributes[3]{};
     unsigned count = 0;
-    if (clustered) {
-      attributes[count].id = cu_launch_attribute_cluster_dimension;
-      attributes[count++].value.cluster_dimension = {shape.cluster[0], shape.cluster[1],
-                                                     shape.cluster[2]};
-    }
+    if (clustered) attributes[count++] = cluster_attribute(shape);
     if (shape.programmatic_dependency) {
       attributes[count].id = cu_launch_attribute_programmatic_stream_serialization;
       attributes[count++].value.programmatic_stream_serialization_allowed = 1;

@@ -124,6 +124,21 @@ PlannedStage Dispatcher::prepare_stage(const KernelConfig& kernel, const Problem
   return stage;
 }
 
+std::optional<PlannedStage> Dispatcher::cluster_merged_stage(const KernelConfig& split_kernel,
+                                                             const Problem& problem,
+                                                             int64_t num_splits) {
+  if (!merges_splits_in_cluster(problem, split_kernel, num_splits)) return std::nullopt;
+  PlannedStage merged = prepare_stage(split_kernel, problem, num_splits, true);
+  // A grid of no tile still launches one CTA, which no cluster of several divides.
+  if (merged.shape.grid[0] % num_splits != 0) return std::nullopt;
+  const int64_t capacity =
+      merged.function ? jit::max_active_clusters(merged.function, merged.shape) : -1;
+  if (!clusters_run_in_one_wave(merged.shape.grid[0] / num_splits, num_splits, capacity,
+                                device_.sm_count, codegen::sm90_ctas_per_sm(split_kernel)))
+    return std::nullopt;
+  return merged;
+}
+
 std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem, bool own_workspace) {
   auto plan = std::make_shared<Plan>();
   plan->key = PlanKey::of(problem);
@@ -152,21 +167,8 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem, bool own_wo
       const int64_t splits = choose_num_splits(problem, split_kernel, device_);
       if (splits > 1) {
         plan->num_splits = splits;
-        std::optional<PlannedStage> merged;
-        if (merges_splits_in_cluster(problem, split_kernel, splits)) {
-          merged = prepare_stage(split_kernel, problem, splits, true);
-          const int64_t clusters = merged->shape.grid[0] / splits;
-          const int64_t capacity =
-              merged->function ? jit::max_active_clusters(merged->function, merged->shape) : -1;
-          // A grid of no tile still launches one CTA, which no cluster of several divides.
-          const bool whole_clusters = merged->shape.grid[0] % splits == 0;
-          if (!whole_clusters ||
-              !clusters_run_in_one_wave(clusters, splits, capacity, device_.sm_count,
-                                        codegen::sm90_ctas_per_sm(split_kernel)))
-            merged.reset();
-        }
-        if (merged) {
-          plan->splits_merged_in_cluster = true;
+        if (std::optional<PlannedStage> merged =
+                cluster_merged_stage(split_kernel, problem, splits)) {
           plan->stages.push_back(std::move(*merged));
           describe(split_best, plan->stages.back(), split_verdicts.size() - 1);
           why << "split-KV: " << splits << " splits, merged in thread block clusters of " << splits
@@ -202,7 +204,7 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem, bool own_wo
   }
   const int64_t attention_bytes = plan->attention ? plan->attention->workspace.bytes : 0;
   // Splits merged in clusters leave no partials in the workspace.
-  const int64_t partial_splits = plan->splits_merged_in_cluster ? 1 : plan->num_splits;
+  const int64_t partial_splits = plan->splits_merged_in_cluster() ? 1 : plan->num_splits;
   plan->workspace = workspace_layout(problem, partial_splits, attention_bytes,
                                      backward_workspace(problem, plan->stages));
   if (own_workspace && plan->workspace.bytes > 0)

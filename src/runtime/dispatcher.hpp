@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -64,6 +65,11 @@ class Dispatcher {
                                         const Problem& problem, Family stage) const;
   PlannedStage prepare_stage(const KernelConfig& kernel, const Problem& problem, int64_t num_splits,
                              bool merge_splits_in_cluster = false);
+  // The split stage whose clusters merge the splits, where the heuristics allow it and every
+  // cluster fits on the device at once (runtime::merges_splits_in_cluster,
+  // clusters_run_in_one_wave); else none, and the plan keeps the combine.
+  std::optional<PlannedStage> cluster_merged_stage(const KernelConfig& split_kernel,
+                                                   const Problem& problem, int64_t num_splits);
   // `own_workspace`: allocate the plan's workspace (a nested attention plan uses its parent's).
   std::shared_ptr<Plan> build_plan(const Problem& problem, bool own_workspace = true);
 

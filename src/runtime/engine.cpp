@@ -40,7 +40,7 @@ int64_t EnginePlan::num_splits() const {
   return plan_ ? plan_->num_splits : 1;
 }
 bool EnginePlan::splits_merged_in_cluster() const {
-  return plan_ && plan_->splits_merged_in_cluster;
+  return plan_ && plan_->splits_merged_in_cluster();
 }
 const std::string& EnginePlan::explanation() const {
   static const std::string none;

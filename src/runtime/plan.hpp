@@ -112,9 +112,12 @@ class OwnedWorkspace {
 struct Plan {
   PlanKey key;
   std::vector<PlannedStage> stages;
-  int64_t num_splits = 1;  // > 1: stages are fwd_splitkv then the combine
-  // With num_splits > 1: the split kernel's clusters merge the splits, and it is the only stage.
-  bool splits_merged_in_cluster = false;
+  // > 1: the stages are fwd_splitkv then the combine, or fwd_splitkv alone (below).
+  int64_t num_splits = 1;
+  // The split kernel's clusters merge the splits: it is the plan's only stage, with no partials.
+  bool splits_merged_in_cluster() const {
+    return !stages.empty() && stages.front().merges_splits_in_cluster;
+  }
   WorkspaceLayout workspace;
   // Null when workspace.bytes is 0.
   std::unique_ptr<OwnedWorkspace> owned_workspace;

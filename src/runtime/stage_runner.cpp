@@ -277,7 +277,7 @@ void run_stages(const Plan& plan, const Problem& problem, const Registry& regist
           : reinterpret_cast<int64_t*>(workspace +
                                        static_cast<jit::CUdeviceptr>(layout.key_lengths_after));
   SplitKv split = problem.split;
-  if (plan.splits_merged_in_cluster)
+  if (plan.splits_merged_in_cluster())
     split.num_splits = plan.num_splits;  // the cluster's size; no partials
   else if (plan.num_splits > 1)
     split = workspace_partials(layout, problem, plan.num_splits, workspace);
