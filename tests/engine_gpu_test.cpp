@@ -364,6 +364,34 @@ TEST_F(EngineGpu, SplitsMergedInClustersMatchTheReference) {
   EXPECT_EQ(plan.num_stages(), 2);
 }
 
+// GQA groups that do not divide 64 pack into a 64-row tile of whole groups (28/4 heads: 9
+// positions of 7 heads, 63 rows), the last rows unused: decode through split-KV (merged or not),
+// and short causal rows in one pass, each against the reference with its LSE.
+TEST_F(EngineGpu, PackedGroupsThatDoNotDivideTheTileMatchTheReference) {
+  TensorPool pool(360);
+  std::vector<Problem> problems;
+  problems.push_back(
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 28, 4, 1, 8192, 128, 128})
+          .build());
+  problems.push_back(
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 28, 4, 1, 1024, 128, 128})
+          .build());
+  problems.push_back(
+      testing::batch_problem(pool, Family::fwd, DType::fp16, {2, 12, 2, 5, 700, 64, 64})
+          .causal(MaskAlign::bottom_right)
+          .splits(1)
+          .build());
+  problems.push_back(
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {3, 40, 8, 11, 2000, 128, 128})
+          .causal(MaskAlign::bottom_right)
+          .build());
+  for (const Problem& host : problems) {
+    EnginePlan plan;
+    EXPECT_EQ(run_and_compare(*engine_, pool, host, &plan), 0);
+    EXPECT_TRUE(plan.kernels().front().pack_gqa) << plan.explanation();
+  }
+}
+
 // The portable pipeline's split-KV and the combine, selected by restricting the candidates.
 TEST_F(EngineGpu, PortableSplitKvMatchesTheReference) {
   EngineOptions options;

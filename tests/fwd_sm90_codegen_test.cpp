@@ -377,8 +377,9 @@ TEST(FwdSm90Codegen, Fp8Hdim256PassesOThroughTheQBuffer) {
 }
 
 }  // namespace
-// Packed GQA is derived for short query rows with a group dividing 64 and no per-head feature;
-// its launch covers block_m / g positions of every KV head per tile.
+// Packed GQA is derived for short query rows with a group of 2..64 (one dividing 64 beyond 64-row
+// tiles) and no per-head feature; its launch covers block_m / g positions of every KV head per
+// tile.
 TEST(FwdSm90Codegen, PackedGqaForShortQueryRows) {
   testing::TensorPool pool(5);
   const KernelConfig c = sm90_fwd_config(DType::bf16, 128, 128, 128, 128);
@@ -389,7 +390,13 @@ TEST(FwdSm90Codegen, PackedGqaForShortQueryRows) {
   EXPECT_TRUE(codegen::sm90_pack_gqa_pays(c, problem(8, 2, 100).causal().build()));
   EXPECT_FALSE(codegen::sm90_pack_gqa_pays(c, problem(8, 2, 128).build()));  // full tiles
   EXPECT_FALSE(codegen::sm90_pack_gqa_pays(c, problem(8, 8, 1).build()));    // no group
-  EXPECT_FALSE(codegen::sm90_pack_gqa_pays(c, problem(6, 2, 1).build()));    // 3 does not divide 64
+  // 3 does not divide 64: a 128-row tile splits rows between warpgroups mid-group; a 64-row tile
+  // packs 21 positions of the 3 heads (63 rows).
+  EXPECT_FALSE(codegen::sm90_pack_gqa_pays(c, problem(6, 2, 1).build()));
+  const KernelConfig narrow = sm90_fwd_config(DType::bf16, 128, 128, 64, 128);
+  EXPECT_TRUE(codegen::sm90_pack_gqa_pays(narrow, problem(6, 2, 1).build()));
+  EXPECT_TRUE(codegen::sm90_pack_gqa_pays(narrow, problem(28, 4, 1).build()));
+  EXPECT_FALSE(codegen::sm90_pack_gqa_pays(narrow, problem(130, 2, 1).build()));  // over 64
   KernelConfig dropout = c;
   dropout.dropout = true;
   EXPECT_FALSE(codegen::sm90_pack_gqa_pays(dropout, problem(8, 2, 1).build()));
@@ -400,6 +407,11 @@ TEST(FwdSm90Codegen, PackedGqaForShortQueryRows) {
   EXPECT_NE(codegen::generate_sm90_source(packed).find("/*pack_gqa=*/true"), std::string::npos);
   // 100 positions x 4 heads: tiles of 32 positions, 4 per KV head, 2 KV heads, 2 sequences.
   EXPECT_EQ(codegen::launch_shape_sm90(packed, problem(8, 2, 100).build(), 0).grid[0], 4u * 2 * 2);
+  // Groups of 7 in a 64-row tile: 9 positions a tile, so 20 positions are 3 tiles a KV head.
+  KernelConfig packed_narrow = narrow;
+  packed_narrow.pack_gqa = true;
+  EXPECT_EQ(codegen::launch_shape_sm90(packed_narrow, problem(28, 4, 20).build(), 0).grid[0],
+            3u * 4 * 2);
   packed.dropout = true;
   EXPECT_THROW(codegen::check_supported_sm90(packed), Error);
 }

@@ -166,7 +166,9 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
     }
     tile::mbarrier_wait(barriers.q_empty(), (tile::u32(q_loads) & 1u) ^ 1u);
     if (leader) {
-      tile::mbarrier_arrive_expect_tx(barriers.q_full(), Traits::kQBytes);
+      // Packed groups that do not divide the tile load fewer rows than block_m.
+      tile::mbarrier_arrive_expect_tx(barriers.q_full(),
+                                      Traits::kQBytes / Traits::kBlockM * tile_rows.loaded_rows());
 #pragma unroll
       for (int panel = 0; panel < Traits::kHdimQ / Traits::kPanelElements; ++panel) {
         const tile::u32 destination = smem + Traits::kSmem.q_offset + panel * Traits::kQPanelBytes;

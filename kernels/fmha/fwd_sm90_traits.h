@@ -130,9 +130,13 @@ struct Sm90SplitKeyBlocks {
 };
 
 // The query rows of a tile: block_m rows of one head, or with packed GQA block_m / g query
-// positions of the g heads of one KV head (tile row r: position r / g, head r % g).
+// positions of the g heads of one KV head (tile row r: position r / g, head r % g). Where g does
+// not divide block_m (64-row tiles only), the rows past g x (block_m / g) hold no query: Q's box
+// leaves them unloaded, and they get a position past every sequence's end, so that no epilogue,
+// mask or merge takes them for a query.
 template <class Traits>
 struct Sm90TileRows {
+  static constexpr int kNoPosition = 1 << 30;
   int group;    // g when packed, else 1
   int count;    // query positions the tile covers
   int q_begin;  // its first query position (sequence-relative)
@@ -170,7 +174,14 @@ struct Sm90TileRows {
   }
 
   TILEFMHA_DEVICE int position(int tile_row) const {
-    return Traits::kPackGqa ? q_begin + tile_row / group : q_begin + tile_row;
+    if constexpr (Traits::kPackGqa)
+      return tile_row < group * count ? q_begin + tile_row / group : kNoPosition;
+    else
+      return q_begin + tile_row;
+  }
+  // The rows Q's box loads: block_m, or g x positions when packed.
+  TILEFMHA_DEVICE int loaded_rows() const {
+    return Traits::kPackGqa ? group * count : Traits::kBlockM;
   }
   // The query head of tile row r, given the tile's head (its KV head when packed).
   TILEFMHA_DEVICE int head(int tile_head, int tile_row) const {

@@ -309,8 +309,12 @@ bool sm90_persistent_grid_pays(const KernelConfig& c, const Problem& problem) {
 bool sm90_pack_gqa_pays(const KernelConfig& c, const Problem& problem) {
   if (per_head_feature(c) || problem.nhead_k <= 0) return false;
   const int64_t group = problem.nhead_q / problem.nhead_k;
-  // Whole groups per warpgroup's 64 rows, and rows a one-head tile would leave mostly empty.
-  return group >= 2 && fmha::kSm90WarpgroupRows % group == 0 && problem.seqlen_q < c.block_m;
+  // Rows a one-head tile would leave mostly empty. A group that does not divide 64 fills a
+  // 64-row tile with whole groups and leaves the rest unused (a 28/4-head decode: 63 of 64 rows);
+  // wider tiles split rows between warpgroups at 64, which must then start a group.
+  const bool whole_groups = fmha::kSm90WarpgroupRows % group == 0;
+  return group >= 2 && group <= fmha::kSm90WarpgroupRows &&
+         (whole_groups || c.block_m == fmha::kSm90WarpgroupRows) && problem.seqlen_q < c.block_m;
 }
 
 int64_t sm90_problem_splits(const KernelConfig& c, const Problem& problem) {

@@ -149,9 +149,14 @@ Sm90TensorMapSpecs sm90_tensor_map_specs(const Problem& p, const KernelConfig& c
   const bool store_o = c.family != Family::fwd_splitkv;
   if (c.pack_gqa) {
     const int64_t g = p.nhead_q / p.nhead_k;
-    if (g < 2 || fmha::kSm90WarpgroupRows % g != 0)
+    if (g < 2 || g > fmha::kSm90WarpgroupRows)
+      fail(ErrorKind::not_supported,
+           "nhead_q / nhead_k = " + std::to_string(g) + ": packed GQA needs a group of 2..64");
+    if (fmha::kSm90WarpgroupRows % g != 0 && c.block_m != fmha::kSm90WarpgroupRows)
       fail(ErrorKind::not_supported, "nhead_q / nhead_k = " + std::to_string(g) +
-                                         ": packed GQA needs a group of 2..64 dividing 64");
+                                         ": packed GQA with a group that does "
+                                         "not divide 64 needs a 64-row tile (block_m " +
+                                         std::to_string(c.block_m) + ")");
     specs.q = packed_view_map(p.q, "q", g, static_cast<uint32_t>(c.block_m / g));
     if (store_o)
       specs.o = packed_view_map(p.o, "o", g, static_cast<uint32_t>(fmha::kSm90WarpgroupRows / g));
