@@ -71,11 +71,15 @@ def parse_args(argv=None):
     parser.add_argument("--calls", type=int, default=20, help="calls captured in one graph")
     parser.add_argument("--repeat", type=int, default=10, help="timed replays per graph")
     parser.add_argument("--kernels", action="store_true", help="also each kernel's time")
+    parser.add_argument("--num-splits", type=int, default=0,
+                        help="split count for our calls (0: the engine's choice)")
     parser.add_argument("--timeline", action="store_true",
                         help="one call per shape after a warm-up (with TILEFMHA_TIMELINE=1)")
     args = parser.parse_args(argv)
     if args.calls < 1 or args.repeat < 1:
         parser.error("--calls and --repeat must be positive")
+    if args.num_splits < 0:
+        parser.error("--num-splits must be 0 (the engine's choice) or a split count")
     return args
 
 
@@ -141,7 +145,7 @@ def main(argv=None):
         q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.bfloat16)
         k = torch.randn(b, sk, hk, d, device="cuda", dtype=torch.bfloat16)
         v = torch.randn(b, sk, hk, d, device="cuda", dtype=torch.bfloat16)
-        ours = lambda: tilefmha.attention(q, k, v)  # noqa: E731
+        ours = lambda: tilefmha.attention(q, k, v, num_splits=args.num_splits)  # noqa: E731
 
         def cudnn():
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):

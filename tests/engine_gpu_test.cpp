@@ -347,6 +347,16 @@ TEST_F(EngineGpu, SplitsMergedInClustersMatchTheReference) {
           .key_lengths({1024, 0, 700})
           .splits(3)
           .build());
+  // Past the portable cluster size: two batches of partial rows per merged row.
+  merged.push_back(
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 8, 2, 1, 2048, 128, 128})
+          .splits(16)
+          .build());
+  merged.push_back(
+      testing::batch_problem(pool, Family::fwd, DType::fp16, {1, 12, 2, 1, 3000, 64, 64})
+          .sink_logits(pool.uniform(DType::fp32, {12}, -1, 2))
+          .splits(12)
+          .build());
   // Clusters few enough for one wave: the engine otherwise falls back to split-KV + combine.
   for (const Problem& host : merged) {
     EnginePlan plan;
@@ -354,14 +364,22 @@ TEST_F(EngineGpu, SplitsMergedInClustersMatchTheReference) {
     EXPECT_TRUE(plan.splits_merged_in_cluster()) << plan.explanation();
     EXPECT_EQ(plan.num_stages(), 1) << plan.explanation();
   }
+  // Splits longer than the merge's limit keep the combine.
   const Problem wide =
-      testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 32, 8, 1, 8192, 128, 128})
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 32, 8, 1, 16384, 128, 128})
           .splits(16)
           .build();
   EnginePlan plan;
   EXPECT_EQ(run_and_compare(*engine_, pool, wide, &plan), 0);
   EXPECT_FALSE(plan.splits_merged_in_cluster());
   EXPECT_EQ(plan.num_stages(), 2);
+  // 8 clusters of 16 merge where the device holds them at once, else the combine runs: right
+  // either way.
+  const Problem decode =
+      testing::batch_problem(pool, Family::fwd, DType::bf16, {1, 32, 8, 1, 8192, 128, 128}).build();
+  EnginePlan automatic;
+  EXPECT_EQ(run_and_compare(*engine_, pool, decode, &automatic), 0);
+  std::printf("b1 32/8 d128 8k decode: %s\n", automatic.explanation().c_str());
 }
 
 // GQA groups that do not divide 64 pack into a 64-row tile of whole groups (28/4 heads: 9

@@ -182,6 +182,8 @@ TEST(FwdSm90Codegen, LaunchShapeFollowsTheTile) {
   // Q (128 x 128) + 2 stages of K and V (176 x 128 each), 16-bit, 10 barriers, atom slack.
   EXPECT_EQ(shape.dynamic_shared_bytes, 2u * (128 * 128 + 4 * 176 * 128) + 10 * 8 + 1024);
   EXPECT_LE(shape.dynamic_shared_bytes, 232448u);
+  // The kernel waits for the previous grid itself, so it may launch behind it.
+  EXPECT_TRUE(shape.programmatic_dependency);
   // Persistent: at most one CTA per SM, never more CTAs than tiles.
   const codegen::Sm90Variant persistent{fmha::Sm90Schedule::pingpong, true};
   EXPECT_EQ(codegen::launch_shape_sm90(c, p, persistent, 132).grid[0], 132u);

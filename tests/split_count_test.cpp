@@ -32,15 +32,16 @@ int64_t splits_for(const Problem& problem) {
 }
 
 // A split kernel merges its splits in a cluster where it is sm90_ws reading pages by TMA, the
-// count fits a portable cluster (2..8) and the splits are short; the clusters must also run in
-// one wave.
-TEST(SplitCount, SplitsMergeInAClusterOfTwoToEight) {
+// count fits Hopper's largest (non-portable) cluster (2..16) and the splits are short; the
+// clusters must also run in one wave.
+TEST(SplitCount, SplitsMergeInAClusterOfTwoToSixteen) {
   const Problem problem = decode(1, 32, 8, 1024);
   const KernelConfig kernel = split_kernel(problem);
   EXPECT_TRUE(merges_splits_in_cluster(problem, kernel, 2));
   EXPECT_TRUE(merges_splits_in_cluster(problem, kernel, 8));
+  EXPECT_TRUE(merges_splits_in_cluster(problem, kernel, 16));
   EXPECT_FALSE(merges_splits_in_cluster(problem, kernel, 1));
-  EXPECT_FALSE(merges_splits_in_cluster(problem, kernel, 9));
+  EXPECT_FALSE(merges_splits_in_cluster(problem, kernel, 17));
   KernelConfig portable = kernel;
   portable.pipeline = Pipeline::sm80_mma;
   EXPECT_FALSE(merges_splits_in_cluster(problem, portable, 4));

@@ -56,15 +56,20 @@ TILEFMHA_DEVICE void fwd_sm90_body(const Sm90FwdParams& params) {
   constexpr bool kLongestFirst = !tile::same_type<typename Traits::Mask, NoMask>::value;
   const Sm90TileScheduler<kLongestFirst, Traits::kSplitKv, ClusterMerge> scheduler{params};
 
-  // The combine (launched with programmatic dependency) may take the SMs this grid leaves idle
-  // and wait there for its end, instead of being launched after it.
-  if constexpr (Traits::kSplitKv) tile::allow_dependent_grid_launch();
+  // The stream's next grid, where launched with programmatic dependency (the combine, or the
+  // next attention call), may take the SMs this grid leaves idle and wait there for its end,
+  // instead of being launched after it.
+  tile::allow_dependent_grid_launch();
   if (threadIdx.x == 0) {
     tile::timeline_stamp(tile::kTimelineEntry);
     barriers.init(Traits::kConsumerWarps, Traits::kTransposerThreads,
                   Gather ? kSm90GatherThreads : 1);
   }
   __syncthreads();
+  // This grid is launched with programmatic dependency too (codegen/fwd_sm90_source.cpp): its
+  // launch and barrier set-up overlap the previous grid's tail, but that grid's writes (Q, K, V,
+  // lengths, page tables) and its reads of this grid's outputs are complete only from here.
+  tile::wait_for_previous_grid();
   if (threadIdx.x == 0) tile::timeline_stamp(tile::kTimelineSetUp);
   const int warpgroup = threadIdx.x / kSm90WarpgroupThreads;
 

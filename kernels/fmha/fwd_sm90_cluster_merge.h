@@ -83,6 +83,7 @@ TILEFMHA_DEVICE void sm90_cluster_merge_rows(const FwdParams& p, const SeqInfo& 
   using Output = typename Traits::Output;
   constexpr int kWarps = Traits::kConsumerGroups * kSm90WarpgroupThreads / 32;
   constexpr int kChunks = (Traits::kHdimV + 127) / 128;
+  constexpr int kBatch = kSm90ClusterMergeBatch;
   const int splits = p.num_splits;  // the cluster's size: at most kSm90MaxClusterSplits
   const int rank = int(tile::cluster_cta_rank());
   const int warp = thread / 32;
@@ -96,23 +97,28 @@ TILEFMHA_DEVICE void sm90_cluster_merge_rows(const FwdParams& p, const SeqInfo& 
     const int i = tile_rows.position(row);
     if (i >= seq.len_q) continue;
     const int head = tile_rows.head(tile_id.head, row);
-    // Every split's LSE (lane s holds split s's) and partial row are requested before any is
-    // used: one round trip through the cluster.
+    // Every split's LSE (lane s holds split s's) and the first batch of partial rows are
+    // requested before any is used: one round trip through the cluster up to kBatch splits, two
+    // beyond (a batch's rows take 4 x kChunks registers each).
     const float split_lse =
         lane < splits ? tile::cluster_load_f32(tile::cluster_map_shared(area.lse(row), lane))
                       : none;
-    float values[kSm90MaxClusterSplits][kChunks][4];
+    float values[kBatch][kChunks][4];
+    auto load_batch = [&](int first) {
 #pragma unroll
-    for (int s = 0; s < kSm90MaxClusterSplits; ++s) {
+      for (int u = 0; u < kBatch; ++u) {
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
-        const int column = (c * 32 + lane) * 4;
-        if (s < splits && column < Traits::kHdimV)
-          tile::cluster_load_v4(tile::cluster_map_shared(area.o(row, column), s), values[s][c]);
-        else
-          values[s][c][0] = values[s][c][1] = values[s][c][2] = values[s][c][3] = 0.0f;
+        for (int c = 0; c < kChunks; ++c) {
+          const int column = (c * 32 + lane) * 4;
+          if (first + u < splits && column < Traits::kHdimV)
+            tile::cluster_load_v4(tile::cluster_map_shared(area.o(row, column), first + u),
+                                  values[u][c]);
+          else
+            values[u][c][0] = values[u][c][1] = values[u][c][2] = values[u][c][3] = 0.0f;
+        }
       }
-    }
+    };
+    load_batch(0);
     // The sink logit enters first, as one more term of the denominator with no partial. Split
     // kernels carry neither the sink logit nor the LSE output as traits (the combine's, in
     // two-stage plans), so both follow the parameters.
@@ -126,13 +132,18 @@ TILEFMHA_DEVICE void sm90_cluster_merge_rows(const FwdParams& p, const SeqInfo& 
     max_lse = new_max;
     float acc[kChunks][4] = {};
 #pragma unroll
-    for (int s = 0; s < kSm90MaxClusterSplits; ++s) {
-      const float w = __shfl_sync(0xffffffffu, weight, s);
-      if (s < splits && w != 0.0f) {  // a skipped split cannot inject NaN
+    for (int first = 0; first < kSm90MaxClusterSplits; first += kBatch) {
+      if (first >= splits) break;
+      if (first > 0) load_batch(first);
 #pragma unroll
-        for (int c = 0; c < kChunks; ++c) {
+      for (int u = 0; u < kBatch; ++u) {
+        const float w = __shfl_sync(0xffffffffu, weight, first + u);
+        if (first + u < splits && w != 0.0f) {  // a skipped split cannot inject NaN
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[c][e] += w * values[s][c][e];
+          for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[c][e] += w * values[u][c][e];
+          }
         }
       }
     }

@@ -35,8 +35,11 @@ constexpr int sm90_swizzled_offset(int row, int chunk) {
 constexpr int kSm90MaxConsumerGroups = 3;
 
 // Split-KV kernels that merge their splits inside the kernel (fwd_sm90_cluster_merge.h) run the
-// splits of a tile as one thread block cluster: at most the portable cluster size.
-constexpr int kSm90MaxClusterSplits = 8;  // 4 warpgroups: 512 threads, 128 registers each
+// splits of a tile as one thread block cluster: at most Hopper's non-portable cluster size (past
+// the portable 8, the launch opts in: jit::prepare_launch). A row merges its splits' partials in
+// batches of kSm90ClusterMergeBatch, read together.
+constexpr int kSm90MaxClusterSplits = 16;
+constexpr int kSm90ClusterMergeBatch = 8;
 
 constexpr int sm90_consumer_groups(int block_m) {
   return block_m / kSm90WarpgroupRows;

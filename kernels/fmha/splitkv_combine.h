@@ -361,6 +361,8 @@ TILEFMHA_DEVICE void splitkv_combine(const CombineParams& p) {
   // Launched behind the split kernel with programmatic dependency on sm_90 (codegen/
   // combine_source.cpp): the partials are complete only once that grid is.
   if (threadIdx.x == 0) tile::timeline_stamp(tile::kTimelineEntry);
+  // The next attention call's first grid may launch now and wait on this one's end.
+  tile::allow_dependent_grid_launch();
   tile::wait_for_previous_grid();
   if (threadIdx.x == 0) tile::timeline_stamp(tile::kTimelineLoadsIssued);
   combine::combine_rows<Traits>(p, staged);

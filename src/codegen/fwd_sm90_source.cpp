@@ -389,6 +389,9 @@ jit::LaunchShape launch_shape_sm90(const KernelConfig& c, const Problem& problem
   shape.grid[0] = static_cast<unsigned>(ctas > 0 ? ctas : 1);
   shape.block[0] = static_cast<unsigned>(threads_per_block_sm90(c));
   shape.dynamic_shared_bytes = static_cast<unsigned>(sm90_layout(c).bytes);
+  // The kernel waits for the stream's previous grid before touching global memory, so its launch
+  // and set-up may overlap that grid's tail (a decode's calls are a few microseconds each).
+  shape.programmatic_dependency = true;
   return shape;
 }
 

@@ -27,6 +27,7 @@ constexpr int cu_device_attribute_compute_capability_major = 75;
 constexpr int cu_device_attribute_compute_capability_minor = 76;
 constexpr int cu_device_attribute_multiprocessor_count = 16;
 constexpr int cu_func_attribute_max_dynamic_shared_size_bytes = 8;
+constexpr int cu_func_attribute_non_portable_cluster_size_allowed = 14;
 constexpr int cu_device_attribute_clock_rate_khz = 13;         // peak SM clock
 constexpr int cu_device_attribute_memory_clock_rate_khz = 36;  // peak memory clock
 constexpr unsigned cu_stream_non_blocking = 1;   // no implicit sync with the legacy stream

@@ -9,6 +9,8 @@ namespace {
 
 // Kernels may use 48 KiB of dynamic shared memory without opting in.
 constexpr unsigned default_dynamic_shared_limit = 48 * 1024;
+// Clusters of more CTAs than this launch only where the function opts in.
+constexpr unsigned portable_cluster_size = 8;
 
 CuLaunchConfig launch_config(const LaunchShape& shape, CUstream stream,
                              CuLaunchAttribute* attributes, unsigned count) {
@@ -29,6 +31,24 @@ CuLaunchAttribute cluster_attribute(const LaunchShape& shape) {
   attribute.id = cu_launch_attribute_cluster_dimension;
   attribute.value.cluster_dimension = {shape.cluster[0], shape.cluster[1], shape.cluster[2]};
   return attribute;
+}
+
+// What a launch of `shape` needs set on the function first: dynamic shared memory past the
+// default 48 KiB, and clusters past the portable 8 CTAs (Hopper runs up to 16 when asked).
+void raise_function_limits(CUfunction function, const LaunchShape& shape) {
+  const CudaDriverApi& api = cuda_driver();
+  if (shape.dynamic_shared_bytes > default_dynamic_shared_limit) {
+    check_cuda(api.func_set_attribute(function, cu_func_attribute_max_dynamic_shared_size_bytes,
+                                      static_cast<int>(shape.dynamic_shared_bytes)),
+               "cuFuncSetAttribute(max dynamic shared memory " +
+                   std::to_string(shape.dynamic_shared_bytes) + ")");
+  }
+  if (shape.cluster[0] * shape.cluster[1] * shape.cluster[2] > portable_cluster_size) {
+    check_cuda(
+        api.func_set_attribute(function, cu_func_attribute_non_portable_cluster_size_allowed, 1),
+        "cuFuncSetAttribute(non-portable cluster size " +
+            std::to_string(shape.cluster[0] * shape.cluster[1] * shape.cluster[2]) + ")");
+  }
 }
 
 }  // namespace
@@ -128,13 +148,7 @@ CUfunction LoadedModule::function(const std::string& kernel_name) const {
 }
 
 void prepare_launch(CUfunction function, LaunchShape& shape) {
-  if (shape.dynamic_shared_bytes > default_dynamic_shared_limit) {
-    check_cuda(
-        cuda_driver().func_set_attribute(function, cu_func_attribute_max_dynamic_shared_size_bytes,
-                                         static_cast<int>(shape.dynamic_shared_bytes)),
-        "cuFuncSetAttribute(max dynamic shared memory " +
-            std::to_string(shape.dynamic_shared_bytes) + ")");
-  }
+  raise_function_limits(function, shape);
   shape.shared_limit_raised = true;
 }
 
@@ -158,12 +172,7 @@ void copy_to_device_async(CUdeviceptr destination, std::span<const std::byte> so
 void launch_kernel(CUfunction function, const LaunchShape& shape, void** arguments,
                    CUstream stream) {
   const CudaDriverApi& api = cuda_driver();
-  if (!shape.shared_limit_raised && shape.dynamic_shared_bytes > default_dynamic_shared_limit) {
-    check_cuda(api.func_set_attribute(function, cu_func_attribute_max_dynamic_shared_size_bytes,
-                                      static_cast<int>(shape.dynamic_shared_bytes)),
-               "cuFuncSetAttribute(max dynamic shared memory " +
-                   std::to_string(shape.dynamic_shared_bytes) + ")");
-  }
+  if (!shape.shared_limit_raised) raise_function_limits(function, shape);
   const bool clustered = shape.cluster[0] * shape.cluster[1] * shape.cluster[2] > 1;
   if ((shape.cooperative || clustered) && api.launch_kernel_ex == nullptr)
     throw Error(ErrorKind::not_supported,

@@ -55,6 +55,11 @@ def test_defaults_and_flags():
         calls.parse_args(["--calls", "0"])
     with pytest.raises(SystemExit):
         calls.parse_args(["--shapes", "1,2,3"])
+    # Our calls take the engine's split count unless one is forced.
+    assert args.num_splits == 0
+    assert calls.parse_args(["--num-splits", "16"]).num_splits == 16
+    with pytest.raises(SystemExit):
+        calls.parse_args(["--num-splits", "-1"])
 
 
 def test_without_torch_or_a_gpu_it_exits_2():
