@@ -316,11 +316,10 @@ TEST_F(EngineGpu, SplitKvPlansMatchTheReference) {
 }
 
 // Split plans whose clusters merge the splits (no combine stage): an automatic b=1 decode, and
-// forced counts of 2 to 8 over short splits (up to kClusterMergeMaxChunkKeys keys) with the LSE
-// output, the sink logit (added once, in the merge), varlen
-// with an empty sequence, per-batch key lengths (a sequence with none: O = 0, LSE = -inf), fp16,
-// head dims 64 and 256 and unpacked heads. 16 splits are more than a cluster holds: split-KV then
-// combine.
+// forced counts of 2 to 16 over short splits (up to kClusterMergeMaxChunkKeys keys) with the LSE
+// output, the sink logit (added once, in the merge), varlen with an empty sequence, per-batch key
+// lengths (a sequence with none: O = 0, LSE = -inf), fp16, head dims 64 and 256, unpacked heads,
+// and clusters past the portable 8 CTAs. Longer splits keep split-KV then combine.
 TEST_F(EngineGpu, SplitsMergedInClustersMatchTheReference) {
   TensorPool pool(350);
   const auto sinks = pool.uniform(DType::fp32, {32}, -1, 2);

@@ -52,7 +52,7 @@ class EnginePlan {
   // Split count of a forward problem planned as split-KV + combine (1: one pass).
   int64_t num_splits() const;
   // Whether the split kernel merges the splits itself, each tile's splits one thread block
-  // cluster, so the plan has no combine stage (Hopper, up to 8 splits).
+  // cluster, so the plan has no combine stage (Hopper, up to 16 splits).
   bool splits_merged_in_cluster() const;
   // One line per stage: the kernel and why it was chosen.
   const std::string& explanation() const;
