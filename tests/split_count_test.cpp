@@ -125,6 +125,23 @@ TEST(SplitCount, EverySplitGetsKeysAndTheLongestChunkIsAsShortAsOneWaveAllows) {
   }
 }
 
+// Few tiles (one or two KV heads at b=1) leave room for many one-block splits or half as many
+// two-block ones; the combine's batches of 16 splits tip it to the latter (the model's one
+// measured trade, kCombineBatchBlocks), while counts the combine merges in one batch are as before.
+TEST(SplitCount, TheCombineWeighsAgainstManyOneBlockSplits) {
+  EXPECT_EQ(splits_for(decode(1, 12, 2, 8192)), 32);   // not 64 splits of one block
+  EXPECT_EQ(splits_for(decode(1, 32, 1, 32768)), 64);  // not 128 of two
+  EXPECT_EQ(splits_for(decode(1, 12, 2, 4096)), 32);   // 16 of two blocks measured even
+  EXPECT_EQ(splits_for(decode(1, 32, 8, 8192)), 16);   // 8 tiles: one batch either way
+  // With the combine's term at 0 the model takes the one-block splits.
+  const int64_t tiles =
+      attention_tiles(split_kernel(decode(1, 12, 2, 8192)), decode(1, 12, 2, 8192));
+  EXPECT_LT(split_cost(tiles, 8192, 64, kH100.sm_count) -
+                kCombineBatchBlocks * ((64 + kCombineSplitsPerBatch - 1) / kCombineSplitsPerBatch),
+            split_cost(tiles, 8192, 32, kH100.sm_count) -
+                kCombineBatchBlocks * ((32 + kCombineSplitsPerBatch - 1) / kCombineSplitsPerBatch));
+}
+
 TEST(SplitCount, KeysTooFewForTwoSplitsStayInOnePass) {
   EXPECT_EQ(splits_for(decode(1, 32, 8, kMinKeysPerSplit)), 1);
 }

@@ -174,7 +174,9 @@ double split_cost(int64_t tiles, int64_t seqlen_k, int64_t num_splits, int64_t s
   const int64_t busy_splits = ceil_div(std::max<int64_t>(seqlen_k, 1), chunk);
   const int64_t waves = ceil_div(tiles * busy_splits, std::max<int64_t>(slots, 1));
   const double blocks = static_cast<double>(chunk) / fmha::kSplitKvGranule;
-  return static_cast<double>(waves) * (blocks + kSplitCtaFixedBlocks);
+  const int64_t combine_batches = num_splits > 1 ? ceil_div(num_splits, kCombineSplitsPerBatch) : 0;
+  return static_cast<double>(waves) * (blocks + kSplitCtaFixedBlocks) +
+         static_cast<double>(combine_batches) * kCombineBatchBlocks;
 }
 
 }  // namespace tilefmha::runtime

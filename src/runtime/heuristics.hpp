@@ -62,7 +62,8 @@ bool clusters_run_in_one_wave(int64_t clusters, int64_t cluster_size, int64_t ma
 
 // The split kernel's time in key blocks of 128, for `tiles` one-pass tiles split `num_splits`
 // ways over `slots` SMs: waves of CTAs, each wave as long as a CTA's chunk of keys plus
-// kSplitCtaFixedBlocks. It counts only the splits that get keys. Before this model, the first
+// kSplitCtaFixedBlocks, plus the combine's batches of splits (kCombineBatchBlocks each; none for
+// one split). It counts only the splits that get keys. Before this model, the first
 // count within 85% of the best wave efficiency took 15 splits for b=1 32/8-head decode (13 of
 // them busy, with 5 blocks each) where 16 give 4 blocks each, and 7 splits of 1k keys (4 busy,
 // 2 blocks each) where 8 give one.
@@ -70,6 +71,15 @@ double split_cost(int64_t tiles, int64_t seqlen_k, int64_t num_splits, int64_t s
 // A split CTA's own cost beside its keys, in key blocks: its prologue (barriers, Q, the ring's
 // first fill) and its partial O and LSE.
 inline constexpr double kSplitCtaFixedBlocks = 1.0;
+// The combine's cost in key blocks: a round trip through L2 per batch of kCombineSplitsPerBatch
+// splits it merges (their loads in flight together, fmha/splitkv_combine.h). It decides between
+// many one-block splits and half as many two-block ones where few tiles leave room for either
+// (H200, graphs of 20 b=1 decode calls, us a call, docs/performance.md engine v8): 12/2 heads
+// at 8k keys 64 splits 11.6, 32 splits 9.9; 8/2 11.2 -> 9.7; 32/1 hdim 128 11.1 -> 10.2, and at
+// 32k 128 -> 64 splits 17.8 -> 14.7; at 4k, 32 splits (8.1-8.4) and 16 (8.4-8.5) are even, and
+// 0.75 keeps 32 there.
+inline constexpr double kCombineBatchBlocks = 0.75;
+inline constexpr int64_t kCombineSplitsPerBatch = 16;
 
 // Keys a split must have for its partial's store and the combine's read to stay small next to
 // its K/V reads (2 x hdim elements per key against one hdim row per split): one 128-key block.
