@@ -14,18 +14,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <barrier>
 #include <cmath>
 #include <cstdio>
-#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "codegen/appendkv.hpp"
 #include "core/numeric.hpp"
+#include "emulated_launch.hpp"
 #include "fmha/appendkv.h"
 #include "runtime/appendkv_params.hpp"
 #include "runtime/tolerance.hpp"
@@ -40,26 +38,11 @@ namespace {
 
 using testing::TensorPool;
 
-// Runs append_kv<Traits> over `grid` blocks of `threads` threads, block by block.
+// Runs append_kv<Traits> over the launch shape's grid (tests/emulation/emulated_launch.hpp).
 template <class Traits>
 void emulate(const fmha::AppendKvParams& params, const jit::LaunchShape& shape) {
   ASSERT_EQ(shape.block[0] % 32, 0u);
-  for (unsigned block = 0; block < shape.grid[0]; ++block) {
-    std::vector<std::unique_ptr<std::barrier<>>> warps;
-    for (unsigned w = 0; w < shape.block[0] / 32; ++w)
-      warps.push_back(std::make_unique<std::barrier<>>(32));
-    std::vector<unsigned> slots(shape.block[0]);
-    std::vector<std::thread> threads;
-    for (unsigned t = 0; t < shape.block[0]; ++t)
-      threads.emplace_back([&, t] {
-        threadIdx = {t, 0, 0};
-        blockIdx = {block, 0, 0};
-        emulated_warp = warps[t / 32].get();
-        emulated_warp_slots = slots.data() + t / 32 * 32;
-        fmha::append_kv<Traits>(params);
-      });
-    for (std::thread& thread : threads) thread.join();
-  }
+  emulation::run_grid(shape.grid[0], shape.block[0], [&] { fmha::append_kv<Traits>(params); });
 }
 
 struct Case {
