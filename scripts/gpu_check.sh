@@ -14,6 +14,9 @@
 #   compare  bench/compare_sdpa.py (bf16 and fp16, or TILEFMHA_COMPARE_DTYPES): the FA3 sweep
 #            beside SDPA cuDNN and FA2
 #   decode   bench/decode_sweep.py beside SDPA cuDNN (TILEFMHA_DECODE_ARGS narrows the shapes)
+#   decode_calls  bench/decode_calls.py: microsecond decode calls as graphs of 20 beside SDPA
+#            cuDNN, with each kernel's time (TILEFMHA_DECODE_CALLS_ARGS adds flags, e.g.
+#            "--shapes '1,32,8,128,8192' --num-splits 16")
 #   sweep    tilefmha sweep --category smoke --variant fwd, timed: the 168 fp16/bf16 sm90_ws kernels
 #            without dropout, softcap, bias or sink (every match of 114 smoke shapes)
 #   serve    tilefmha sweep --category smoke --variant pagedkv, then batch_prefill, timed and
@@ -163,6 +166,21 @@ run_decode() {
     >"$logs/decode_sweep.txt" 2>&1 || status=1
   note "decode sweep: $(elapsed "$start")"
   grep -iE "^summary|geomean|below" "$logs/decode_sweep.txt" | tee -a "$summary"
+}
+
+# Few-microsecond decode calls as a serving loop runs them (bench/decode_calls.py, graphs of 20
+# calls; docs/bench.md); TILEFMHA_DECODE_CALLS_ARGS adds flags.
+run_decode_calls() {
+  if ! PYTHONPATH=$python_dir python3 -c "import tilefmha" >/dev/null 2>&1; then
+    note "decode_calls: skipped, tilefmha from $python_dir does not import"
+    return
+  fi
+  local start=$SECONDS
+  # shellcheck disable=SC2086
+  PYTHONPATH=$python_dir limited python3 "$root/bench/decode_calls.py" --kernels \
+    ${TILEFMHA_DECODE_CALLS_ARGS:-} >"$logs/decode_calls.txt" 2>&1 || status=1
+  note "decode calls: $(elapsed "$start")"
+  grep -E " sk[0-9]+ " "$logs/decode_calls.txt" | tee -a "$summary"
 }
 
 run_sweep() {
@@ -334,6 +352,7 @@ for stage in "${stages[@]}"; do
     sweep) run_sweep ;;
     serve) run_serve ;;
     decode) run_decode ;;
+    decode_calls) run_decode_calls ;;
     sass) run_sass ;;
     env) run_env ;;
     serving_bench) run_serving_bench ;;
@@ -341,7 +360,7 @@ for stage in "${stages[@]}"; do
     fp8) run_fp8 ;;
     distributed) run_distributed ;;
     *)
-      note "unknown stage '$stage' (tests, bench, python, compare, decode, sweep, serve, sass, env, serving_bench, backward, fp8, distributed)"
+      note "unknown stage '$stage' (tests, bench, python, compare, decode, decode_calls, sweep, serve, sass, env, serving_bench, backward, fp8, distributed)"
       status=2
       ;;
   esac
