@@ -1,20 +1,4 @@
 // Host shim of kernels/tile/fast_math.h (exact functions stand in for the SFU approximations).
 #pragma once
 
-#include <cmath>
-
-#include "tile/device.h"
-
-namespace tilefmha::tile {
-
-inline float exp2_approx(float x) {
-  return std::exp2(x);
-}
-inline float log2_approx(float x) {
-  return std::log2(x);
-}
-inline float reciprocal_approx(float x) {
-  return 1.0f / x;
-}
-
-}  // namespace tilefmha::tile
+#include "support/emulated_fast_math.hpp"
