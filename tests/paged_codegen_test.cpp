@@ -230,7 +230,15 @@ TEST(PagedDispatch, SplitKernelsCarryTheClusterMergeEntry) {
   const jit::LaunchShape merged = hopper.launch_shape(split, problem, {132, 4, true});
   EXPECT_EQ(merged.cluster[0], 4u);
   EXPECT_EQ(merged.grid[0] % 4, 0u);
-  EXPECT_EQ(hopper.launch_shape(split, problem, {132, 4, false}).cluster[0], 1u);
+  const jit::LaunchShape two_stage = hopper.launch_shape(split, problem, {132, 4, false});
+  EXPECT_EQ(two_stage.cluster[0], 1u);
+  // Programmatic dependency: the split kernel of a two-stage plan and clusters past 8 CTAs
+  // launch behind the previous grid; smaller clusters in stream order (measured choices).
+  EXPECT_TRUE(two_stage.programmatic_dependency);
+  EXPECT_FALSE(merged.programmatic_dependency);
+  const jit::LaunchShape sixteen = hopper.launch_shape(split, problem, {132, 16, true});
+  EXPECT_EQ(sixteen.cluster[0], 16u);
+  EXPECT_TRUE(sixteen.programmatic_dependency);
 }
 
 // A decode's packed GQA group (4 query rows here) fills a sliver of any tile: paged decode takes
