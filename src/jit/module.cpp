@@ -26,6 +26,11 @@ CuLaunchConfig launch_config(const LaunchShape& shape, CUstream stream,
           count};
 }
 
+// CTAs a cluster of the launch holds (1: no clusters).
+unsigned cluster_ctas(const LaunchShape& shape) {
+  return shape.cluster[0] * shape.cluster[1] * shape.cluster[2];
+}
+
 CuLaunchAttribute cluster_attribute(const LaunchShape& shape) {
   CuLaunchAttribute attribute{};
   attribute.id = cu_launch_attribute_cluster_dimension;
@@ -43,11 +48,11 @@ void raise_function_limits(CUfunction function, const LaunchShape& shape) {
                "cuFuncSetAttribute(max dynamic shared memory " +
                    std::to_string(shape.dynamic_shared_bytes) + ")");
   }
-  if (shape.cluster[0] * shape.cluster[1] * shape.cluster[2] > portable_cluster_size) {
+  if (cluster_ctas(shape) > portable_cluster_size) {
     check_cuda(
         api.func_set_attribute(function, cu_func_attribute_non_portable_cluster_size_allowed, 1),
-        "cuFuncSetAttribute(non-portable cluster size " +
-            std::to_string(shape.cluster[0] * shape.cluster[1] * shape.cluster[2]) + ")");
+        "cuFuncSetAttribute(non-portable cluster size " + std::to_string(cluster_ctas(shape)) +
+            ")");
   }
 }
 
@@ -173,7 +178,7 @@ void launch_kernel(CUfunction function, const LaunchShape& shape, void** argumen
                    CUstream stream) {
   const CudaDriverApi& api = cuda_driver();
   if (!shape.shared_limit_raised) raise_function_limits(function, shape);
-  const bool clustered = shape.cluster[0] * shape.cluster[1] * shape.cluster[2] > 1;
+  const bool clustered = cluster_ctas(shape) > 1;
   if ((shape.cooperative || clustered) && api.launch_kernel_ex == nullptr)
     throw Error(ErrorKind::not_supported,
                 std::string(clustered ? "a cluster" : "a cooperative") +

@@ -24,7 +24,8 @@ double wave_efficiency(int64_t ctas, int64_t slots) {
 // packing can put the group's heads in one tile.
 int64_t query_rows_per_tile(const Problem& problem) {
   const int64_t group = problem.nhead_k > 0 ? problem.nhead_q / problem.nhead_k : 1;
-  const bool packable = group >= 2 && group <= 64 && problem.mode == Mode::batch;
+  const bool packable =
+      group >= 2 && group <= fmha::kSm90WarpgroupRows && problem.mode == Mode::batch;
   return problem.seqlen_q * (packable ? group : 1);
 }
 
