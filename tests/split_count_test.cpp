@@ -4,6 +4,8 @@
 // none of them empty.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "runtime/heuristics.hpp"
 #include "support/kernel_configs.hpp"
 
@@ -133,13 +135,31 @@ TEST(SplitCount, TheCombineWeighsAgainstManyOneBlockSplits) {
   EXPECT_EQ(splits_for(decode(1, 32, 1, 32768)), 64);  // not 128 of two
   EXPECT_EQ(splits_for(decode(1, 12, 2, 4096)), 32);   // 16 of two blocks measured even
   EXPECT_EQ(splits_for(decode(1, 32, 8, 8192)), 16);   // 8 tiles: one batch either way
-  // With the combine's term at 0 the model takes the one-block splits.
+  // Without the combine's batches the model takes the one-block splits.
   const int64_t tiles =
       attention_tiles(split_kernel(decode(1, 12, 2, 8192)), decode(1, 12, 2, 8192));
-  EXPECT_LT(split_cost(tiles, 8192, 64, kH100.sm_count) -
-                kCombineBatchBlocks * ((64 + kCombineSplitsPerBatch - 1) / kCombineSplitsPerBatch),
-            split_cost(tiles, 8192, 32, kH100.sm_count) -
-                kCombineBatchBlocks * ((32 + kCombineSplitsPerBatch - 1) / kCombineSplitsPerBatch));
+  EXPECT_LT(merged_split_cost(tiles, 8192, 64, kH100.sm_count),
+            merged_split_cost(tiles, 8192, 32, kH100.sm_count));
+  EXPECT_DOUBLE_EQ(split_cost(tiles, 8192, 32, kH100.sm_count),
+                   merged_split_cost(tiles, 8192, 32, kH100.sm_count) + 2 * kCombineBatchBlocks);
+}
+
+std::vector<int64_t> merged_alternatives_for(const Problem& problem) {
+  return merged_split_alternatives(problem, split_kernel(problem), kH100, splits_for(problem));
+}
+
+// Where the chosen splits need the combine, half as many merged in clusters of up to 8 replace
+// them while those stay short (two blocks); longer splits, larger clusters and fixed counts
+// keep the combine.
+TEST(SplitCount, FewerSplitsMergedReplaceTheCombineOnlyWhileShort) {
+  EXPECT_EQ(splits_for(decode(1, 32, 8, 2048)), 16);
+  EXPECT_EQ(merged_alternatives_for(decode(1, 32, 8, 2048)), std::vector<int64_t>{8});
+  EXPECT_TRUE(merged_alternatives_for(decode(1, 32, 8, 4096)).empty());
+  EXPECT_TRUE(merged_alternatives_for(decode(1, 32, 8, 8192)).empty());
+  EXPECT_TRUE(merged_alternatives_for(decode(1, 12, 2, 8192)).empty());  // not 16 merged
+  EXPECT_TRUE(merged_alternatives_for(decode(1, 32, 8, 2048, 16)).empty());
+  EXPECT_TRUE(merged_alternatives_for(decode(8, 28, 4, 1024)).empty());  // not 3 of 384 keys
+  EXPECT_EQ(merged_alternatives_for(decode(8, 32, 1, 2048)), std::vector<int64_t>{8});
 }
 
 TEST(SplitCount, KeysTooFewForTwoSplitsStayInOnePass) {

@@ -164,11 +164,21 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem, bool own_wo
       const CandidateVerdict& combine_best =
           best_or_throw(combine_verdicts, problem, Family::fwd_splitkv_combine);
       const KernelConfig split_kernel = launch_form(split_best.kernel, problem);
-      const int64_t splits = choose_num_splits(problem, split_kernel, device_);
+      int64_t splits = choose_num_splits(problem, split_kernel, device_);
       if (splits > 1) {
+        std::optional<PlannedStage> merged = cluster_merged_stage(split_kernel, problem, splits);
+        // Where these splits need the combine, fewer and longer ones merged may still beat it.
+        if (!merged) {
+          for (int64_t fewer : merged_split_alternatives(problem, split_kernel, device_, splits)) {
+            merged = cluster_merged_stage(split_kernel, problem, fewer);
+            if (merged) {
+              splits = fewer;
+              break;
+            }
+          }
+        }
         plan->num_splits = splits;
-        if (std::optional<PlannedStage> merged =
-                cluster_merged_stage(split_kernel, problem, splits)) {
+        if (merged) {
           plan->stages.push_back(std::move(*merged));
           describe(split_best, plan->stages.back(), split_verdicts.size() - 1);
           why << "split-KV: " << splits << " splits, merged in thread block clusters of " << splits

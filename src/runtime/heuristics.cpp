@@ -1,6 +1,7 @@
 #include "runtime/heuristics.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "codegen/bwd_sm90.hpp"
 #include "codegen/fwd_sm90.hpp"
@@ -168,16 +169,43 @@ bool clusters_run_in_one_wave(int64_t clusters, int64_t cluster_size, int64_t ma
   return clusters <= capacity;
 }
 
-double split_cost(int64_t tiles, int64_t seqlen_k, int64_t num_splits, int64_t slots) {
+double merged_split_cost(int64_t tiles, int64_t seqlen_k, int64_t num_splits, int64_t slots) {
   // Splits are whole granules of keys, so some counts leave the last splits empty: 15 splits of
   // 8k keys are 13 chunks of 640 keys, where 16 are 16 chunks of 512.
   const int64_t chunk = splitkv_chunk(seqlen_k, num_splits);
   const int64_t busy_splits = ceil_div(std::max<int64_t>(seqlen_k, 1), chunk);
   const int64_t waves = ceil_div(tiles * busy_splits, std::max<int64_t>(slots, 1));
   const double blocks = static_cast<double>(chunk) / fmha::kSplitKvGranule;
+  return static_cast<double>(waves) * (blocks + kSplitCtaFixedBlocks);
+}
+
+double split_cost(int64_t tiles, int64_t seqlen_k, int64_t num_splits, int64_t slots) {
   const int64_t combine_batches = num_splits > 1 ? ceil_div(num_splits, kCombineSplitsPerBatch) : 0;
-  return static_cast<double>(waves) * (blocks + kSplitCtaFixedBlocks) +
+  return merged_split_cost(tiles, seqlen_k, num_splits, slots) +
          static_cast<double>(combine_batches) * kCombineBatchBlocks;
+}
+
+std::vector<int64_t> merged_split_alternatives(const Problem& problem,
+                                               const KernelConfig& split_kernel,
+                                               const DeviceInfo& device, int64_t splits) {
+  if (problem.split.num_splits > 0) return {};
+  const int64_t tiles = attention_tiles(split_kernel, problem);
+  const int64_t slots = std::max<int64_t>(1, device.sm_count);
+  const double two_stage =
+      split_cost(tiles, problem.seqlen_k, splits, slots) + kCombineLaunchBlocks;
+  std::vector<std::pair<double, int64_t>> paying;
+  for (int64_t s = 2; s < splits && s <= kMergedAlternativeMaxSplits; ++s) {
+    if (!merges_splits_in_cluster(problem, split_kernel, s) ||
+        splitkv_chunk(problem.seqlen_k, s) > kMergedAlternativeMaxChunkKeys)
+      continue;
+    const double cost = merged_split_cost(tiles, problem.seqlen_k, s, slots);
+    if (cost < two_stage) paying.emplace_back(cost, s);
+  }
+  std::stable_sort(paying.begin(), paying.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<int64_t> counts;
+  for (const auto& [cost, s] : paying) counts.push_back(s);
+  return counts;
 }
 
 }  // namespace tilefmha::runtime

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "runtime/device_info.hpp"
 #include "tilefmha/kernel_config.hpp"
@@ -52,6 +53,30 @@ int64_t choose_num_splits(const Problem& problem, const KernelConfig& split_kern
 bool merges_splits_in_cluster(const Problem& problem, const KernelConfig& split_kernel,
                               int64_t num_splits);
 inline constexpr int64_t kClusterMergeMaxChunkKeys = 512;
+// Where choose_num_splits picked `splits` that run through the combine: fewer, longer split
+// counts to try merged in clusters instead, cheapest first (the caller checks that they merge
+// and run in one wave). A count qualifies when its merged_split_cost beats split_cost at
+// `splits` plus kCombineLaunchBlocks, it is at most kMergedAlternativeMaxSplits, and its splits
+// hold at most kMergedAlternativeMaxChunkKeys keys. None where
+// the caller fixed the count. b=1 32/8-head hdim-128 decode at 2k keys (8 tiles): 16 splits and a
+// combine 8.2 us, 8 splits of 256 keys merged 7.56 us (H200, graphs of 20 calls,
+// docs/performance.md engine v9); at 8k, 8 merged splits of 1k keys were 1.5 us slower than 16
+// through the combine (engine v7).
+std::vector<int64_t> merged_split_alternatives(const Problem& problem,
+                                               const KernelConfig& split_kernel,
+                                               const DeviceInfo& device, int64_t splits);
+// The combine's launch and its trips through L2, in key blocks, beside its batches: what a merge
+// in clusters saves. The 2k and 8k measurements above bound it to 0.25..3.25 blocks; at 4k keys
+// 8 merged splits (4 blocks each) read 9.97-10.15 us against 9.78-9.80 for 16 through the
+// combine (2 blocks), which 0.75 keeps.
+inline constexpr double kCombineLaunchBlocks = 0.75;
+// Clusters of 16 over few tiles lose to the combine (b=1 12/2 heads at 8k keys: 2 clusters of
+// 16, 11.8 us, against 32 splits and the combine, 9.8 us): the alternative stays within 8.
+inline constexpr int64_t kMergedAlternativeMaxSplits = 8;
+// Only splits of up to two blocks gain from merging over the combine: going from two blocks a
+// split through the combine to three merged lost 0.1-0.35 us (b=8 28/4 heads at 1k keys, 4 -> 3
+// splits; b=8 8/2 at 2k, 8 -> 6), where one block to two gained 0.3-0.5 us (engine v9).
+inline constexpr int64_t kMergedAlternativeMaxChunkKeys = 256;
 // Whether `clusters` clusters run in one wave where the device holds `max_active_clusters` of
 // them at once (cuOccupancyMaxActiveClusters; a cluster of 8 needs 8 SMs of one GPC, and GPCs
 // have 16-18): a second wave doubles the kernel (b=1 16-head hdim-256 decode at 4k keys in 16
@@ -68,6 +93,8 @@ bool clusters_run_in_one_wave(int64_t clusters, int64_t cluster_size, int64_t ma
 // them busy, with 5 blocks each) where 16 give 4 blocks each, and 7 splits of 1k keys (4 busy,
 // 2 blocks each) where 8 give one.
 double split_cost(int64_t tiles, int64_t seqlen_k, int64_t num_splits, int64_t slots);
+// split_cost of a plan whose clusters merge its splits: no combine batches.
+double merged_split_cost(int64_t tiles, int64_t seqlen_k, int64_t num_splits, int64_t slots);
 // A split CTA's own cost beside its keys, in key blocks: its prologue (barriers, Q, the ring's
 // first fill) and its partial O and LSE.
 inline constexpr double kSplitCtaFixedBlocks = 1.0;
