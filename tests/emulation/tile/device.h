@@ -57,6 +57,15 @@ inline int __all_sync(unsigned, int predicate) {
   });
 }
 
+// Whether `predicate` holds on any lane of the warp (the hardware's vote.sync.any).
+inline int __any_sync(unsigned, int predicate) {
+  return emulated_exchange(predicate != 0, [](const unsigned* slots) {
+    int any = 0;
+    for (int lane = 0; lane < 32; ++lane) any = any || slots[lane] != 0;
+    return any;
+  });
+}
+
 struct uint4 {
   unsigned x, y, z, w;
 };
