@@ -62,11 +62,6 @@ TILEFMHA_DEVICE void fwd_sm90_body(const Sm90FwdParams& params) {
   tile::allow_dependent_grid_launch();
   if (threadIdx.x == 0) {
     tile::timeline_stamp(tile::kTimelineEntry);
-    // The descriptors are kernel parameters, which no earlier grid writes: their fetch may
-    // start before the wait below, beside the previous grid's tail.
-    tile::tma_prefetch_descriptor(sm90_map(params.q_map));
-    tile::tma_prefetch_descriptor(sm90_map(params.k_map));
-    tile::tma_prefetch_descriptor(sm90_map(params.v_map));
     barriers.init(Traits::kConsumerWarps, Traits::kTransposerThreads,
                   Gather ? kSm90GatherThreads : 1);
   }

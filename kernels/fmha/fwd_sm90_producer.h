@@ -46,6 +46,11 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
   const tile::TensorMap* k_map = sm90_map(params.k_map);
   const tile::TensorMap* v_map = sm90_map(params.v_map);
   const Sm90KvStageLayout<Traits> kv_layout{params.kv_grouped};
+  if (leader) {
+    tile::tma_prefetch_descriptor(q_map);
+    tile::tma_prefetch_descriptor(k_map);
+    tile::tma_prefetch_descriptor(v_map);
+  }
 
   int step_base = 0;  // key blocks loaded for earlier tiles
   int q_loads = 0;    // Q tiles loaded so far
