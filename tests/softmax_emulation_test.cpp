@@ -43,7 +43,7 @@ Outcome run(const std::vector<float>& scores, int blocks, int queries) {
   outcome.last_p.assign(kRows * kColumns, 0.0f);
   emulation::run_grid(1, kThreads, [&] {
     const int thread = int(threadIdx.x);
-    fmha::Sm90OnlineSoftmax<kColumns> softmax;
+    fmha::Sm90OnlineSoftmax<kColumns, true> softmax;
     softmax.track_rows({row_of(thread, 0) < queries, row_of(thread, 1) < queries});
     float s[kColumns / 2];
     for (int block = 0; block < blocks; ++block) {

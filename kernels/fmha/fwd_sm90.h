@@ -121,7 +121,8 @@ TILEFMHA_DEVICE void fwd_sm90_body(const Sm90FwdParams& params) {
       const Sm90Descaler<Traits> descaler(p, seq, tile_id.batch, kv_head, rows, heads);
       Sm90ConsumerState<Traits> state;
       state.v_unit = Sm90Descaler<Traits>::initial_unit(p);
-      state.softmax.track_rows({rows[0] < seq.len_q, rows[1] < seq.len_q});
+      if constexpr (Traits::kSplitKv || Traits::kPackGqa)
+        state.softmax.track_rows({rows[0] < seq.len_q, rows[1] < seq.len_q});
       consumer.run(state, blocks, m_begin, element_mask, logits, dropout, descaler, p.scale_log2,
                    step_base, tile::u32(q_loads) & 1u, seq.len_k);
       step_base += blocks.count();

@@ -33,7 +33,8 @@ struct Sm90CheckMask {
 template <class Traits>
 struct Sm90ConsumerState {
   float o[Traits::kHdimV / 2];
-  Sm90OnlineSoftmax<Traits::kBlockN> softmax;
+  // Split-KV and packed-GQA tiles are decode's: mostly padding rows.
+  Sm90OnlineSoftmax<Traits::kBlockN, Traits::kSplitKv || Traits::kPackGqa> softmax;
   float v_unit;  // fp8: the V descale O is held in (Sm90Descaler); 1 otherwise
 };
 

@@ -14,7 +14,9 @@ TILEFMHA_DEVICE float sm90_negative_infinity() {
   return tile::bits_as_float(0xFF800000u);
 }
 
-template <int Columns>
+// SkipsPadding: the softmax tracks which row halves hold queries and skips the others (decode
+// tiles; prefill kernels compile without it).
+template <int Columns, bool SkipsPadding = false>
 struct Sm90OnlineSoftmax {
   static constexpr int kChunks = Columns / 8;
 
@@ -44,9 +46,9 @@ struct Sm90OnlineSoftmax {
   float row_max[2];  // raw (unscaled) running max; -inf while a row has seen nothing
   float row_sum[2];  // this thread's partial sums; quad-reduced at the end
   // Whether any of the warp's 8 rows of accumulator row r is a query (uniform over the warp).
-  // A tile past its sequence's last rows, a decode tile above all, holds padding rows whose
-  // results nothing stores; the softmax skips them (their P stays whatever S held, which
-  // reaches only their own rows of O).
+  // A decode tile holds 4-8 query rows of its 64; the others are padding whose results nothing
+  // stores, and the softmax skips them (their P stays whatever S held, which reaches only their
+  // own rows of O). Kept with SkipsPadding only; otherwise every row counts.
   bool live[2];
 
   TILEFMHA_DEVICE Sm90OnlineSoftmax() {
@@ -54,14 +56,16 @@ struct Sm90OnlineSoftmax {
     for (int r = 0; r < 2; ++r) {
       row_max[r] = sm90_negative_infinity();
       row_sum[r] = 0.0f;
-      live[r] = true;
+      if constexpr (SkipsPadding) live[r] = true;
     }
   }
 
   // `query[r]`: whether this thread's row r is one of the tile's queries.
   TILEFMHA_DEVICE void track_rows(const bool (&query)[2]) {
+    if constexpr (SkipsPadding) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) live[r] = __any_sync(0xFFFFFFFFu, query[r]);
+      for (int r = 0; r < 2; ++r) live[r] = __any_sync(0xFFFFFFFFu, query[r]);
+    }
   }
 
   // Replaces s by its unnormalized probabilities and returns, per row, the factor by which
@@ -72,8 +76,10 @@ struct Sm90OnlineSoftmax {
   TILEFMHA_DEVICE void update(float (&s)[Columns / 2], float scale, float (&correction)[2]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      correction[r] = 1.0f;
-      if (!live[r]) continue;
+      if constexpr (SkipsPadding) {
+        correction[r] = 1.0f;
+        if (!live[r]) continue;
+      }
       float partial[kChunks];
 #pragma unroll
       for (int j = 0; j < kChunks; ++j)
