@@ -1,6 +1,5 @@
 #!/usr/bin/env python3
-"""Decode calls of a few microseconds: tilefmha against SDPA's cuDNN backend, timed as CUDA
-graphs of many calls.
+"""Decode calls timed as CUDA graphs of many calls, tilefmha beside SDPA's cuDNN backend.
 
 bench/decode_sweep.py times a graph of one call from an idle GPU; at 5-15 us a call that reading
 moves by several microseconds between runs on both sides. Here each implementation's graph holds
@@ -8,38 +7,46 @@ moves by several microseconds between runs on both sides. Here each implementati
 times with CUDA events, and the median per call is reported, so differences of ~0.3 us show.
 Each shape's outputs are compared first (max abs difference against cuDNN). --kernels adds each
 kernel's median time under torch.profiler (which kernels a call launches, and how long each
-runs).
+runs). --sweep runs every shape of bench/decode_sweep.json (the engine issue's decode matrix:
+query rows 1, 4 and 16 included) this way, and the summary counts the shapes below cuDNN.
 
 With TILEFMHA_TIMELINE=1 in the environment (docs/jit.md), --timeline runs each shape once after
 a warm-up instead, and the kernels print their per-CTA latency timeline.
 
     PYTHONPATH=build/python python3 bench/decode_calls.py
-    PYTHONPATH=build/python python3 bench/decode_calls.py --shapes "1,32,8,128,1024 8,64,8,128,1024"
+    PYTHONPATH=build/python python3 bench/decode_calls.py --shapes "1,32,8,128,1024 8,64,8,128,1024,4"
+    PYTHONPATH=build/python python3 bench/decode_calls.py --sweep --max-kv-gb 4
     TILEFMHA_TIMELINE=1 PYTHONPATH=build/python python3 bench/decode_calls.py --timeline
 
-A shape is batch,nhead_q,nhead_k,hdim,seqlen_k (bf16, one query row, non-causal). Needs
-PyTorch with CUDA and a GPU to run; without them it says so and exits 2. Importing this module
-needs neither (tests/python/test_decode_calls.py).
+A shape is batch,nhead_q,nhead_k,hdim,seqlen_k[,seqlen_q] (bf16, non-causal; one query row
+unless given). Needs PyTorch with CUDA and a GPU to run; without them it says so and exits 2.
+Importing this module needs neither (tests/python/test_decode_calls.py).
 """
 
 import argparse
 import collections
+import importlib.util
+import math
+import pathlib
 import sys
 
+HERE = pathlib.Path(__file__).resolve().parent
 # The shapes of docs/performance.md engine v7: short decode, where a call is a few microseconds.
-DEFAULT_SHAPES = (
+DEFAULT_SHAPES = tuple(shape + (1,) for shape in (
     (1, 32, 8, 128, 1024), (1, 64, 8, 128, 1024), (1, 32, 8, 64, 1024), (1, 64, 8, 64, 1024),
     (1, 32, 32, 64, 1024), (1, 32, 32, 128, 1024), (1, 32, 8, 128, 8192),
     (4, 32, 8, 64, 1024), (8, 32, 8, 128, 1024), (8, 32, 8, 64, 1024), (8, 64, 8, 128, 1024),
-)
+))
 TOLERANCE = 2e-2  # bf16 outputs against cuDNN's
 
 
 def parse_shape(text):
-    """'b,hq,hk,d,sk' -> a tuple of five positive ints, nhead_q a multiple of nhead_k."""
+    """'b,hq,hk,d,sk[,sq]' -> (b, hq, hk, d, sk, sq) of positive ints (sq 1 when not given),
+    nhead_q a multiple of nhead_k."""
     fields = text.split(",")
-    if len(fields) != 5:
-        raise ValueError(f"shape {text!r}: expected batch,nhead_q,nhead_k,hdim,seqlen_k")
+    if len(fields) not in (5, 6):
+        raise ValueError(f"shape {text!r}: expected batch,nhead_q,nhead_k,hdim,seqlen_k"
+                         "[,seqlen_q]")
     try:
         values = tuple(int(field) for field in fields)
     except ValueError:
@@ -49,7 +56,26 @@ def parse_shape(text):
     if values[1] % values[2] != 0:
         raise ValueError(f"shape {text!r}: nhead_q {values[1]} is not a multiple of nhead_k "
                          f"{values[2]}")
-    return values
+    return values if len(values) == 6 else values + (1,)
+
+
+def load_decode_sweep():
+    """bench/decode_sweep.py as a module (it imports neither torch nor the package)."""
+    spec = importlib.util.spec_from_file_location("decode_sweep", HERE / "decode_sweep.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def sweep_shapes(max_kv_gb=None):
+    """The decode sweep file's shapes as (b, hq, hk, d, sk, sq), K/V-sharing shapes adjacent,
+    and how many were skipped for their K+V bytes (the file's cap, or `max_kv_gb`)."""
+    sweep_module = load_decode_sweep()
+    sweep = sweep_module.load_sweep(sweep_module.DEFAULT_SWEEP)
+    cap = None if max_kv_gb is None else int(max_kv_gb * 1e9)
+    shapes, skipped = sweep_module.expand_shapes(sweep, max_kv_bytes=cap)
+    return [(s["batch"], s["nhead_q"], s["nhead_k"], s["hdim"], s["seqlen_k"], s["seqlen_q"])
+            for s in shapes], len(skipped)
 
 
 def parse_shapes(text):
@@ -60,14 +86,31 @@ def parse_shapes(text):
 
 
 def label(shape):
-    b, hq, hk, d, sk = shape
-    return f"b{b} {hq}/{hk} d{d} sk{sk}"
+    b, hq, hk, d, sk, sq = shape
+    return f"b{b} {hq}/{hk} d{d} sk{sk}" + (f" sq{sq}" if sq > 1 else "")
+
+
+def summarize(ratios):
+    """'N shapes: geomean x, K below 1.0x (worst ...)' over {label: cuDNN/ours}."""
+    if not ratios:
+        return "no shape timed"
+    geomean = math.exp(sum(math.log(r) for r in ratios.values()) / len(ratios))
+    below = sorted((r, name) for name, r in ratios.items() if r < 1.0)
+    text = (f"{len(ratios)} shapes: geomean cuDNN/ours {geomean:.3f}x, {len(below)} below "
+            "1.0x")
+    if below:
+        text += " (worst: " + ", ".join(f"{name} {r:.2f}x" for r, name in below[:5]) + ")"
+    return text
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", type=parse_shapes, default=list(DEFAULT_SHAPES),
-                        help="space- or ;-separated b,hq,hk,d,sk shapes")
+    parser.add_argument("--shapes", type=parse_shapes, default=None,
+                        help="space- or ;-separated b,hq,hk,d,sk[,sq] shapes")
+    parser.add_argument("--sweep", action="store_true",
+                        help="every shape of bench/decode_sweep.json instead")
+    parser.add_argument("--max-kv-gb", type=float, default=None,
+                        help="with --sweep: skip shapes whose K+V exceed this many GB")
     parser.add_argument("--calls", type=int, default=20, help="calls captured in one graph")
     parser.add_argument("--repeat", type=int, default=10, help="timed replays per graph")
     parser.add_argument("--kernels", action="store_true", help="also each kernel's time")
@@ -80,6 +123,12 @@ def parse_args(argv=None):
         parser.error("--calls and --repeat must be positive")
     if args.num_splits < 0:
         parser.error("--num-splits must be 0 (the engine's choice) or a split count")
+    if args.sweep and args.shapes is not None:
+        parser.error("--sweep and --shapes are alternatives")
+    if args.max_kv_gb is not None and (not args.sweep or args.max_kv_gb <= 0):
+        parser.error("--max-kv-gb takes a positive size, with --sweep")
+    if args.shapes is None:
+        args.shapes = list(DEFAULT_SHAPES)
     return args
 
 
@@ -136,15 +185,25 @@ def main(argv=None):
     if not torch.cuda.is_available():
         print("decode_calls: needs a CUDA GPU", file=sys.stderr)
         return 2
+    if args.sweep:
+        args.shapes, skipped = sweep_shapes(args.max_kv_gb)
+        print(f"decode sweep: {len(args.shapes)} shapes, {skipped} skipped for their K+V bytes")
     print(f"device: {torch.cuda.get_device_name()}; graphs of {args.calls} calls, median of "
           f"{args.repeat} replays, us a call")
     disagreeing = []
+    ratios = {}
+    kv_key, k, v = None, None, None
     for shape in args.shapes:
-        b, hq, hk, d, sk = shape
+        b, hq, hk, d, sk, sq = shape
         torch.manual_seed(0)
-        q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.bfloat16)
-        k = torch.randn(b, sk, hk, d, device="cuda", dtype=torch.bfloat16)
-        v = torch.randn(b, sk, hk, d, device="cuda", dtype=torch.bfloat16)
+        q = torch.randn(b, sq, hq, d, device="cuda", dtype=torch.bfloat16)
+        # Shapes that differ only in their query rows share K and V (the sweep's largest are
+        # tens of GB).
+        if kv_key != (b, sk, hk, d):
+            k = v = None
+            k = torch.randn(b, sk, hk, d, device="cuda", dtype=torch.bfloat16)
+            v = torch.randn(b, sk, hk, d, device="cuda", dtype=torch.bfloat16)
+            kv_key = (b, sk, hk, d)
         ours = lambda: tilefmha.attention(q, k, v, num_splits=args.num_splits)  # noqa: E731
 
         def cudnn():
@@ -169,8 +228,11 @@ def main(argv=None):
             if args.kernels:
                 for kernel, us in kernel_times(torch, graph).items():
                     print(f"    {name:5} {us:8.2f} us  {kernel}")
+        ratios[label(shape)] = row["cudnn"] / row["ours"]
         print(f"{label(shape):24} ours {row['ours']:8.2f}  cuDNN {row['cudnn']:8.2f}  "
               f"cuDNN/ours {row['cudnn'] / row['ours']:5.2f}x  max|diff| {error:.1e}", flush=True)
+    if not args.timeline:
+        print(summarize(ratios))
     if disagreeing:
         print(f"decode_calls: outputs disagree with cuDNN (max abs over {TOLERANCE}): "
               f"{', '.join(disagreeing)}", file=sys.stderr)
