@@ -57,11 +57,10 @@ inline constexpr int64_t kClusterMergeMaxChunkKeys = 512;
 // counts to try merged in clusters instead, cheapest first (the caller checks that they merge
 // and run in one wave). A count qualifies when its merged_split_cost beats split_cost at
 // `splits` plus kCombineLaunchBlocks, it is at most kMergedAlternativeMaxSplits, and its splits
-// hold at most kMergedAlternativeMaxChunkKeys keys. None where
-// the caller fixed the count. b=1 32/8-head hdim-128 decode at 2k keys (8 tiles): 16 splits and a
-// combine 8.2 us, 8 splits of 256 keys merged 7.56 us (H200, graphs of 20 calls,
-// docs/performance.md engine v9); at 8k, 8 merged splits of 1k keys were 1.5 us slower than 16
-// through the combine (engine v7).
+// hold at most kMergedAlternativeMaxChunkKeys keys. None where the caller fixed the count.
+// b=1 32/8-head hdim-128 decode at 2k keys (8 tiles): 16 splits and a combine 8.2 us, 8 splits
+// of 256 keys merged 7.56 us (H200, graphs of 20 calls, docs/performance.md engine v9); at 8k,
+// 8 merged splits of 1k keys were 1.5 us slower than 16 through the combine (engine v7).
 std::vector<int64_t> merged_split_alternatives(const Problem& problem,
                                                const KernelConfig& split_kernel,
                                                const DeviceInfo& device, int64_t splits);
