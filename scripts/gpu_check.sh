@@ -169,7 +169,8 @@ run_decode() {
 }
 
 # Few-microsecond decode calls as a serving loop runs them (bench/decode_calls.py, graphs of 20
-# calls; docs/bench.md); TILEFMHA_DECODE_CALLS_ARGS adds flags.
+# calls; docs/bench.md); TILEFMHA_DECODE_CALLS_ARGS adds flags ("--sweep --max-kv-gb 4": the
+# decode matrix up to 4 GB of K+V).
 run_decode_calls() {
   if ! PYTHONPATH=$python_dir python3 -c "import tilefmha" >/dev/null 2>&1; then
     note "decode_calls: skipped, tilefmha from $python_dir does not import"
@@ -180,7 +181,7 @@ run_decode_calls() {
   PYTHONPATH=$python_dir limited python3 "$root/bench/decode_calls.py" --kernels \
     ${TILEFMHA_DECODE_CALLS_ARGS:-} >"$logs/decode_calls.txt" 2>&1 || status=1
   note "decode calls: $(elapsed "$start")"
-  grep -E " sk[0-9]+ " "$logs/decode_calls.txt" | tee -a "$summary"
+  grep -E " sk[0-9]+ |shapes: geomean" "$logs/decode_calls.txt" | tee -a "$summary"
 }
 
 run_sweep() {
