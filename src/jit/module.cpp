@@ -154,7 +154,7 @@ CUfunction LoadedModule::function(const std::string& kernel_name) const {
 
 void prepare_launch(CUfunction function, LaunchShape& shape) {
   raise_function_limits(function, shape);
-  shape.shared_limit_raised = true;
+  shape.function_limits_raised = true;
 }
 
 int64_t max_active_clusters(CUfunction function, const LaunchShape& shape) {
@@ -177,7 +177,7 @@ void copy_to_device_async(CUdeviceptr destination, std::span<const std::byte> so
 void launch_kernel(CUfunction function, const LaunchShape& shape, void** arguments,
                    CUstream stream) {
   const CudaDriverApi& api = cuda_driver();
-  if (!shape.shared_limit_raised) raise_function_limits(function, shape);
+  if (!shape.function_limits_raised) raise_function_limits(function, shape);
   const bool clustered = cluster_ctas(shape) > 1;
   if ((shape.cooperative || clustered) && api.launch_kernel_ex == nullptr)
     throw Error(ErrorKind::not_supported,

@@ -56,9 +56,10 @@ struct LaunchShape {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned dynamic_shared_bytes = 0;  // above 48 KiB the kernel's limit is raised first
-  // Set by prepare_launch: the function's limit already allows dynamic_shared_bytes, so a launch
-  // skips the attribute call (a plan raises it once, not on every run).
-  bool shared_limit_raised = false;
+  // Set by prepare_launch: the function's limits already allow dynamic_shared_bytes and the
+  // cluster size, so a launch skips the attribute calls (a plan raises them once, not on every
+  // run).
+  bool function_limits_raised = false;
   // Programmatic dependent launch (sm_90+): the grid may be scheduled while the stream's previous
   // kernel still runs, once that kernel's CTAs signal (griddepcontrol.launch_dependents), so its
   // launch latency hides under their tail. Only for kernels that execute griddepcontrol.wait
@@ -74,7 +75,8 @@ struct LaunchShape {
   unsigned cluster[3] = {1, 1, 1};
 };
 
-// Raises `function`'s dynamic shared-memory limit to what `shape` needs and marks the shape.
+// Raises `function`'s dynamic shared-memory limit and cluster size limit to what `shape` needs
+// and marks the shape.
 void prepare_launch(CUfunction function, LaunchShape& shape);
 
 // The clusters of `shape.cluster` CTAs that the device holds at once for `function` launched with

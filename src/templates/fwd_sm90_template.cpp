@@ -28,8 +28,8 @@ jit::LaunchShape launch_shape(const KernelConfig& config, const Problem& problem
   // The splits of a tile are consecutive CTAs (fwd_sm90_scheduler.h), one cluster. Clusters of
   // up to 8 launch in stream order: behind the previous call with programmatic dependency, b=1
   // 32/8-head hdim-128 1k-key calls took 0.15-0.25 us longer. Clusters of 16 (b=1 64/8-head
-  // hdim-64 8k-key decode) read 10.0-10.5 us a call with it and 10.7-11.1 without (H200; a
-  // comparison across leases, docs/performance.md engine v8).
+  // hdim-64 8k-key decode) read 10.1 us a call with it and 10.6-10.7 without (H200, one lease,
+  // docs/performance.md engine v9).
   constexpr int64_t kStreamOrderedClusterCtas = 8;
   if (context.merge_splits_in_cluster) {
     shape.cluster[0] = static_cast<unsigned>(splits);
