@@ -110,6 +110,19 @@ TEST(SplitCount, TwoCtasPerSmDoNotDoubleTheSplits) {
   EXPECT_GT(2 * ctas, kH100.sm_count);
 }
 
+// Long splits (16+ blocks) count both CTA slots of an SM: b=8 hdim-64 GQA decode at 8k keys
+// (64 tiles) takes 4 splits of 2k keys (256 CTAs on 264 slots), not 2 of 4k.
+TEST(SplitCount, LongSplitsCountEveryResidentSlot) {
+  ProblemBuilder builder(Family::fwd);
+  builder.dtype(DType::bf16).shape(8, 32, 8, 1, 8192, 64, 64);
+  const Problem problem = builder.peek();
+  KernelConfig kernel = testing::sm90_fwd_config(DType::bf16, 64, 64, 64, 128);
+  kernel.family = Family::fwd_splitkv;
+  kernel = launch_form(kernel, problem);
+  ASSERT_EQ(resident_ctas(kernel, kH100), 2 * kH100.sm_count);
+  EXPECT_EQ(choose_num_splits(problem, kernel, kH100), 4);
+}
+
 // Splits are whole granules of keys, so a count can leave its last splits empty (15 splits of
 // 8k keys: 13 chunks of 640) while another one wave of CTAs gives every CTA fewer keys (16
 // chunks of 512). The count chosen gives each split keys, and its CTAs the fewest keys any

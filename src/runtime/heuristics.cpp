@@ -143,10 +143,16 @@ int64_t choose_num_splits(const Problem& problem, const KernelConfig& split_kern
   const int64_t max_splits =
       std::min<int64_t>({kMaxAutoSplits, std::max<int64_t>(1, problem.seqlen_k / kMinKeysPerSplit),
                          ceil_div(slots, std::max<int64_t>(tiles, 1)) * 2});
+  // Long splits are bound by each CTA's chain of key blocks, which a second CTA on the SM
+  // overlaps (hdim 64: two fit): there every slot counts.
+  const int64_t resident = resident_ctas(split_kernel, device);
+  auto slots_for = [&](int64_t s) {
+    return splitkv_chunk(problem.seqlen_k, s) >= kAllSlotsMinChunkKeys ? resident : slots;
+  };
   int64_t best = 1;
-  double best_cost = split_cost(tiles, problem.seqlen_k, 1, slots);
+  double best_cost = split_cost(tiles, problem.seqlen_k, 1, slots_for(1));
   for (int64_t s = 2; s <= max_splits; ++s) {
-    const double cost = split_cost(tiles, problem.seqlen_k, s, slots);
+    const double cost = split_cost(tiles, problem.seqlen_k, s, slots_for(s));
     if (cost < best_cost) best = s, best_cost = cost;
   }
   return best;

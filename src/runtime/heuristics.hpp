@@ -112,6 +112,12 @@ inline constexpr int64_t kCombineSplitsPerBatch = 16;
 // 512 left b=1 decode at 1k keys in 2 splits on 8 of 132 SMs' worth of CTAs; 8 splits ran 14%
 // faster (H200, engine DecodeSplitThroughput, 2026-11-26).
 inline constexpr int64_t kMinKeysPerSplit = 128;
+// Splits of at least this many keys count every resident CTA slot (two per SM for hdim 64), not
+// one per SM: a CTA walking 16 or more blocks is bound by its own chain of GEMMs and softmax,
+// which a second CTA on the SM overlaps. b=8 32/8 hdim-64 decode went from 2 splits to 4: 8k keys
+// 50.4 -> 36.4 us (0.71x -> 0.98x cuDNN), 32k 184 -> 124 us (H200, engine v10). Shorter splits
+// keep one CTA per SM (b=1 32/8 d64 8k would lose 29 splits for 14).
+inline constexpr int64_t kAllSlotsMinChunkKeys = 2048;
 // The combine reads every split's partial; beyond this, more splits only add that traffic.
 inline constexpr int64_t kMaxAutoSplits = 128;
 
