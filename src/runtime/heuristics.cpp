@@ -79,6 +79,15 @@ double kernel_preference(const KernelConfig& kernel, const Problem& problem,
   return score;
 }
 
+bool packed_tiles_persist_pays(const KernelConfig& kernel, const Problem& problem) {
+  // A one-pass decode over many packed tiles, one CTA per SM: a persistent CTA loads the next
+  // tile's K/V under this one's last blocks and epilogue, where a CTA per tile starts cold.
+  // b32/b128 GQA hdim-128 decode at 1k keys: -4 to -6%. Where two CTAs share an SM (hdim 64)
+  // the other already covers that start, and the static order lost 1-2% at 1k keys and 3-6%
+  // from 8k (H200, decode_calls --sweep, engine v10); at 8k keys hdim 128 gained nothing.
+  return codegen::sm90_ctas_per_sm(kernel) == 1 && problem.seqlen_k <= kPersistentPackedMaxKeys;
+}
+
 KernelConfig launch_form(KernelConfig kernel, const Problem& problem) {
   // Launch forms are derived here, never carried in from a registry entry or a caller's config.
   kernel.pack_gqa = false;
@@ -98,9 +107,9 @@ KernelConfig launch_form(KernelConfig kernel, const Problem& problem) {
   if (kernel.family != Family::fwd && kernel.family != Family::fwd_splitkv &&
       kernel.family != Family::fwd_pagedkv)
     return kernel;
-  if (codegen::sm90_pack_gqa_pays(kernel, problem))
-    kernel.pack_gqa = true;  // short rows: one CTA per packed tile
-  else if (kernel.family == Family::fwd && codegen::sm90_persistent_grid_pays(kernel, problem))
+  kernel.pack_gqa = codegen::sm90_pack_gqa_pays(kernel, problem);  // short rows packed
+  if (kernel.family == Family::fwd && codegen::sm90_persistent_grid_pays(kernel, problem) &&
+      (!kernel.pack_gqa || packed_tiles_persist_pays(kernel, problem)))
     kernel.persistent = true;
   return kernel;
 }

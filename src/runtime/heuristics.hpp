@@ -18,11 +18,13 @@ namespace tilefmha::runtime {
 double kernel_preference(const KernelConfig& kernel, const Problem& problem,
                          const DeviceInfo& device);
 
-// The kernel as launched: an sm90_ws attention kernel packs GQA groups for short query rows, or
-// runs on a persistent grid, where that pays for the problem (codegen::sm90_pack_gqa_pays,
-// codegen::sm90_persistent_grid_pays); the sm90_ws backward runs on a persistent grid for short
-// tiles (codegen::bwd_sm90_persistent_grid_pays). Other kernels launch as enumerated.
+// The kernel as launched: an sm90_ws attention kernel packs GQA groups for short query rows,
+// and runs on a persistent grid, where each pays for the problem (codegen::sm90_pack_gqa_pays,
+// codegen::sm90_persistent_grid_pays, and for packed tiles packed_tiles_persist_pays); the sm90_ws
+// backward runs on a persistent grid for short tiles (codegen::bwd_sm90_persistent_grid_pays).
+// Other kernels launch as enumerated.
 KernelConfig launch_form(KernelConfig kernel, const Problem& problem);
+bool packed_tiles_persist_pays(const KernelConfig& kernel, const Problem& problem);
 
 // CTAs (tiles) a one-pass launch of `kernel` runs for `problem`, and the CTAs the device holds
 // at once for it (SMs x CTAs per SM).
@@ -118,6 +120,8 @@ inline constexpr int64_t kMinKeysPerSplit = 128;
 // 50.4 -> 36.4 us (0.71x -> 0.98x cuDNN), 32k 184 -> 124 us (H200, engine v10). Shorter splits
 // keep one CTA per SM (b=1 32/8 d64 8k would lose 29 splits for 14).
 inline constexpr int64_t kAllSlotsMinChunkKeys = 2048;
+// Packed GQA decode runs on a persistent grid up to this many keys (packed_tiles_persist_pays).
+inline constexpr int64_t kPersistentPackedMaxKeys = 2048;
 // The combine reads every split's partial; beyond this, more splits only add that traffic.
 inline constexpr int64_t kMaxAutoSplits = 128;
 

@@ -26,6 +26,10 @@ std::vector<KernelConfig> with_launch_forms(std::span<const KernelConfig> config
       KernelConfig persistent = config;
       persistent.persistent = true;
       forms.push_back(persistent);
+      if (config.family == Family::fwd) {
+        packed.persistent = true;
+        forms.push_back(packed);
+      }
     }
     // The default mode's unmasked backward takes dQ turns where they pay
     // (codegen::bwd_sm90_takes_turns): the deterministic kernel on its staggered grid.
