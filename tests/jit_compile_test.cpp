@@ -23,6 +23,24 @@ bool contains(const std::vector<std::string>& list, const std::string& item) {
   return std::find(list.begin(), list.end(), item) != list.end();
 }
 
+// TILEFMHA_KERNEL_DEFINES: entries split at commas and white space, each NAME or NAME=VALUE;
+// anything else names itself in the error instead of reaching NVRTC as a stray argument.
+TEST(JitCompile, KernelDefinesFromTheEnvironmentAreNamesOrAssignments) {
+  EXPECT_TRUE(parse_kernel_defines("").empty());
+  EXPECT_TRUE(parse_kernel_defines(" , ").empty());
+  const std::vector<std::string> expected = {"TILEFMHA_RESCALE_ALWAYS", "BLOCK=128", "_x1="};
+  EXPECT_EQ(parse_kernel_defines("TILEFMHA_RESCALE_ALWAYS, BLOCK=128\t_x1="), expected);
+  for (const char* bad : {"1ABC", "=1", "A-B", "A,-DB", "A B.C=1"}) {
+    try {
+      parse_kernel_defines(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& error) {
+      EXPECT_EQ(error.kind(), ErrorKind::invalid_argument) << bad;
+      EXPECT_NE(std::string(error.what()).find("TILEFMHA_KERNEL_DEFINES"), std::string::npos);
+    }
+  }
+}
+
 TEST(JitCompile, ArgumentsCarryArchStandardAndDeviceDefault) {
   CompileOptions options;
   options.arch = "sm_80";

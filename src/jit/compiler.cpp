@@ -1,5 +1,7 @@
 #include "jit/compiler.hpp"
 
+#include <cctype>
+
 #include "jit/embedded_headers.hpp"
 #include "jit/nvrtc_api.hpp"
 #include "jit/target_arch.hpp"
@@ -109,6 +111,42 @@ bool line_info_requested() {
 
 bool timeline_requested() {
   return environment_flag("TILEFMHA_TIMELINE");
+}
+
+std::vector<std::string> parse_kernel_defines(std::string_view text) {
+  auto is_separator = [](char c) {
+    return c == ',' || std::isspace(static_cast<unsigned char>(c));
+  };
+  auto is_name_char = [](char c, bool first) {
+    return c == '_' || std::isalpha(static_cast<unsigned char>(c)) ||
+           (!first && std::isdigit(static_cast<unsigned char>(c)));
+  };
+  std::vector<std::string> defines;
+  size_t at = 0;
+  while (at < text.size()) {
+    if (is_separator(text[at])) {
+      ++at;
+      continue;
+    }
+    size_t end = at;
+    while (end < text.size() && !is_separator(text[end])) ++end;
+    const std::string_view entry = text.substr(at, end - at);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    bool valid = !name.empty();
+    for (size_t i = 0; valid && i < name.size(); ++i) valid = is_name_char(name[i], i == 0);
+    if (!valid)
+      throw Error(ErrorKind::invalid_argument,
+                  "TILEFMHA_KERNEL_DEFINES: '" + std::string(entry) +
+                      "' is not NAME or NAME=VALUE (a C identifier, then an optional value)");
+    defines.emplace_back(entry);
+    at = end;
+  }
+  return defines;
+}
+
+std::vector<std::string> kernel_defines_requested() {
+  const char* value = std::getenv("TILEFMHA_KERNEL_DEFINES");
+  return value == nullptr ? std::vector<std::string>{} : parse_kernel_defines(value);
 }
 
 std::vector<std::string> nvrtc_arguments(const CompileOptions& options) {

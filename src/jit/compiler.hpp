@@ -27,6 +27,14 @@ bool line_info_requested();
 // from their last CTA (the cache keys differ). A diagnostic: it slows every kernel's end.
 bool timeline_requested();
 
+// TILEFMHA_KERNEL_DEFINES in the environment: extra defines for every kernel the engine compiles
+// (the kernels' measuring knobs, e.g. TILEFMHA_RESCALE_ALWAYS), so that one build can time a
+// kernel both ways in two processes; the cache keys differ. parse_kernel_defines splits the
+// value at commas and white space into NAME or NAME=VALUE entries and throws
+// Error(invalid_argument) naming an entry that is not one.
+std::vector<std::string> parse_kernel_defines(std::string_view text);
+std::vector<std::string> kernel_defines_requested();
+
 // The exact NVRTC argument list (also hashed into the cache key). -default-device makes
 // unannotated functions device functions, as suits device-only kernel sources.
 std::vector<std::string> nvrtc_arguments(const CompileOptions& options);

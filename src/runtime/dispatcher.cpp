@@ -105,6 +105,8 @@ PlannedStage Dispatcher::prepare_stage(const KernelConfig& kernel, const Problem
     compile.arch = jit::nvrtc_target(kernel.arch);
     compile.line_info = compile.line_info || jit::line_info_requested();
     if (jit::timeline_requested()) compile.defines.push_back("TILEFMHA_TIMELINE");
+    for (std::string& define : jit::kernel_defines_requested())
+      compile.defines.push_back(std::move(define));
     return jit::compile_cached(kernel.symbol(), kernel_template.source(kernel), compile,
                                options_.cache.get())
         .cubin;
