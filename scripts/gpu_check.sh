@@ -16,7 +16,9 @@
 #   decode   bench/decode_sweep.py beside SDPA cuDNN (TILEFMHA_DECODE_ARGS narrows the shapes)
 #   decode_calls  bench/decode_calls.py: microsecond decode calls as graphs of 20 beside SDPA
 #            cuDNN, with each kernel's time (TILEFMHA_DECODE_CALLS_ARGS adds flags, e.g.
-#            "--shapes '1,32,8,128,8192' --num-splits 16")
+#            "--shapes '1,32,8,128,8192' --num-splits 16"); TILEFMHA_DECODE_CALLS_AB="DEFINES"
+#            times the same build both ways instead, kernels compiled without and with those
+#            defines (TILEFMHA_KERNEL_DEFINES, docs/jit.md), alternating over two rounds
 #   sweep    tilefmha sweep --category smoke --variant fwd, timed: the 168 fp16/bf16 sm90_ws kernels
 #            without dropout, softcap, bias or sink (every match of 114 smoke shapes)
 #   serve    tilefmha sweep --category smoke --variant pagedkv, then batch_prefill, timed and
@@ -177,6 +179,24 @@ run_decode_calls() {
     return
   fi
   local start=$SECONDS
+  if [[ -n ${TILEFMHA_DECODE_CALLS_AB:-} ]]; then
+    # A/B of one build: the defines change the kernels' cache keys, so each side compiles its own.
+    local round defines side
+    for round in 1 2; do
+      for defines in "" "$TILEFMHA_DECODE_CALLS_AB"; do
+        side=without
+        [[ -n $defines ]] && side=with
+        local log="$logs/decode_calls_ab_${round}_${side}.txt"
+        # shellcheck disable=SC2086
+        TILEFMHA_KERNEL_DEFINES=$defines PYTHONPATH=$python_dir limited python3 \
+          "$root/bench/decode_calls.py" ${TILEFMHA_DECODE_CALLS_ARGS:-} >"$log" 2>&1 || status=1
+        note "decode calls, round $round, defines '${defines}':"
+        grep -E " sk[0-9]+ |shapes: geomean" "$log" | tee -a "$summary"
+      done
+    done
+    note "decode calls A/B: $(elapsed "$start")"
+    return
+  fi
   # shellcheck disable=SC2086
   PYTHONPATH=$python_dir limited python3 "$root/bench/decode_calls.py" --kernels \
     ${TILEFMHA_DECODE_CALLS_ARGS:-} >"$logs/decode_calls.txt" 2>&1 || status=1
