@@ -96,14 +96,24 @@ TEST(SplitCount, ShortDecodeRowsFillTheDeviceInOneWave) {
   }
 }
 
-TEST(SplitCount, TwoCtasPerSmDoNotDoubleTheSplits) {
-  // hdim 64's 64-row tile runs two CTAs per SM; splits still aim at one CTA per SM.
+// hdim-64 GQA decode (32/8 heads, 8k keys) and its split kernel, the 64-row tile that runs two
+// CTAs per SM.
+Problem decode_d64(int64_t batch) {
   ProblemBuilder builder(Family::fwd);
-  builder.dtype(DType::bf16).shape(1, 32, 8, 1, 8192, 64, 64);
-  const Problem problem = builder.peek();
+  builder.dtype(DType::bf16).shape(batch, 32, 8, 1, 8192, 64, 64);
+  return builder.peek();
+}
+
+KernelConfig split_kernel_d64(const Problem& problem) {
   KernelConfig kernel = testing::sm90_fwd_config(DType::bf16, 64, 64, 64, 128);
   kernel.family = Family::fwd_splitkv;
-  kernel = launch_form(kernel, problem);
+  return launch_form(kernel, problem);
+}
+
+TEST(SplitCount, TwoCtasPerSmDoNotDoubleTheSplits) {
+  // Short splits still aim at one CTA per SM.
+  const Problem problem = decode_d64(1);
+  const KernelConfig kernel = split_kernel_d64(problem);
   ASSERT_EQ(resident_ctas(kernel, kH100), 2 * kH100.sm_count);
   const int64_t ctas = attention_tiles(kernel, problem) * choose_num_splits(problem, kernel, kH100);
   EXPECT_LE(ctas, kH100.sm_count);
@@ -113,12 +123,8 @@ TEST(SplitCount, TwoCtasPerSmDoNotDoubleTheSplits) {
 // Long splits (16+ blocks) count both CTA slots of an SM: b=8 hdim-64 GQA decode at 8k keys
 // (64 tiles) takes 4 splits of 2k keys (256 CTAs on 264 slots), not 2 of 4k.
 TEST(SplitCount, LongSplitsCountEveryResidentSlot) {
-  ProblemBuilder builder(Family::fwd);
-  builder.dtype(DType::bf16).shape(8, 32, 8, 1, 8192, 64, 64);
-  const Problem problem = builder.peek();
-  KernelConfig kernel = testing::sm90_fwd_config(DType::bf16, 64, 64, 64, 128);
-  kernel.family = Family::fwd_splitkv;
-  kernel = launch_form(kernel, problem);
+  const Problem problem = decode_d64(8);
+  const KernelConfig kernel = split_kernel_d64(problem);
   ASSERT_EQ(resident_ctas(kernel, kH100), 2 * kH100.sm_count);
   EXPECT_EQ(choose_num_splits(problem, kernel, kH100), 4);
 }

@@ -26,9 +26,10 @@ std::vector<KernelConfig> with_launch_forms(std::span<const KernelConfig> config
       KernelConfig persistent = config;
       persistent.persistent = true;
       forms.push_back(persistent);
-      if (config.family == Family::fwd) {
-        packed.persistent = true;
-        forms.push_back(packed);
+      if (config.family == Family::fwd) {  // short packed decode (packed_tiles_persist_pays)
+        KernelConfig packed_persistent = packed;
+        packed_persistent.persistent = true;
+        forms.push_back(packed_persistent);
       }
     }
     // The default mode's unmasked backward takes dQ turns where they pay
