@@ -11,12 +11,15 @@ runs). --sweep runs every shape of bench/decode_sweep.json (the engine issue's d
 query rows 1, 4 and 16 included) this way, and the summary counts the shapes below cuDNN.
 
 With TILEFMHA_TIMELINE=1 in the environment (docs/jit.md), --timeline runs each shape once after
-a warm-up instead, and the kernels print their per-CTA latency timeline.
+a warm-up instead, and the kernels print their per-CTA latency timeline. --profile runs each
+shape's warm-up, then one call of ours and one of cuDNN's between cudaProfilerStart and Stop,
+so that `ncu --profile-from-start off` (scripts/ncu_decode.sh) profiles exactly those kernels.
 
     PYTHONPATH=build/python python3 bench/decode_calls.py
     PYTHONPATH=build/python python3 bench/decode_calls.py --shapes "1,32,8,128,1024 8,64,8,128,1024,4"
     PYTHONPATH=build/python python3 bench/decode_calls.py --sweep --max-kv-gb 4
     TILEFMHA_TIMELINE=1 PYTHONPATH=build/python python3 bench/decode_calls.py --timeline
+    scripts/ncu_decode.sh "32,32,8,64,32768"
 
 A shape is batch,nhead_q,nhead_k,hdim,seqlen_k[,seqlen_q] (bf16, non-causal; one query row
 unless given). Needs PyTorch with CUDA and a GPU to run; without them it says so and exits 2.
@@ -118,11 +121,16 @@ def parse_args(argv=None):
                         help="split count for our calls (0: the engine's choice)")
     parser.add_argument("--timeline", action="store_true",
                         help="one call per shape after a warm-up (with TILEFMHA_TIMELINE=1)")
+    parser.add_argument("--profile", action="store_true",
+                        help="one call of each side per shape inside cudaProfilerStart/Stop "
+                        "(for ncu --profile-from-start off)")
     args = parser.parse_args(argv)
     if args.calls < 1 or args.repeat < 1:
         parser.error("--calls and --repeat must be positive")
     if args.num_splits < 0:
         parser.error("--num-splits must be 0 (the engine's choice) or a split count")
+    if args.timeline and args.profile:
+        parser.error("--timeline and --profile are alternatives")
     if args.sweep and args.shapes is not None:
         parser.error("--sweep and --shapes are alternatives")
     if args.max_kv_gb is not None and (not args.sweep or args.max_kv_gb <= 0):
@@ -169,6 +177,20 @@ def kernel_times(torch, graph, replays=5):
         if event.device_type == torch.autograd.DeviceType.CUDA:
             times[event.name[:60]].append(event.device_time)
     return {name: sorted(values)[len(values) // 2] for name, values in times.items()}
+
+
+def profile_once(torch, calls, warmup=3):
+    """Each call `warmup` times (plans, compiles, caches), then each once inside the profiler
+    range, one after the other."""
+    for call in calls:
+        for _ in range(warmup):
+            call()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    for call in calls:
+        call()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
 
 
 def main(argv=None):
@@ -219,6 +241,11 @@ def main(argv=None):
             ours()
             torch.cuda.synchronize()
             continue
+        if args.profile:
+            profile_once(torch, (ours, cudnn))
+            print(f"=== {label(shape)}: one call of ours, then one of cuDNN's, profiled",
+                  flush=True)
+            continue
         error = (cudnn().transpose(1, 2).float() - ours().float()).abs().max().item()
         if not error <= TOLERANCE:  # NaN included
             disagreeing.append(label(shape))
@@ -231,7 +258,7 @@ def main(argv=None):
         ratios[label(shape)] = row["cudnn"] / row["ours"]
         print(f"{label(shape):24} ours {row['ours']:8.2f}  cuDNN {row['cudnn']:8.2f}  "
               f"cuDNN/ours {row['cudnn'] / row['ours']:5.2f}x  max|diff| {error:.1e}", flush=True)
-    if not args.timeline:
+    if not (args.timeline or args.profile):
         print(summarize(ratios))
     if disagreeing:
         print(f"decode_calls: outputs disagree with cuDNN (max abs over {TOLERANCE}): "

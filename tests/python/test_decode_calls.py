@@ -88,6 +88,10 @@ def test_defaults_and_flags():
     assert calls.parse_args(["--num-splits", "16"]).num_splits == 16
     with pytest.raises(SystemExit):
         calls.parse_args(["--num-splits", "-1"])
+    # One profiled call of each side, or the timeline: one or the other.
+    assert calls.parse_args(["--profile"]).profile and not args.profile
+    with pytest.raises(SystemExit):
+        calls.parse_args(["--profile", "--timeline"])
     # The sweep replaces the shapes; its cap needs it.
     assert calls.parse_args(["--sweep", "--max-kv-gb", "4"]).max_kv_gb == 4
     for bad in (["--sweep", "--shapes", "1,8,8,64,128"], ["--max-kv-gb", "4"],
