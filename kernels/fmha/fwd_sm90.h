@@ -57,9 +57,12 @@ TILEFMHA_DEVICE void fwd_sm90_body(const Sm90FwdParams& params) {
   const Sm90TileScheduler<kLongestFirst, Traits::kSplitKv, ClusterMerge> scheduler{params};
 
   // The stream's next grid, where launched with programmatic dependency (the combine, or the
-  // next attention call), may take the SMs this grid leaves idle and wait there for its end,
-  // instead of being launched after it.
+  // next attention call), may be scheduled once every CTA's producer has issued its last load
+  // (sm90_produce), and waits on the SMs for this grid's end instead of being launched after it.
+  // TILEFMHA_DEPENDENTS_AT_ENTRY (an NVRTC define, for measuring) signals at entry instead.
+#if defined(TILEFMHA_DEPENDENTS_AT_ENTRY)
   tile::allow_dependent_grid_launch();
+#endif
   if (threadIdx.x == 0) {
     tile::timeline_stamp(tile::kTimelineEntry);
     barriers.init(Traits::kConsumerWarps, Traits::kTransposerThreads,

@@ -21,6 +21,7 @@
 #include "fmha/mask.h"
 #include "fmha/paged_kv.h"
 #include "fmha/seq_info.h"
+#include "tile/grid_dependency.h"
 #include "tile/mbarrier.h"
 #include "tile/timeline.h"
 #include "tile/tma.h"
@@ -201,6 +202,11 @@ TILEFMHA_DEVICE void sm90_produce(const Sm90FwdParams& params, const Scheduler& 
     step_base += steps;
     if constexpr (!Traits::kPersistent) break;
   }
+  // The next grid may be scheduled now (fwd_sm90.h). Signalled at entry, its CTAs took SMs early
+  // and slowed this grid by 1-3% (H200: hdim-64 decode at 8k-32k keys, b=1 split decode).
+#if !defined(TILEFMHA_DEPENDENTS_AT_ENTRY)
+  if (leader) tile::allow_dependent_grid_launch();
+#endif
 }
 
 }  // namespace tilefmha::fmha
