@@ -138,6 +138,8 @@ const std::vector<RuleCase>& cases() {
        [](KernelConfig& c) { c.pack_gqa = true; }},
       {"accumulate_is_a_launch_form", [](KernelConfig& c) { c.accumulate = false; },
        [](KernelConfig& c) { c.accumulate = true; }},
+      {"warp_decode_is_a_launch_form", [](KernelConfig& c) { c.warp_decode = false; },
+       [](KernelConfig& c) { c.warp_decode = true; }},
       // Traits a family does not carry stay at their defaults.
       {"family_carries_mode", [](KernelConfig& c) { c.mode = Mode::group; },
        [](KernelConfig& c) { c.family = Family::fwd_appendkv, c.mode = Mode::group; }},

@@ -61,6 +61,10 @@ struct KernelConfig {
   // already hold (Problem::accumulate), sm90_ws only. Derived from the problem by the
   // dispatcher, never enumerated.
   bool accumulate = false;
+  // Launch form, not a trait: split-KV decode tiles whose queries fit 16 rows run on warp MMAs
+  // instead of wgmma (sm90_ws, fmha/fwd_sm90_warp_decode.h). Derived by the dispatcher where it
+  // measured faster (runtime::warp_decode_pays), never enumerated.
+  bool warp_decode = false;
 
   bool operator==(const KernelConfig&) const = default;
 
@@ -114,7 +118,8 @@ inline constexpr auto kKernelConfigFields = std::make_tuple(
     KernelConfigField<bool>{"dbias", "dbias-", &KernelConfig::dbias},
     KernelConfigField<bool>{"persistent", "persist-", &KernelConfig::persistent},
     KernelConfigField<bool>{"pack_gqa", "packgqa-", &KernelConfig::pack_gqa},
-    KernelConfigField<bool>{"accumulate", "acc-", &KernelConfig::accumulate});
+    KernelConfigField<bool>{"accumulate", "acc-", &KernelConfig::accumulate},
+    KernelConfigField<bool>{"warp_decode", "warpdecode-", &KernelConfig::warp_decode});
 
 // Calls visit(field) for each entry of kKernelConfigFields, in order.
 template <class Visitor>

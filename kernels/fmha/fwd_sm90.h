@@ -24,6 +24,7 @@
 #include "fmha/fwd_sm90_scheduler.h"
 #include "fmha/fwd_sm90_traits.h"
 #include "fmha/fwd_sm90_transpose.h"
+#include "fmha/fwd_sm90_warp_decode.h"
 #include "fmha/seq_info.h"
 #include "tile/grid_dependency.h"
 #include "tile/setmaxnreg.h"
@@ -126,8 +127,27 @@ TILEFMHA_DEVICE void fwd_sm90_body(const Sm90FwdParams& params) {
       state.v_unit = Sm90Descaler<Traits>::initial_unit(p);
       if constexpr (Traits::kSplitKv || Traits::kPackGqa)
         state.softmax.track_rows({rows[0] < seq.len_q, rows[1] < seq.len_q});
-      consumer.run(state, blocks, m_begin, element_mask, logits, dropout, descaler, p.scale_log2,
-                   step_base, tile::u32(q_loads) & 1u, seq.len_k);
+      auto run_wgmma = [&] {
+        consumer.run(state, blocks, m_begin, element_mask, logits, dropout, descaler, p.scale_log2,
+                     step_base, tile::u32(q_loads) & 1u, seq.len_k);
+      };
+      if constexpr (sm90_warp_decode_compiled<Traits>()) {
+        static_assert(!ClusterMerge || Sm90MergeArea<Traits>::kBytes <=
+                                           Traits::kSmem.v_offset - Traits::kSmem.k_offset,
+                      "warps 1-3 stage their rows in the K ring while warp 0 merges in a V stage");
+        if (tile_rows.query_rows(seq) <= kSm90WarpDecodeRows) {
+          // Every warp computes tile rows 0-15 (fwd_sm90_warp_decode.h): warp 0's rows.
+          const int lane_row = consumer.thread % 32 / 4;
+          const bool query[2] = {tile_rows.position(lane_row) < seq.len_q,
+                                 tile_rows.position(lane_row + 8) < seq.len_q};
+          Sm90WarpDecode<Traits>{consumer}.run(state, blocks, query, p.scale_log2, step_base,
+                                               tile::u32(q_loads) & 1u, seq.len_k);
+        } else {
+          run_wgmma();
+        }
+      } else {
+        run_wgmma();
+      }
       step_base += blocks.count();
       ++q_loads;
       // The epilogue decodes the tile again from its index, so only the index (not the tile's

@@ -179,6 +179,11 @@ struct Sm90TileRows {
     else
       return q_begin + tile_row;
   }
+  // The tile rows that hold a query: rows 0 to query_rows - 1.
+  TILEFMHA_DEVICE int query_rows(const SeqInfo& seq) const {
+    const int positions = seq.len_q - q_begin < count ? seq.len_q - q_begin : count;
+    return group * positions;
+  }
   // The rows Q's box loads: block_m, or g x positions when packed.
   TILEFMHA_DEVICE int loaded_rows() const {
     return Traits::kPackGqa ? group * count : Traits::kBlockM;

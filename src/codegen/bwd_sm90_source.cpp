@@ -29,6 +29,7 @@ void check_supported_bwd_sm90(const KernelConfig& c) {
     unsupported("dtype", c.dtype, "the sm90_ws backward computes on fp16 or bf16");
   if (c.out_dtype != c.dtype)
     unsupported("out_dtype", c.out_dtype, "gradients have the inputs' dtype");
+  check_no_sm90_forward_forms(c);
   if (c.hdim_q != 64 && c.hdim_q != 128 && c.hdim_q != 256)
     unsupported("hdim_q", c.hdim_q,
                 "the sm90_ws backward keeps dK and dV in registers in whole 64-column panels per "

@@ -43,7 +43,7 @@ void check_backward_fields(const KernelConfig& c) {
                 "backward kernels carry no sink trait (the LSE already holds the sink)");
   if (c.pack_gqa)
     unsupported("pack_gqa", c.pack_gqa, "the backward loops over the GQA group's heads in its CTA");
-  check_no_accumulate(c);
+  check_no_sm90_forward_forms(c);
 }
 
 void check_supported_bwd_rows(const KernelConfig& c) {

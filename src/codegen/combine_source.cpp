@@ -62,7 +62,7 @@ void check_supported_combine(const KernelConfig& c) {
   if (c.dbias) unsupported("dbias", c.dbias, "backward only");
   if (c.persistent) unsupported("persistent", c.persistent, "the combine runs one CTA per rows");
   if (c.pack_gqa) unsupported("pack_gqa", c.pack_gqa, "only sm90_ws packs GQA");
-  check_no_accumulate(c);
+  check_no_sm90_forward_forms(c);
 }
 
 int threads_per_block_combine(const KernelConfig& c) {

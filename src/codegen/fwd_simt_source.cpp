@@ -45,7 +45,7 @@ void check_supported_simt(const KernelConfig& c) {
     unsupported("persistent", c.persistent, "simt_f32 runs one CTA per tile; only sm90_ws loops");
   if (c.pack_gqa)
     unsupported("pack_gqa", c.pack_gqa, "simt_f32 runs one head per tile; only sm90_ws packs GQA");
-  check_no_accumulate(c);
+  check_no_sm90_forward_forms(c);
   if (c.mode == Mode::group && !(c.pad_seqlen_q && c.pad_seqlen_k))
     unsupported("mode", c.mode, "group mode needs pad_seqlen_q and pad_seqlen_k");
 }

@@ -43,7 +43,7 @@ void check_supported_sm80(const KernelConfig& c) {
     unsupported("persistent", c.persistent, "sm80_mma runs one CTA per tile; only sm90_ws loops");
   if (c.pack_gqa)
     unsupported("pack_gqa", c.pack_gqa, "sm80_mma runs one head per tile; only sm90_ws packs GQA");
-  check_no_accumulate(c);
+  check_no_sm90_forward_forms(c);
   if (c.mode == Mode::group && !(c.pad_seqlen_q && c.pad_seqlen_k))
     unsupported("mode", c.mode, "group mode needs pad_seqlen_q and pad_seqlen_k");
   // Split partials carry their own LSE and exclude the sink logit; the combine writes the LSE

@@ -87,6 +87,11 @@ Sm90Variant default_sm90_variant(const KernelConfig& config);
 // sequences (group mode, per-batch key lengths), whose tiles no static order can balance.
 bool sm90_persistent_grid_pays(const KernelConfig& config, const Problem& problem);
 
+// Whether codegen lets `config` run its decode tiles on warp MMAs (KernelConfig::warp_decode):
+// an sm90_ws fwd_splitkv kernel on fp16 or bf16, no mask, bias, soft cap or dropout, 64 x 128
+// tiles. Where the form pays is the dispatcher's call (runtime::warp_decode_pays).
+bool sm90_warp_decode_supported(const KernelConfig& config);
+
 // Whether `config` should run with GQA groups packed (KernelConfig.pack_gqa) on `problem`: query
 // rows shorter than block_m, a group of 2..64 query heads per KV head dividing 64, batch mode,
 // and none of the per-head features (dropout, sink logit, bias, ALiBi, soft cap). A tile then

@@ -25,9 +25,11 @@ void check_paged_fields(const KernelConfig& c) {
                 "paged K/V needs pad_seqlen_q and pad_seqlen_k (per-sequence key counts)");
 }
 
-void check_no_accumulate(const KernelConfig& c) {
+void check_no_sm90_forward_forms(const KernelConfig& c) {
   if (c.accumulate)
     unsupported("accumulate", c.accumulate, "only the sm90_ws forward merges into O");
+  if (c.warp_decode)
+    unsupported("warp_decode", c.warp_decode, "only sm90_ws split-KV decode runs on warp MMAs");
 }
 
 }  // namespace tilefmha::codegen

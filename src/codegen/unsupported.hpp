@@ -38,7 +38,8 @@ bool reads_paged_kv(const KernelConfig& config);
 // What every paged forward kernel needs: a page table, and bounds-checked sequences (paged
 // sequences carry their own key counts).
 void check_paged_fields(const KernelConfig& config);
-// Refuses `accumulate` for every template but the sm90_ws forward, whose epilogue merges into O.
-void check_no_accumulate(const KernelConfig& config);
+// Refuses the sm90_ws forward's launch forms `accumulate` (its epilogue merges into O) and
+// `warp_decode` (split-KV decode on warp MMAs) for every other template.
+void check_no_sm90_forward_forms(const KernelConfig& config);
 
 }  // namespace tilefmha::codegen

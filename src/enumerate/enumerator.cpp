@@ -18,7 +18,7 @@ constexpr std::string_view kTrailingFields[] = {
     "out_dtype",  "mode",       "pad_seqlen_q", "pad_seqlen_k", "pad_hdim_q", "pad_hdim_v",
     "mask",       "bias",       "softcap",      "lse",          "dropout",    "sink_logit",
     "page_table", "page_size",  "kv_layout",    "rope",         "fp8_scale",  "deterministic",
-    "dbias",      "persistent", "pack_gqa",     "accumulate"};
+    "dbias",      "persistent", "pack_gqa",     "accumulate",   "warp_decode"};
 
 struct Level {
   bool is_tile = false;

@@ -158,6 +158,10 @@ bool accumulate_is_a_launch_form(const KernelConfig& c) {
   return !c.accumulate;
 }
 
+bool warp_decode_is_a_launch_form(const KernelConfig& c) {
+  return !c.warp_decode;
+}
+
 // A trait the family does not carry stays at its default value.
 Rule family_carries_rule(std::string_view field) {
   const size_t index = field_index(field);
@@ -253,6 +257,10 @@ std::vector<Rule> build_rules() {
        "the dispatcher derives a kernel's accumulating epilogue from the problem; it is never a "
        "separate enumerated kernel",
        field_set({"accumulate"}), accumulate_is_a_launch_form},
+      {"warp_decode_is_a_launch_form",
+       "the dispatcher derives a split kernel's warp-MMA decode form where it pays; it is never a "
+       "separate enumerated kernel",
+       field_set({"warp_decode"}), warp_decode_is_a_launch_form},
   };
   for (std::string_view field : trait_fields()) out.push_back(family_carries_rule(field));
   return out;

@@ -130,7 +130,9 @@ std::optional<PlannedStage> Dispatcher::cluster_merged_stage(const KernelConfig&
                                                              const Problem& problem,
                                                              int64_t num_splits) {
   if (!merges_splits_in_cluster(problem, split_kernel, num_splits)) return std::nullopt;
-  PlannedStage merged = prepare_stage(split_kernel, problem, num_splits, true);
+  KernelConfig kernel = split_kernel;
+  kernel.warp_decode = warp_decode_pays(split_kernel, problem, num_splits);
+  PlannedStage merged = prepare_stage(kernel, problem, num_splits, true);
   // A grid of no tile still launches one CTA, which no cluster of several divides.
   if (merged.shape.grid[0] % num_splits != 0) return std::nullopt;
   const int64_t capacity =
@@ -150,7 +152,8 @@ std::shared_ptr<Plan> Dispatcher::build_plan(const Problem& problem, bool own_wo
         << ", " << others << " other candidates"
         << (stage.kernel.persistent ? "; persistent grid" : "")
         << (stage.kernel.deterministic && !problem.bwd.deterministic ? "; dQ turns" : "")
-        << (stage.kernel.pack_gqa ? "; GQA groups packed" : "") << "; grid " << stage.shape.grid[0]
+        << (stage.kernel.pack_gqa ? "; GQA groups packed" : "")
+        << (stage.kernel.warp_decode ? "; warp MMAs" : "") << "; grid " << stage.shape.grid[0]
         << "x" << stage.shape.grid[1] << "x" << stage.shape.grid[2] << ")\n";
   };
 

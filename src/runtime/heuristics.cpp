@@ -93,6 +93,7 @@ KernelConfig launch_form(KernelConfig kernel, const Problem& problem) {
   kernel.pack_gqa = false;
   kernel.persistent = false;
   kernel.accumulate = false;
+  kernel.warp_decode = false;  // a split plan's choice (warp_decode_pays)
   if (kernel.pipeline != Pipeline::sm90_ws) return kernel;
   kernel.accumulate = problem.accumulate && kernel.family == Family::fwd;
   if (kernel.family == Family::bwd_dq_dk_dv) {
@@ -174,6 +175,21 @@ bool merges_splits_in_cluster(const Problem& problem, const KernelConfig& split_
   return split_kernel.pipeline == Pipeline::sm90_ws && !gathers_pages && num_splits >= 2 &&
          num_splits <= codegen::kSm90MaxClusterSplits &&
          splitkv_chunk(problem.seqlen_k, num_splits) <= kClusterMergeMaxChunkKeys;
+}
+
+bool warp_decode_may_pay(const KernelConfig& split_kernel) {
+  return codegen::sm90_warp_decode_supported(split_kernel) && split_kernel.hdim_q == 64 &&
+         split_kernel.hdim_v == 64 && split_kernel.page_table == PageTableKind::none;
+}
+
+bool warp_decode_pays(const KernelConfig& split_kernel, const Problem& problem,
+                      int64_t num_splits) {
+  const int64_t group =
+      split_kernel.pack_gqa && problem.nhead_k > 0 ? problem.nhead_q / problem.nhead_k : 1;
+  return warp_decode_may_pay(split_kernel) && !problem.is_paged() && problem.mode == Mode::batch &&
+         group * problem.seqlen_q <= kWarpDecodeMaxRows && num_splits >= 2 &&
+         num_splits <= kWarpDecodeMaxClusterSplits &&
+         merges_splits_in_cluster(problem, split_kernel, num_splits);
 }
 
 bool clusters_run_in_one_wave(int64_t clusters, int64_t cluster_size, int64_t max_active_clusters,

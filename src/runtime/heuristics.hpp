@@ -78,6 +78,21 @@ inline constexpr int64_t kMergedAlternativeMaxSplits = 8;
 // split through the combine to three merged lost 0.1-0.35 us (b=8 28/4 heads at 1k keys, 4 -> 3
 // splits; b=8 8/2 at 2k, 8 -> 6), where one block to two gained 0.3-0.5 us (engine v9).
 inline constexpr int64_t kMergedAlternativeMaxChunkKeys = 256;
+// Whether a split kernel whose clusters merge `num_splits` splits should run its decode tiles on
+// warp MMAs (KernelConfig::warp_decode, fmha/fwd_sm90_warp_decode.h): warp_decode_may_pay for
+// the kernel, contiguous K/V, a tile's queries in 16 rows (group x query rows when packed), and
+// at most kWarpDecodeMaxClusterSplits splits a cluster. Measured on an H200 against the wgmma
+// consumer in one build (graphs of 20 calls, docs/performance.md engine v11): hdim-64 GQA
+// decode at 1k keys, 2-4 splits merged, gains 3-7% (b8 32/8 8.49 -> 7.94-8.05 us, b8 64/8 8.80
+// -> 8.13-8.23, b4 32/8 7.70 -> 7.44-7.51); clusters of 16 lose 5-7% (b1 64/8 hdim 64 at 8k keys
+// 9.03 -> 9.48, b1 32/8 hdim 128 10.9 -> 11.7), and so does hdim 128 even at 2 splits (b8 32/8
+// 1k 10.5 -> 10.67) and the combine's 32 splits (b1 12/2 hdim 128 8k 9.07 -> 9.43).
+bool warp_decode_pays(const KernelConfig& split_kernel, const Problem& problem, int64_t num_splits);
+// The kernel's part of that rule (also the ahead-of-time builds' test): an sm90_ws fwd_splitkv
+// kernel at hdim 64 that codegen lets run on warp MMAs (16-bit, no mask, bias, soft cap).
+bool warp_decode_may_pay(const KernelConfig& split_kernel);
+inline constexpr int64_t kWarpDecodeMaxClusterSplits = 4;
+inline constexpr int64_t kWarpDecodeMaxRows = 16;  // fmha::kSm90WarpDecodeRows
 // Whether `clusters` clusters run in one wave where the device holds `max_active_clusters` of
 // them at once (cuOccupancyMaxActiveClusters; a cluster of 8 needs 8 SMs of one GPC, and GPCs
 // have 16-18): a second wave doubles the kernel (b=1 16-head hdim-256 decode at 4k keys in 16

@@ -1,6 +1,7 @@
 #include "runtime/precompile.hpp"
 
 #include "codegen/generate.hpp"
+#include "runtime/heuristics.hpp"
 #include "tilefmha/error.hpp"
 
 namespace tilefmha::runtime {
@@ -30,6 +31,14 @@ std::vector<KernelConfig> with_launch_forms(std::span<const KernelConfig> config
         KernelConfig packed_persistent = packed;
         packed_persistent.persistent = true;
         forms.push_back(packed_persistent);
+      }
+    }
+    // Short hdim-64 decode merged in small clusters runs on warp MMAs (warp_decode_pays), packed
+    // or not.
+    if (warp_decode_may_pay(config)) {
+      for (KernelConfig form : {config, packed}) {
+        form.warp_decode = true;
+        forms.push_back(form);
       }
     }
     // The default mode's unmasked backward takes dQ turns where they pay
