@@ -1,8 +1,9 @@
 // The warp-MMA decode form of a Hopper split kernel (KernelConfig::warp_decode): where the
-// dispatcher takes it (runtime::warp_decode_pays: hdim 64, a tile's queries in 16 rows, splits
-// merged in clusters of at most four, contiguous K/V), what codegen accepts, and what the
-// generated source and the ahead-of-time builds carry. Host only; the kernel itself is checked
-// against the CPU reference and cuDNN on the GPU (splitkv_sm90_gpu_test, bench/decode_calls.py).
+// dispatcher takes it (runtime::warp_decode_pays: hdim 64, packed GQA tiles whose queries fit
+// 16 rows, splits merged in clusters of at most four, contiguous K/V), what codegen accepts, and
+// what the generated source and the ahead-of-time builds carry. Host only; the kernel itself is
+// checked against the CPU reference and cuDNN on the GPU (splitkv_sm90_gpu_test,
+// bench/decode_calls.py).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -42,9 +43,10 @@ TEST(WarpDecodeForm, ShortHdim64DecodeInSmallClustersTakesIt) {
   EXPECT_FALSE(kernel.warp_decode) << "launch_form leaves the choice to the split plan";
   EXPECT_TRUE(warp_decode_pays(kernel, problem, 2));
   EXPECT_TRUE(warp_decode_pays(kernel, problem, 4));
-  // Unpacked MHA decode holds its query rows alone: 1 row of 64.
-  const Problem mha = decode(8, 32, 32, 1024, 64);
-  EXPECT_TRUE(warp_decode_pays(split_kernel(mha), mha, 2));
+  // Unpacked MHA decode (1 query row of 64) was not measured on warp MMAs: it keeps wgmma.
+  const Problem mha = decode(1, 32, 32, 1024, 64);
+  ASSERT_FALSE(split_kernel(mha).pack_gqa);
+  EXPECT_FALSE(warp_decode_pays(split_kernel(mha), mha, 4));
 }
 
 TEST(WarpDecodeForm, LargeClustersTheCombineAndHdim128KeepWgmma) {
@@ -66,8 +68,8 @@ TEST(WarpDecodeForm, TilesOfMoreThanSixteenQueryRowsKeepWgmma) {
   EXPECT_TRUE(warp_decode_pays(split_kernel(four), four, 2));
   const Problem five = decode(8, 32, 8, 1024, 64, 5);
   EXPECT_FALSE(warp_decode_pays(split_kernel(five), five, 2));
-  const Problem sixteen_mha = decode(8, 32, 32, 1024, 64, 16);
-  EXPECT_TRUE(warp_decode_pays(split_kernel(sixteen_mha), sixteen_mha, 2));
+  const Problem two_heads = decode(8, 16, 8, 1024, 64, 8);  // groups of 2: 8 rows fill 16
+  EXPECT_TRUE(warp_decode_pays(split_kernel(two_heads), two_heads, 2));
 }
 
 TEST(WarpDecodeForm, MasksHooksAndPagesKeepWgmma) {

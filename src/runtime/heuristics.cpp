@@ -184,8 +184,9 @@ bool warp_decode_may_pay(const KernelConfig& split_kernel) {
 
 bool warp_decode_pays(const KernelConfig& split_kernel, const Problem& problem,
                       int64_t num_splits) {
-  const int64_t group =
-      split_kernel.pack_gqa && problem.nhead_k > 0 ? problem.nhead_q / problem.nhead_k : 1;
+  // Measured on packed GQA tiles only; MHA decode (one query row a tile) kept the wgmma consumer.
+  if (!split_kernel.pack_gqa || problem.nhead_k <= 0) return false;
+  const int64_t group = problem.nhead_q / problem.nhead_k;
   return warp_decode_may_pay(split_kernel) && !problem.is_paged() && problem.mode == Mode::batch &&
          group * problem.seqlen_q <= kWarpDecodeMaxRows && num_splits >= 2 &&
          num_splits <= kWarpDecodeMaxClusterSplits &&

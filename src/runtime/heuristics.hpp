@@ -80,9 +80,10 @@ inline constexpr int64_t kMergedAlternativeMaxSplits = 8;
 inline constexpr int64_t kMergedAlternativeMaxChunkKeys = 256;
 // Whether a split kernel whose clusters merge `num_splits` splits should run its decode tiles on
 // warp MMAs (KernelConfig::warp_decode, fmha/fwd_sm90_warp_decode.h): warp_decode_may_pay for
-// the kernel, contiguous K/V, a tile's queries in 16 rows (group x query rows when packed), and
-// at most kWarpDecodeMaxClusterSplits splits a cluster. Measured on an H200 against the wgmma
-// consumer in one build (graphs of 20 calls, docs/performance.md engine v11): hdim-64 GQA
+// the kernel, contiguous K/V, packed GQA tiles whose queries fit 16 rows (group x query rows),
+// and at most kWarpDecodeMaxClusterSplits splits a cluster. MHA decode was not measured on it
+// and keeps wgmma (the kernel would run it: one query row a tile). Measured on an H200 against the
+// wgmma consumer in one build (graphs of 20 calls, docs/performance.md engine v11): hdim-64 GQA
 // decode at 1k keys, 2-4 splits merged, gains 3-7% (b8 32/8 8.49 -> 7.94-8.05 us, b8 64/8 8.80
 // -> 8.13-8.23, b4 32/8 7.70 -> 7.44-7.51); clusters of 16 lose 5-7% (b1 64/8 hdim 64 at 8k keys
 // 9.03 -> 9.48, b1 32/8 hdim 128 10.9 -> 11.7), and so does hdim 128 even at 2 splits (b8 32/8
