@@ -33,13 +33,12 @@ std::vector<KernelConfig> with_launch_forms(std::span<const KernelConfig> config
         forms.push_back(packed_persistent);
       }
     }
-    // Short hdim-64 decode merged in small clusters runs on warp MMAs (warp_decode_pays), packed
-    // or not.
+    // Short hdim-64 GQA decode merged in small clusters runs its packed tiles on warp MMAs
+    // (warp_decode_pays).
     if (warp_decode_may_pay(config)) {
-      for (KernelConfig form : {config, packed}) {
-        form.warp_decode = true;
-        forms.push_back(form);
-      }
+      KernelConfig warp = packed;
+      warp.warp_decode = true;
+      forms.push_back(warp);
     }
     // The default mode's unmasked backward takes dQ turns where they pay
     // (codegen::bwd_sm90_takes_turns): the deterministic kernel on its staggered grid.

@@ -16,8 +16,8 @@ std::vector<jit::BuildJob> build_jobs(std::span<const KernelConfig> configs);
 
 // The configs followed by the launch forms the dispatcher may derive from them per problem
 // (heuristics.hpp launch_form: sm90_ws fwd kernels on a persistent grid or with GQA groups
-// packed, sm90_ws fwd_splitkv kernels packed and, at hdim 64, on warp MMAs packed or not), each
-// a cubin of its own; only forms codegen
+// packed, sm90_ws fwd_splitkv kernels packed and, at hdim 64, packed on warp MMAs), each a cubin
+// of its own; only forms codegen
 // implements are added. Enumeration yields the plain forms alone.
 std::vector<KernelConfig> with_launch_forms(std::span<const KernelConfig> configs);
 
