@@ -3,8 +3,8 @@
 // 64 in both GEMMs: on short decodes those GEMMs were ~1.3 us of an 8.7 us call (H200, b8 32/8
 // hdim 64 at 1k keys, measured by leaving them out). Where the tile's queries fit 16 rows, each
 // of the consumer's four warps instead takes 32 keys of every 128-key block and computes S and
-// O += P V for rows 0-15 alone with m16n8k16 mma.sync: Q's fragments stay in registers for the
-// tile, K comes in with ldmatrix and V with ldmatrix.trans from the TMA-swizzled stages, and
+// O += P V for rows 0-15 alone with m16n8k16 mma.sync (fwd_sm90_warp_mma.h: Q's fragments in
+// registers for the tile, K by ldmatrix, V by ldmatrix.trans from the TMA-swizzled stages), and
 // each warp runs its own online softmax over its keys. At the tile's end the four (max, sum, O)
 // states merge through the last V stage into warp 0. An m16n8 accumulator lays out its rows and
 // columns as a wgmma m64 accumulator does for its warp's 16 rows, and warp 0's rows are tile rows
@@ -22,9 +22,8 @@
 #pragma once
 
 #include "fmha/fwd_sm90_consumer.h"
+#include "fmha/fwd_sm90_warp_mma.h"
 #include "tile/async_proxy.h"
-#include "tile/ldmatrix.h"
-#include "tile/mma.h"
 #include "tile/named_barrier.h"
 
 namespace tilefmha::fmha {
@@ -46,19 +45,12 @@ constexpr bool sm90_warp_decode_compiled() {
 
 template <class Traits>
 struct Sm90WarpDecode {
-  using T = typename Traits::Element;
   using Consumer = Sm90Consumer<Traits>;
+  using Mma = Sm90WarpMma<Traits>;
   static constexpr int kBlockN = Traits::kBlockN;
-  static constexpr int kWarpKeys = kBlockN / 4;        // keys of a block per warp
-  static constexpr int kQSteps = Traits::kHdimQ / 16;  // k16 slices of S = Q K^T
-  static constexpr int kKeySteps = kWarpKeys / 16;     // k16 slices of O += P V
-  static constexpr int kVTilePairs = Traits::kHdimV / 16;
-  static constexpr int kKPanels = Traits::kHdimQ / Traits::kPanelElements;
-  static constexpr int kVPanels = Traits::kHdimV / Traits::kPanelElements;
+  static constexpr int kWarpKeys = Mma::kWarpKeys;
   // Per lane in the merge area: O's accumulators, then the two rows' max and partial sum.
   static constexpr int kMergeFloats = Traits::kHdimV / 2 + 4;
-  static_assert(kQSteps * 16 == Traits::kHdimQ && kVTilePairs * 16 == Traits::kHdimV,
-                "head dims in whole k16 slices");
   static_assert(3 * kMergeFloats * 32 * 4 <= Traits::kSmem.v_stage_bytes,
                 "three warps' states fit in a V stage");
 
@@ -66,97 +58,19 @@ struct Sm90WarpDecode {
 
   TILEFMHA_DEVICE int warp() const { return consumer.thread / 32; }
   TILEFMHA_DEVICE int lane() const { return consumer.thread % 32; }
-
-  // The 16-byte chunk of a 128B-swizzled row holding column `column`: 8-column chunks trade
-  // places within their 128-byte panel row by the row's index in its 8-row atom.
-  TILEFMHA_DEVICE static tile::u32 swizzled(tile::u32 row_base, tile::u32 panel_bytes, int row,
-                                            int column) {
-    const int panel = column / Traits::kPanelElements;
-    const int chunk = (column % Traits::kPanelElements) / 8;
-    return row_base + tile::u32(panel) * panel_bytes + tile::u32((chunk ^ (row & 7)) * 16);
+  TILEFMHA_DEVICE Mma mma() const { return {warp(), lane(), consumer.kv_layout}; }
+  TILEFMHA_DEVICE tile::u32 k_stage(int stage) const {
+    return consumer.smem + Traits::kSmem.k_offset + stage * Traits::kSmem.k_stage_bytes;
   }
-
-  // Q's rows 0-15 as A fragments, one per k16 slice.
-  TILEFMHA_DEVICE void load_q(tile::u32 (&q)[kQSteps][4]) const {
-    const int row = (lane() & 7) + ((lane() >> 3) & 1) * 8;
-    const tile::u32 row_base =
-        consumer.smem + Traits::kSmem.q_offset + tile::u32(row) * kSm90RowBytes;
-#pragma unroll
-    for (int step = 0; step < kQSteps; ++step) {
-      const int column = 16 * step + 8 * (lane() >> 4);
-      tile::ldmatrix_x4(swizzled(row_base, Traits::kQPanelBytes, row, column), q[step]);
-    }
-  }
-
-  // S = Q K^T over this warp's 32 keys of the K block in `stage`: four 8-key tiles, element e of
-  // row r of tile j at s[4j + 2r + e] (the wgmma accumulator's order).
-  TILEFMHA_DEVICE void qk(float (&s)[kWarpKeys / 2], const tile::u32 (&q)[kQSteps][4],
-                          int stage) const {
-#pragma unroll
-    for (int i = 0; i < kWarpKeys / 2; ++i) s[i] = 0.0f;
-    const tile::u32 base =
-        consumer.smem + Traits::kSmem.k_offset + stage * Traits::kSmem.k_stage_bytes;
-#pragma unroll
-    for (int pair = 0; pair < kWarpKeys / 16; ++pair) {
-      // ldmatrix tiles: keys 0-7 (dims +0, +8), then keys 8-15 (dims +0, +8) of the pair.
-      const int key = kWarpKeys * warp() + 16 * pair + (lane() & 7) + 8 * (lane() >> 4);
-      const tile::u32 row_base = base + consumer.kv_layout.template row_offset<kKPanels>(key);
-#pragma unroll
-      for (int step = 0; step < kQSteps; ++step) {
-        const int column = 16 * step + 8 * ((lane() >> 3) & 1);
-        tile::u32 b[4];
-        tile::ldmatrix_x4(swizzled(row_base, consumer.kv_layout.panel_bytes(), key, column), b);
-        const tile::u32 low[2] = {b[0], b[1]};
-        const tile::u32 high[2] = {b[2], b[3]};
-        tile::mma_m16n8k16<T>(*reinterpret_cast<float(*)[4]>(&s[8 * pair]), q[step], low);
-        tile::mma_m16n8k16<T>(*reinterpret_cast<float(*)[4]>(&s[8 * pair + 4]), q[step], high);
-      }
-    }
-  }
-
-  // O += P V over this warp's 32 keys of the V block in `stage`.
-  TILEFMHA_DEVICE void pv(float (&o)[Traits::kHdimV / 2], const tile::u32 (&p)[kKeySteps][4],
-                          int stage) const {
-    const tile::u32 base =
-        consumer.smem + Traits::kSmem.v_offset + stage * Traits::kSmem.v_stage_bytes;
-#pragma unroll
-    for (int step = 0; step < kKeySteps; ++step) {
-      // ldmatrix.trans tiles: keys 0-7 then 8-15 of the slice (dims +0), then the same (dims +8).
-      const int key = kWarpKeys * warp() + 16 * step + (lane() & 7) + 8 * ((lane() >> 3) & 1);
-      const tile::u32 row_base = base + consumer.kv_layout.template row_offset<kVPanels>(key);
-#pragma unroll
-      for (int pair = 0; pair < kVTilePairs; ++pair) {
-        const int column = 16 * pair + 8 * (lane() >> 4);
-        tile::u32 b[4];
-        tile::ldmatrix_x4_trans(swizzled(row_base, consumer.kv_layout.panel_bytes(), key, column),
-                                b);
-        const tile::u32 low[2] = {b[0], b[1]};
-        const tile::u32 high[2] = {b[2], b[3]};
-        tile::mma_m16n8k16<T>(*reinterpret_cast<float(*)[4]>(&o[8 * pair]), p[step], low);
-        tile::mma_m16n8k16<T>(*reinterpret_cast<float(*)[4]>(&o[8 * pair + 4]), p[step], high);
-      }
-    }
-  }
-
-  // Keys at or past the sequence's end score -inf (the block may end past it).
-  TILEFMHA_DEVICE void mask_end(float (&s)[kWarpKeys / 2], int key_begin, int len_k) const {
-    const int limit = len_k - 1 - key_begin - kWarpKeys * warp() - 2 * (lane() % 4);
-#pragma unroll
-    for (int j = 0; j < kWarpKeys / 8; ++j) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int offset = 8 * j + i % 2;
-        s[4 * j + i] = offset <= limit ? s[4 * j + i] : sm90_negative_infinity();
-      }
-    }
+  TILEFMHA_DEVICE tile::u32 v_stage(int stage) const {
+    return consumer.smem + Traits::kSmem.v_offset + stage * Traits::kSmem.v_stage_bytes;
   }
 
   // The four warps' states into warp 0, through the V stage `stage` (every warp has read it).
   TILEFMHA_DEVICE void merge(Sm90ConsumerState<Traits>& state,
                              const Sm90OnlineSoftmax<kWarpKeys, true>& softmax, float scale,
                              int stage) const {
-    const tile::u32 area =
-        consumer.smem + Traits::kSmem.v_offset + stage * Traits::kSmem.v_stage_bytes;
+    const tile::u32 area = v_stage(stage);
     auto slot = [&](int w, int index) {
       return area + tile::u32((((w - 1) * kMergeFloats + index) * 32 + lane()) * 4);
     };
@@ -247,8 +161,9 @@ struct Sm90WarpDecode {
     }
     tile::mbarrier_wait(consumer.barriers.q_full(), q_phase);
     consumer.stamp(tile::kTimelineQLanded);
-    tile::u32 q[kQSteps][4];
-    load_q(q);
+    const Mma mma = this->mma();
+    tile::u32 q[Mma::kQSteps][4];
+    mma.load_q(consumer.smem + Traits::kSmem.q_offset, q);
     const int steps = blocks.count();
     if (steps == 0) {
       consumer.release_q_after(-1, 0);
@@ -257,28 +172,23 @@ struct Sm90WarpDecode {
     Sm90OnlineSoftmax<kWarpKeys, true> softmax;
     softmax.track_rows(query);
     float s[kWarpKeys / 2];
-    tile::u32 p[kKeySteps][4];
+    tile::u32 p[Mma::kKeySteps][4];
     float correction[2];
     for (int step = 0; step < steps; ++step) {
       const int stage = ring_stage<kStages>(step_base + step);
       const tile::u32 phase = ring_phase<kStages>(step_base + step);
       const int key_begin = blocks.block(step) * kBlockN;
       tile::mbarrier_wait(consumer.barriers.k_full(stage), phase);
-      qk(s, q, stage);
+      mma.qk(s, q, k_stage(stage));
       consumer.release(consumer.barriers.k_empty(stage));
       consumer.release_q_after(step, steps);
-      if (key_begin + kBlockN > len_k) mask_end(s, key_begin, len_k);
+      if (key_begin + kBlockN > len_k) mma.mask_end(s, key_begin, len_k);
       softmax.update(s, scale_log2, correction);
       Consumer::rescale(state.o, correction);
-#pragma unroll
-      for (int i = 0; i < kKeySteps; ++i) {
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-          p[i][r] = tile::pack2<T>(s[8 * i + 2 * r], s[8 * i + 2 * r + 1]);
-      }
+      Mma::pack_p(s, p);
       tile::mbarrier_wait(consumer.barriers.v_full(stage), phase);
       consumer.clear_v_past_keys(stage, key_begin, len_k);
-      pv(state.o, p, stage);
+      mma.pv(state.o, p, v_stage(stage));
       if (step + 1 < steps) consumer.release(consumer.barriers.v_empty(stage));
     }
     consumer.stamp(tile::kTimelineLastPv);
