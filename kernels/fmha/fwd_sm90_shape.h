@@ -12,6 +12,8 @@ namespace tilefmha::fmha {
 
 constexpr int kSm90WarpgroupThreads = 128;
 constexpr int kSm90WarpgroupRows = 64;  // rows of one wgmma m64 tile
+// Query rows a decode tile on warp MMAs holds (fwd_sm90_warp_decode.h): one m16n8k16 tile.
+constexpr int kSm90WarpDecodeRows = 16;
 constexpr int kSm90PanelElements = 64;  // 16-bit elements per 128-byte swizzled row
 constexpr int kSm90RowBytes = 128;      // one panel row
 // Elements of `element_bytes` each in one panel row: 64 (16-bit), 128 (fp8).

@@ -28,8 +28,6 @@
 
 namespace tilefmha::fmha {
 
-constexpr int kSm90WarpDecodeRows = 16;
-
 template <class Traits>
 constexpr bool sm90_warp_decode_compiled() {
 #if defined(TILEFMHA_WARP_DECODE)

@@ -188,7 +188,7 @@ bool warp_decode_pays(const KernelConfig& split_kernel, const Problem& problem,
   if (!split_kernel.pack_gqa || problem.nhead_k <= 0) return false;
   const int64_t group = problem.nhead_q / problem.nhead_k;
   return warp_decode_may_pay(split_kernel) && !problem.is_paged() && problem.mode == Mode::batch &&
-         group * problem.seqlen_q <= kWarpDecodeMaxRows && num_splits >= 2 &&
+         group * problem.seqlen_q <= fmha::kSm90WarpDecodeRows && num_splits >= 2 &&
          num_splits <= kWarpDecodeMaxClusterSplits &&
          merges_splits_in_cluster(problem, split_kernel, num_splits);
 }

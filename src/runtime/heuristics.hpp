@@ -93,7 +93,6 @@ bool warp_decode_pays(const KernelConfig& split_kernel, const Problem& problem, 
 // kernel at hdim 64 that codegen lets run on warp MMAs (16-bit, no mask, bias, soft cap).
 bool warp_decode_may_pay(const KernelConfig& split_kernel);
 inline constexpr int64_t kWarpDecodeMaxClusterSplits = 4;
-inline constexpr int64_t kWarpDecodeMaxRows = 16;  // fmha::kSm90WarpDecodeRows
 // Whether `clusters` clusters run in one wave where the device holds `max_active_clusters` of
 // them at once (cuOccupancyMaxActiveClusters; a cluster of 8 needs 8 SMs of one GPC, and GPCs
 // have 16-18): a second wave doubles the kernel (b=1 16-head hdim-256 decode at 4k keys in 16
