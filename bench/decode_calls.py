@@ -14,6 +14,8 @@ With TILEFMHA_TIMELINE=1 in the environment (docs/jit.md), --timeline runs each 
 a warm-up instead, and the kernels print their per-CTA latency timeline. --profile runs each
 shape's warm-up, then one call of ours and one of cuDNN's between cudaProfilerStart and Stop,
 so that `ncu --profile-from-start off` (scripts/ncu_decode.sh) profiles exactly those kernels.
+--explain prints our plan for each shape first (tilefmha.explain: each stage's kernel, its launch
+form, e.g. "warp MMAs", and the split count).
 
     PYTHONPATH=build/python python3 bench/decode_calls.py
     PYTHONPATH=build/python python3 bench/decode_calls.py --shapes "1,32,8,128,1024 8,64,8,128,1024,4"
@@ -121,6 +123,9 @@ def parse_args(argv=None):
                         help="split count for our calls (0: the engine's choice)")
     parser.add_argument("--timeline", action="store_true",
                         help="one call per shape after a warm-up (with TILEFMHA_TIMELINE=1)")
+    parser.add_argument("--explain", action="store_true",
+                        help="also print our plan for each shape (tilefmha.explain: the kernel "
+                        "of each stage, its launch form and split count)")
     parser.add_argument("--profile", action="store_true",
                         help="one call of each side per shape inside cudaProfilerStart/Stop "
                         "(for ncu --profile-from-start off)")
@@ -227,6 +232,10 @@ def main(argv=None):
             v = torch.randn(b, sk, hk, d, device="cuda", dtype=torch.bfloat16)
             kv_key = (b, sk, hk, d)
         ours = lambda: tilefmha.attention(q, k, v, num_splits=args.num_splits)  # noqa: E731
+        if args.explain:
+            plan = tilefmha.explain(q, k, v, num_splits=args.num_splits)
+            print(f"--- {label(shape)}\n" + "".join(f"    {line}\n" for line in
+                                                   plan.strip().splitlines()), end="", flush=True)
 
         def cudnn():
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):

@@ -88,6 +88,7 @@ def test_defaults_and_flags():
     assert calls.parse_args(["--num-splits", "16"]).num_splits == 16
     with pytest.raises(SystemExit):
         calls.parse_args(["--num-splits", "-1"])
+    assert calls.parse_args(["--explain"]).explain and not args.explain
     # One profiled call of each side, or the timeline: one or the other.
     assert calls.parse_args(["--profile"]).profile and not args.profile
     with pytest.raises(SystemExit):
