@@ -6,8 +6,10 @@
 // the keys past the sequence's end, and O += P V for a P the test chooses. S and O are compared
 // with host sums over the same bf16 values, element by element in the accumulator order the
 // epilogues read (rows lane / 4 and lane / 4 + 8). This checks the addressing, the swizzle, the
-// ldmatrix tiles and the fragment orders without a GPU; the tile's pipeline and the merge of the
-// warps (fwd_sm90_warp_decode.h) run on the GPU only (splitkv_sm90_gpu_test, decode_calls.py).
+// ldmatrix tiles and the fragment orders without a GPU; the factors that merge the warps' softmax
+// states are checked against one softmax over all their keys. The tile's pipeline and the merge's
+// trip through shared memory (fwd_sm90_warp_decode.h) run on the GPU only (splitkv_sm90_gpu_test,
+// decode_calls.py).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -181,6 +183,74 @@ TEST(WarpMmaEmulated, PagedStagesInEightRowGroups) {
   check_block<128, true>(1, 128, 5);
   check_block<128, true>(0, 128, 6);
   check_block<64, true>(1, 77, 7);
+}
+
+// One row's scores split over four warps (`counts` keys each, none for a warp that saw no key):
+// each warp's online-softmax state (raw max, sum and O of exp2((x - max) * scale)), merged with
+// sm90_warp_merge_factors, against one softmax over all the keys.
+void check_merge(const int (&counts)[4], unsigned seed) {
+  constexpr float kScale = 0.18f;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> score(0.0f, 4.0f);
+  float max[4], sum[4], o[4], factor[4];
+  std::vector<float> all, values;
+  for (int w = 0; w < 4; ++w) {
+    std::vector<float> x(size_t(counts[w])), v(size_t(counts[w]));
+    for (int i = 0; i < counts[w]; ++i) x[size_t(i)] = score(rng), v[size_t(i)] = score(rng);
+    max[w] = kNegativeInfinity;
+    for (float s : x) max[w] = std::max(max[w], s);
+    sum[w] = o[w] = 0.0f;
+    for (int i = 0; i < counts[w]; ++i) {
+      const float p = std::exp2((x[size_t(i)] - max[w]) * kScale);
+      sum[w] += p;
+      o[w] += p * v[size_t(i)];
+    }
+    all.insert(all.end(), x.begin(), x.end());
+    values.insert(values.end(), v.begin(), v.end());
+  }
+  const float joint = fmha::sm90_warp_merge_factors(max, kScale, factor);
+  float merged_sum = 0.0f, merged_o = 0.0f;
+  for (int w = 0; w < 4; ++w) {
+    merged_sum += sum[w] * factor[w];
+    merged_o += o[w] * factor[w];
+    if (counts[w] == 0) {
+      EXPECT_EQ(factor[w], 0.0f) << "a warp that saw no key adds nothing";
+    }
+  }
+  if (all.empty()) {
+    EXPECT_EQ(joint, kNegativeInfinity);
+    EXPECT_EQ(merged_sum, 0.0f);
+    EXPECT_EQ(merged_o, 0.0f);
+    return;
+  }
+  double expected_max = all[0], expected_sum = 0, expected_o = 0;
+  for (float s : all) expected_max = std::max(expected_max, double(s));
+  for (size_t i = 0; i < all.size(); ++i) {
+    const double p = std::exp2((all[i] - expected_max) * kScale);
+    expected_sum += p;
+    expected_o += p * values[i];
+  }
+  EXPECT_EQ(joint, float(expected_max));
+  EXPECT_NEAR(merged_sum, expected_sum, 1e-5 * expected_sum);
+  EXPECT_NEAR(merged_o / merged_sum, expected_o / expected_sum, 1e-4);
+}
+
+TEST(WarpMmaEmulated, MergeFactorsJoinTheWarpsSoftmaxStates) {
+  check_merge({32, 32, 32, 32}, 11);
+  check_merge({32, 32, 17, 0}, 12);  // the sequence ends inside warp 2's keys
+  check_merge({5, 0, 0, 0}, 13);     // a short last block: warps 1-3 saw no key
+  check_merge({0, 0, 0, 0}, 14);     // a padding row: no NaN, max -inf, nothing added
+}
+
+// A NaN score (max NaN in its warp) must reach the row's sum, as it does in one softmax.
+TEST(WarpMmaEmulated, MergeFactorsCarryANanOn) {
+  const float max[4] = {1.0f, NAN, 2.0f, kNegativeInfinity};
+  float factor[4];
+  const float joint = fmha::sm90_warp_merge_factors(max, 0.5f, factor);
+  EXPECT_EQ(joint, 2.0f);
+  EXPECT_TRUE(std::isnan(factor[1]));
+  EXPECT_EQ(factor[3], 0.0f);
+  EXPECT_EQ(factor[2], 1.0f);
 }
 
 }  // namespace

@@ -91,45 +91,31 @@ struct Sm90WarpDecode {
     }
     tile::named_barrier_sync(kSm90EpilogueBarrier, kSm90WarpgroupThreads);
     if (warp() == 0) {
-      float max[4][2], sum[4][2];
+      float max[2][4], sum[2][4], factor[2][4];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        max[0][r] = softmax.row_max[r];
-        sum[0][r] = softmax.row_sum[r];
-      }
+        max[r][0] = softmax.row_max[r];
+        sum[r][0] = softmax.row_sum[r];
 #pragma unroll
-      for (int w = 1; w < 4; ++w) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(max[w][r]) : "r"(slot(w, kO + r)));
-          asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(sum[w][r]) : "r"(slot(w, kO + 2 + r)));
+        for (int w = 1; w < 4; ++w) {
+          asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(max[r][w]) : "r"(slot(w, kO + r)));
+          asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(sum[r][w]) : "r"(slot(w, kO + 2 + r)));
         }
-      }
-      float factor[4][2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float joint =
-            tile::max_f32(tile::max_f32(max[0][r], max[1][r]), tile::max_f32(max[2][r], max[3][r]));
-        // A row no warp saw a key of keeps max -inf; subtracting 0 keeps exp2 at 0, never NaN.
-        const float base = joint == sm90_negative_infinity() ? 0.0f : joint * scale;
+        state.softmax.row_max[r] = sm90_warp_merge_factors(max[r], scale, factor[r]);
         float total = 0.0f;
 #pragma unroll
-        for (int w = 0; w < 4; ++w) {
-          factor[w][r] = tile::exp2_approx(max[w][r] * scale - base);
-          total += sum[w][r] * factor[w][r];
-        }
-        state.softmax.row_max[r] = joint;
+        for (int w = 0; w < 4; ++w) total += sum[r][w] * factor[r][w];
         state.softmax.row_sum[r] = total;
       }
 #pragma unroll
       for (int i = 0; i < kO; ++i) {
         const int r = (i / 2) % 2;  // o[4j + 2r + e]
-        float value = state.o[i] * factor[0][r];
+        float value = state.o[i] * factor[r][0];
 #pragma unroll
         for (int w = 1; w < 4; ++w) {
           float other;
           asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(other) : "r"(slot(w, i)));
-          value += other * factor[w][r];
+          value += other * factor[r][w];
         }
         state.o[i] = value;
       }

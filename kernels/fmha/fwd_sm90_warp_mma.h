@@ -10,11 +10,27 @@
 
 #include "fmha/fwd_sm90_kv_layout.h"
 #include "fmha/fwd_sm90_shape.h"
+#include "tile/fast_math.h"
 #include "tile/ldmatrix.h"
 #include "tile/mma.h"
 #include "tile/numeric_types.h"
+#include "tile/warp_reduce.h"
 
 namespace tilefmha::fmha {
+
+// The factors that merge the four warps' online-softmax states of one row (raw running maxima
+// `max`, folded softmax scale `scale`): warp w's sum and O count with factor[w] =
+// exp2(max[w] * scale - joint * scale). Returns the joint maximum. A warp that saw no key of the
+// row (max -inf) gets factor 0, and a row no warp saw keeps max -inf with every factor 0, never
+// NaN; a NaN maximum reaches the factors, so that NaN logits reach O and LSE.
+TILEFMHA_DEVICE float sm90_warp_merge_factors(const float (&max)[4], float scale,
+                                              float (&factor)[4]) {
+  const float joint = tile::max_f32(tile::max_f32(max[0], max[1]), tile::max_f32(max[2], max[3]));
+  const float base = joint == tile::bits_as_float(0xFF800000u) ? 0.0f : joint * scale;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) factor[w] = tile::exp2_approx(max[w] * scale - base);
+  return joint;
+}
 
 template <class Traits>
 struct Sm90WarpMma {
