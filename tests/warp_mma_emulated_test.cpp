@@ -24,6 +24,8 @@
 #include "fmha/fwd_sm90_warp_mma.h"
 // clang-format on
 
+#include "core/numeric.hpp"
+
 namespace tilefmha::fmha {
 alignas(1024) unsigned char shared[emulation::kSharedBytes];
 }
@@ -49,18 +51,6 @@ constexpr tile::u32 kVStage = 0x20000;
 constexpr int kRows = 16;
 constexpr float kNegativeInfinity = -INFINITY;
 
-uint16_t bf16_bits(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  return uint16_t((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-}
-float bf16_value(uint16_t bits) {
-  const uint32_t widened = uint32_t(bits) << 16;
-  float value;
-  std::memcpy(&value, &widened, 4);
-  return value;
-}
-
 // Byte offset of element (row, column) in a 128B-swizzled tile whose rows start at
 // `row_offset(row)` and whose 64-column panels lie `panel_bytes` apart, as TMA writes it.
 template <class RowOffset>
@@ -78,8 +68,8 @@ std::vector<float> place(std::mt19937& rng, tile::u32 base, int rows, int hdim,
   std::vector<float> values(size_t(rows) * hdim);
   for (int r = 0; r < rows; ++r) {
     for (int c = 0; c < hdim; ++c) {
-      const uint16_t bits = bf16_bits(uniform(rng));
-      values[size_t(r) * hdim + c] = bf16_value(bits);
+      const uint16_t bits = numeric::float_to_bf16(uniform(rng));
+      values[size_t(r) * hdim + c] = numeric::bf16_to_float(bits);
       std::memcpy(fmha::shared + base + swizzled_offset(row_offset, panel_bytes, r, c), &bits, 2);
     }
   }
@@ -104,7 +94,7 @@ void check_block(int grouped, int len_k, unsigned seed) {
   // P: bf16 values the test chooses, so that P V checks the B fragments apart from the softmax.
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   std::vector<float> p(size_t(kRows) * 128);
-  for (float& x : p) x = bf16_value(bf16_bits(unit(rng)));
+  for (float& x : p) x = numeric::bf16_to_float(numeric::float_to_bf16(unit(rng)));
 
   std::vector<float> s_out(size_t(kRows) * 128, NAN);
   std::vector<float> o_out(size_t(4) * kRows * Hdim, NAN);  // each warp's O over its keys

@@ -70,9 +70,6 @@ std::optional<std::string_view> per_head_feature(const KernelConfig& c) {
   return std::nullopt;
 }
 
-// What the split-KV mode adds: partials without dropout, sink logit or an LSE output of their
-// own (the combine adds the sink logit once and writes the final LSE), one CTA per tile, and key
-// blocks that never straddle two splits.
 // The warp-MMA decode consumer (fmha/fwd_sm90_warp_decode.h) runs plain split-KV decode tiles:
 // the scale folded into the exponent, no mask but the sequence end, one consumer warpgroup and
 // 128-key blocks whose four 32-key quarters go to its four warps. The first field that rules a
@@ -91,13 +88,14 @@ std::optional<std::string_view> warp_decode_refusal(const KernelConfig& c) {
 
 void check_warp_decode_fields(const KernelConfig& c) {
   if (const std::optional<std::string_view> field = warp_decode_refusal(c))
-    throw Error(ErrorKind::not_supported,
-                std::string(*field) + " = " + field_to_string(get_field(c, *field)) +
-                    ": warp MMAs run split-KV decode (family fwd_splitkv) on fp16 or bf16 with "
-                    "no mask, bias, soft cap or dropout, in 64 x 128 tiles",
-                std::string(*field));
+    unsupported_field(c, *field,
+                      "warp MMAs run split-KV decode (family fwd_splitkv) on fp16 or bf16 with no "
+                      "mask, bias, soft cap or dropout, in 64 x 128 tiles");
 }
 
+// What the split-KV mode adds: partials without dropout, sink logit or an LSE output of their
+// own (the combine adds the sink logit once and writes the final LSE), one CTA per tile, and key
+// blocks that never straddle two splits.
 void check_splitkv_fields(const KernelConfig& c) {
   if (c.dropout)
     unsupported("dropout", c.dropout, "split-KV partials carry no dropout (family fwd_splitkv)");
@@ -209,11 +207,9 @@ void check_supported_sm90(const KernelConfig& c) {
   check_forward_fields(c, "", paged);
   if (c.pack_gqa) {
     if (const std::optional<std::string_view> field = per_head_feature(c))
-      throw Error(ErrorKind::not_supported,
-                  std::string(*field) + " = " + field_to_string(get_field(c, *field)) +
-                      ": a packed GQA tile holds several heads: batch mode without per-head "
-                      "dropout, sink logit, bias, ALiBi or soft cap",
-                  std::string(*field));
+      unsupported_field(c, *field,
+                        "a packed GQA tile holds several heads: batch mode without per-head "
+                        "dropout, sink logit, bias, ALiBi or soft cap");
   }
   if (c.family == Family::fwd_splitkv) check_splitkv_fields(c);
   if (c.warp_decode) check_warp_decode_fields(c);

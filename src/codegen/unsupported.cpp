@@ -2,6 +2,13 @@
 
 namespace tilefmha::codegen {
 
+void unsupported_field(const KernelConfig& c, std::string_view field, std::string_view why) {
+  throw Error(
+      ErrorKind::not_supported,
+      std::string(field) + " = " + field_to_string(get_field(c, field)) + ": " + std::string(why),
+      std::string(field));
+}
+
 void check_forward_fields(const KernelConfig& c, std::string_view fp8_why, bool reads_pages) {
   if (!reads_pages && c.page_table != PageTableKind::none)
     unsupported("page_table", c.page_table, "the fwd kernel reads contiguous K/V");

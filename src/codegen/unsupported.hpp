@@ -25,6 +25,11 @@ template <class T>
   throw Error(ErrorKind::not_supported, message.str(), std::string(field));
 }
 
+// The same refusal for a field known by name (a check that returns the first offending field):
+// its value comes from the config.
+[[noreturn]] void unsupported_field(const KernelConfig& config, std::string_view field,
+                                    std::string_view why);
+
 // Refuses the fields no forward kernel implements, in this order: a paged K/V table (unless the
 // kernel `reads_pages`), RoPE (which belongs to fwd_appendkv), fp8 scales (`fp8_why` says why
 // the pipeline has none; empty where the pipeline checks its fp8 support itself) and the
